@@ -1,0 +1,260 @@
+#include "core/commands.h"
+
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "core/config.h"
+#include "core/pipeline.h"
+#include "core/time.h"
+#include "ingest/kafka/kafka_source.h"
+#include "sinks/decision_log/decision_log.h"
+#include "sinks/kubernetes/taint_sink.h"
+
+namespace faultline {
+namespace {
+
+std::shared_ptr<const Bank> loadRules(const std::string& dir) {
+  return loadBank(dir.empty() ? embeddedRuleFiles() : readRuleDir(dir));
+}
+
+std::string where(const Signature& sig) { return sig.file + ":" + std::to_string(sig.file_line); }
+
+struct ReplayArgs {
+  std::vector<std::string> files;
+  std::string format;
+  std::string node;
+  std::string boot_time;
+  int year = 0;
+  std::string rules;
+  std::string decisions;
+  bool apply = false;
+  std::string config;
+};
+
+int replay(const ReplayArgs& a) {
+  ArchiveOptions opts;
+  if (!a.format.empty()) {
+    Format f{};
+    if (!parseFormatName(a.format, &f)) {
+      std::cerr << "faultline: unknown --format " << a.format << "\n";
+      return 2;
+    }
+    opts.format = f;
+  }
+  opts.parse.node = a.node;
+  if (!a.boot_time.empty()) {
+    int64_t ns = 0;
+    if (!parseRfc3339(a.boot_time, &ns)) {
+      std::cerr << "faultline: --boot-time is not an RFC 3339 time: " << a.boot_time << "\n";
+      return 2;
+    }
+    opts.parse.boot_time_ns = ns;
+  }
+  if (a.year != 0) {
+    opts.parse.year = a.year;
+  } else {
+    // `Mon DD` syslog stamps carry no year: take the current one unless --year pins it.
+    opts.parse.year = std::stoi(formatRfc3339(nowNanos()).substr(0, 4));
+  }
+  Taint taint;
+  std::optional<KubeConfig> kube;
+  std::string rules_dir = a.rules;
+  if (!a.config.empty()) {
+    const ServiceConfig cfg = loadServiceConfig(a.config);
+    taint = cfg.taint;
+    kube = cfg.kubernetes;
+    if (rules_dir.empty()) {
+      rules_dir = cfg.rules_dir;
+    }
+  }
+  if (a.apply && !kube) {
+    kube = KubeConfig::inCluster();
+  }
+  const auto bank = loadRules(rules_dir);
+  DecisionLog log(a.decisions);
+  std::vector<DecisionSink*> sinks = {&log};
+  std::unique_ptr<TaintSink> taints;
+  if (a.apply) {
+    taints = std::make_unique<TaintSink>(*kube);
+    sinks.push_back(taints.get());
+  }
+  std::vector<ArchiveInput> inputs;
+  for (const std::string& f : a.files) {
+    inputs.push_back({f, "", false});
+  }
+  if (inputs.empty()) {
+    inputs = embeddedSample();
+    spdlog::info("no archive given: replaying the embedded sample ({} files)", inputs.size());
+  }
+  Pipeline pipeline(bank, taint, sinks);
+  ArchiveSource source(std::move(inputs), opts);
+  const auto start = std::chrono::steady_clock::now();
+  source.run([&](RecordBatch& batch) { pipeline.collect(batch); }, std::stop_token());
+  pipeline.finishReplay();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const ArchiveStats& s = source.stats();
+  spdlog::info(
+      "replayed {} files: {} lines ({} malformed), {:.1f} MB text, {} hits, {} decisions in "
+      "{:.3f}s ({:.0f} lines/s, {:.1f} MB/s)",
+      s.files, s.lines, s.malformed, static_cast<double>(s.bytes_text) / 1e6,
+      pipeline.matcherStats().hits, pipeline.decisions(), secs,
+      static_cast<double>(s.lines) / secs, static_cast<double>(s.bytes_text) / 1e6 / secs);
+  return 0;
+}
+
+int rulesTest(const std::string& dir) {
+  const auto bank = loadRules(dir);
+  return testBank(*bank) == 0 ? 0 : 1;
+}
+
+std::stop_source* g_stop = nullptr;
+extern "C" void onSignal(int /*sig*/) {
+  if (g_stop != nullptr) {
+    g_stop->request_stop();  // lock-free: sets an atomic flag and runs no callbacks here
+  }
+}
+
+int serve(const std::string& config_path) {
+  const ServiceConfig cfg = loadServiceConfig(config_path);
+  if (!cfg.kafka) {
+    std::cerr << "faultline: " << config_path << ": no source configured (kafka)\n";
+    return 2;
+  }
+  const auto bank = loadRules(cfg.rules_dir);
+  spdlog::info("loaded {} signatures and {} rules", bank->signatures.size(), bank->rules.size());
+  DecisionLog log(cfg.decisions_path);
+  std::vector<DecisionSink*> sinks = {&log};
+  std::unique_ptr<TaintSink> taints;
+  if (cfg.kubernetes) {
+    taints = std::make_unique<TaintSink>(*cfg.kubernetes);
+    sinks.push_back(taints.get());
+  } else {
+    spdlog::warn("no kubernetes section: decisions are logged, no taint is applied");
+  }
+  Pipeline pipeline(bank, cfg.taint, sinks);
+  KafkaSource source(*cfg.kafka);
+  std::stop_source stop;
+  g_stop = &stop;
+  std::signal(SIGTERM, onSignal);
+  std::signal(SIGINT, onSignal);
+  source.run([&](RecordBatch& batch) { pipeline.process(batch); }, stop.get_token());
+  pipeline.flush();
+  g_stop = nullptr;
+  spdlog::info("stopped: {} lines, {} hits, {} decisions", pipeline.matcherStats().lines,
+               pipeline.matcherStats().hits, pipeline.decisions());
+  return 0;
+}
+
+}  // namespace
+
+int testBank(const Bank& bank) {
+  Matcher matcher(std::shared_ptr<const Bank>(&bank, [](const Bank*) {}));
+  int problems = 0;
+  int examples = 0;
+  auto fail = [&](const Signature& sig, const std::string& what, const std::string& line) {
+    std::cerr << where(sig) << ": signature " << sig.id << ": " << what << ": " << line << "\n";
+    ++problems;
+  };
+  for (uint32_t i = 0; i < bank.signatures.size(); ++i) {
+    const Signature& sig = bank.signatures[i];
+    for (int k = 0; k < kStreamKinds; ++k) {
+      const auto kind = static_cast<StreamKind>(k);
+      if (!sig.appliesTo(kind)) {
+        continue;
+      }
+      const std::string on = std::string(" on stream ") + std::string(streamKindName(kind));
+      for (const Example& ex : sig.match_examples) {
+        ++examples;
+        RecordBatch batch;
+        LogRecord& rec = batch.records.emplace_back();
+        rec.line = ex.line;
+        rec.stream = kind;
+        std::vector<Hit> hits;
+        matcher.match(batch, &hits);
+        const auto hit = std::find_if(hits.begin(), hits.end(),
+                                      [&](const Hit& h) { return h.signature == i; });
+        if (hit == hits.end()) {
+          fail(sig, "match example not matched" + on, ex.line);
+          continue;
+        }
+        for (const auto& [name, value] : ex.fields) {
+          if (hit->field(name) != value) {
+            fail(sig,
+                 "field " + name + " is '" + std::string(hit->field(name)) + "', expected '" +
+                     value + "'" + on,
+                 ex.line);
+          }
+        }
+      }
+      for (const Example& ex : sig.no_match_examples) {
+        ++examples;
+        const auto ids = matcher.matchLine(ex.line, kind);
+        if (std::find(ids.begin(), ids.end(), i) != ids.end()) {
+          fail(sig, "no_match example matched" + on, ex.line);
+        }
+      }
+    }
+  }
+  std::cout << "rules test: " << bank.signatures.size() << " signatures, " << bank.rules.size()
+            << " rules, " << examples << " example checks, " << problems << " problems\n";
+  return problems;
+}
+
+int runCli(int argc, char** argv) {
+  CLI::App app{"faultline: finds faulty GPU/accelerator nodes in kernel and pod logs"};
+  app.require_subcommand(1);
+
+  ReplayArgs ra;
+  CLI::App* rp = app.add_subcommand(
+      "replay", "Replay archived logs (plain, .gz, .zst; - for stdin) through the engine");
+  rp->add_option("files", ra.files, "Archive files; none: the embedded sample");
+  rp->add_option("--format", ra.format,
+                 "Force a format: dmesg, syslog, journal-json, otlp-json, loki-jsonl");
+  rp->add_option("--node", ra.node, "Node of dmesg files (default: file name up to its first dot)");
+  rp->add_option("--boot-time", ra.boot_time,
+                 "Boot time (RFC 3339) for dmesg [uptime] stamps; default: first line = epoch");
+  rp->add_option("--year", ra.year, "Year of syslog 'Mon DD' stamps (default: the current year)");
+  rp->add_option("--rules", ra.rules, "Rule directory (default: the embedded bank)");
+  rp->add_option("--decisions", ra.decisions, "Decision log file (default: stdout)");
+  rp->add_flag("--apply", ra.apply, "Also apply taints through the Kubernetes API");
+  rp->add_option("--config", ra.config, "Service config for taint and kubernetes settings");
+
+  std::string config;
+  CLI::App* sv = app.add_subcommand("serve", "Run the live service");
+  sv->add_option("--config", config, "Service configuration (YAML)")->required();
+
+  std::string rules_dir;
+  CLI::App* rules = app.add_subcommand("rules", "Signature bank tools");
+  rules->require_subcommand(1);
+  CLI::App* rt = rules->add_subcommand("test", "Check every example line of the bank");
+  rt->add_option("dir", rules_dir, "Rule directory (default: the embedded bank)");
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_default_logger(spdlog::stderr_color_mt("faultline"));
+  try {
+    if (rp->parsed()) {
+      return replay(ra);
+    }
+    if (sv->parsed()) {
+      return serve(config);
+    }
+    return rulesTest(rules_dir);
+  } catch (const BankError& e) {
+    std::cerr << "faultline: the rule bank does not load:\n" << e.what();
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "faultline: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace faultline

@@ -1,0 +1,25 @@
+// The `faultline` command line: replay, serve, rules test.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ingest/archive/archive_source.h"
+#include "matcher/bank.h"
+
+namespace faultline {
+
+// Runs the command line; returns the process exit code (0 ok, 1 failure found, 2 usage or
+// configuration error).
+int runCli(int argc, char** argv);
+
+// Checks every example line of the bank through the real matcher. Prints one line per problem to
+// stderr ("FILE:LINE: signature ID: match example not matched on stream kernel: LINE") and a
+// summary to stdout. Returns the number of problems.
+int testBank(const Bank& bank);
+
+// The sample archive compiled into the binary (tests/data/sample/), replayed by `faultline
+// replay` when no file is given.
+std::vector<ArchiveInput> embeddedSample();
+
+}  // namespace faultline

@@ -1,0 +1,55 @@
+#include "core/config.h"
+
+#include <stdexcept>
+
+#include <re2/re2.h>
+#include <yaml-cpp/yaml.h>
+
+namespace faultline {
+
+void validateTaint(const Taint& t) {
+  // Kubernetes label-name and label-value syntax (apimachinery validation: qualified name).
+  static const RE2 kKey(R"(([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)");
+  static const RE2 kValue(R"(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)");
+  if (!RE2::FullMatch(t.key, kKey)) {
+    throw std::runtime_error("taint key '" + t.key + "' is not a qualified name");
+  }
+  if (!RE2::FullMatch(t.value, kValue)) {
+    throw std::runtime_error("taint value '" + t.value + "' is not a label value");
+  }
+  if (t.effect != "NoSchedule" && t.effect != "PreferNoSchedule" && t.effect != "NoExecute") {
+    throw std::runtime_error("taint effect '" + t.effect +
+                             "' is not NoSchedule, PreferNoSchedule or NoExecute");
+  }
+}
+
+ServiceConfig loadServiceConfig(const std::string& path) {
+  try {
+    const YAML::Node root = YAML::LoadFile(path);
+    if (!root.IsMap()) {
+      throw std::runtime_error("the configuration is a YAML map");
+    }
+    ServiceConfig cfg;
+    cfg.rules_dir = root["rules"].as<std::string>("");
+    cfg.decisions_path = root["decisions"].as<std::string>("");
+    if (const YAML::Node t = root["taint"]) {
+      cfg.taint.key = t["key"].as<std::string>(cfg.taint.key);
+      cfg.taint.value = t["value"].as<std::string>(cfg.taint.value);
+      cfg.taint.effect = t["effect"].as<std::string>(cfg.taint.effect);
+    }
+    validateTaint(cfg.taint);
+    if (const YAML::Node k = root["kubernetes"]) {
+      cfg.kubernetes = KubeConfig::fromYaml(k);
+    }
+    if (const YAML::Node k = root["kafka"]) {
+      cfg.kafka = KafkaConfig::fromYaml(k);
+    }
+    return cfg;
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+}  // namespace faultline

@@ -1,0 +1,46 @@
+// What the correlator decides about a node, and the interface every sink implements.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace faultline {
+
+// A Kubernetes node taint (core/v1 Taint). effect is NoSchedule, PreferNoSchedule or NoExecute.
+struct Taint {
+  std::string key = "faultline.dev/faulty";
+  std::string value = "true";
+  std::string effect = "NoSchedule";
+};
+
+// One matched line that supports a decision.
+struct Evidence {
+  int64_t time_ns = 0;
+  std::string signature;  // signature id
+  std::string line;
+  std::vector<std::pair<std::string, std::string>> fields;  // named capture groups, in order
+};
+
+struct Decision {
+  enum class Action : uint8_t { kTaint };
+  int64_t time_ns = 0;  // event time of the hit that completed the rule
+  std::string node;
+  Action action = Action::kTaint;
+  Taint taint;
+  std::string rule;  // rule id
+  std::vector<Evidence> evidence;
+};
+
+// A stage that receives decisions. write() is called from the pipeline thread; a sink that talks
+// to the network must queue and return quickly. flush() blocks until every decision written so
+// far has been handled (written out, applied, or given up with a logged reason).
+class DecisionSink {
+ public:
+  virtual ~DecisionSink() = default;
+  virtual void write(const Decision& decision) = 0;
+  virtual void flush() {}
+};
+
+}  // namespace faultline

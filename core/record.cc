@@ -1,0 +1,71 @@
+#include "core/record.h"
+
+namespace faultline {
+
+std::string_view streamKindName(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::kKernel:
+      return "kernel";
+    case StreamKind::kPod:
+      return "pod";
+    case StreamKind::kOther:
+      break;
+  }
+  return "other";
+}
+
+bool parseStreamKind(std::string_view name, StreamKind* kind) {
+  if (name == "kernel") {
+    *kind = StreamKind::kKernel;
+  } else if (name == "pod") {
+    *kind = StreamKind::kPod;
+  } else if (name == "other") {
+    *kind = StreamKind::kOther;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string_view RecordBatch::copy(std::string_view bytes) {
+  if (bytes.empty()) {
+    return {};
+  }
+  if (bytes.size() > kChunkBytes / 4) {
+    arena_.emplace_front(bytes);  // large: its own chunk, in front so the open chunk stays last
+    return arena_.front();
+  }
+  if (arena_.empty() || arena_.back().capacity() - arena_.back().size() < bytes.size()) {
+    arena_.emplace_back().reserve(kChunkBytes);
+  }
+  std::string& chunk = arena_.back();
+  const size_t at = chunk.size();
+  chunk.append(bytes);
+  return {chunk.data() + at, bytes.size()};
+}
+
+std::string_view RecordBatch::label(const LogRecord& rec, std::string_view name) const {
+  for (uint32_t i = rec.labels_begin; i < rec.labels_end; ++i) {
+    if (labels[i].name == name) {
+      return labels[i].value;
+    }
+  }
+  return {};
+}
+
+size_t RecordBatch::bytes() const {
+  size_t n = 0;
+  for (const LogRecord& r : records) {
+    n += r.line.size();
+  }
+  return n;
+}
+
+void RecordBatch::clear() {
+  records.clear();
+  labels.clear();
+  arena_.clear();
+  held_.clear();
+}
+
+}  // namespace faultline

@@ -1,0 +1,68 @@
+// The record every stage passes on: one log line with its event time, node and stream kind.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace faultline {
+
+// Where a line came from. Kernel signatures match only kKernel, so a pod that prints a
+// kernel-looking line to its stdout can never trip one.
+enum class StreamKind : uint8_t { kKernel = 0, kPod = 1, kOther = 2 };
+inline constexpr int kStreamKinds = 3;
+
+std::string_view streamKindName(StreamKind kind);
+// "kernel" | "pod" | "other"; returns false for anything else.
+bool parseStreamKind(std::string_view name, StreamKind* kind);
+
+struct Label {
+  std::string_view name;
+  std::string_view value;
+};
+
+// One log line. All views point into storage owned by the RecordBatch that holds the record.
+struct LogRecord {
+  int64_t time_ns = 0;  // event time, nanoseconds since the Unix epoch (UTC)
+  std::string_view node;
+  std::string_view line;  // the message, without transport envelope (timestamp, host, tag)
+  uint32_t labels_begin = 0;  // [labels_begin, labels_end) indexes RecordBatch::labels
+  uint32_t labels_end = 0;
+  StreamKind stream = StreamKind::kOther;
+};
+
+// A batch of records and the bytes they point into. Moving a batch keeps every view valid;
+// copying is disabled so that bytes are never duplicated by accident.
+class RecordBatch {
+ public:
+  RecordBatch() = default;
+  RecordBatch(RecordBatch&&) = default;
+  RecordBatch& operator=(RecordBatch&&) = default;
+  RecordBatch(const RecordBatch&) = delete;
+  RecordBatch& operator=(const RecordBatch&) = delete;
+  ~RecordBatch() = default;
+
+  std::vector<LogRecord> records;
+  std::vector<Label> labels;
+
+  // Copies `bytes` into the batch's arena; the returned view lives as long as the batch.
+  std::string_view copy(std::string_view bytes);
+  // Keeps a buffer (a decompressed chunk, a Kafka message) alive for the batch's lifetime so that
+  // records may point into it without a copy.
+  void hold(std::shared_ptr<const void> buffer) { held_.push_back(std::move(buffer)); }
+
+  std::string_view label(const LogRecord& rec, std::string_view name) const;
+  size_t bytes() const;  // sum of line sizes, for metrics
+
+  void clear();
+
+ private:
+  static constexpr size_t kChunkBytes = 64 * 1024;
+  std::deque<std::string> arena_;  // chunks never reallocate: capacity is reserved up front
+  std::vector<std::shared_ptr<const void>> held_;
+};
+
+}  // namespace faultline

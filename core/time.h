@@ -1,0 +1,34 @@
+// Event-time helpers. All times are int64 nanoseconds since the Unix epoch, UTC.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace faultline {
+
+inline constexpr int64_t kNanosPerSecond = 1'000'000'000;
+
+// Civil UTC date and time to ns since the epoch. month 1..12, day 1..31.
+int64_t civilToNanos(int year, int month, int day, int hour, int minute, int second,
+                     int64_t nanos = 0);
+
+// RFC 3339 with nanoseconds and "Z": 2025-02-23T16:24:18.123456789Z.
+std::string formatRfc3339(int64_t time_ns);
+
+// Parses RFC 3339 / ISO 8601 timestamps: "2025-02-23T16:24:18Z", with a fraction of up to 9
+// digits after '.' or ',', and a "Z" or "+hh:mm"/"+hhmm" offset (no offset = UTC). Also accepts a
+// space instead of 'T'. On success stores ns and the number of characters consumed.
+bool parseRfc3339(std::string_view text, int64_t* time_ns, size_t* consumed = nullptr);
+
+// Parses a duration such as "90s", "10m", "1h", "500ms", "2d" or "1h30m". Returns false on
+// anything else.
+bool parseDuration(std::string_view text, int64_t* nanos);
+
+// "Jan".."Dec" to 1..12, 0 if not a month abbreviation.
+int monthFromAbbrev(std::string_view abbrev);
+
+// Current wall-clock time in ns since the epoch.
+int64_t nowNanos();
+
+}  // namespace faultline

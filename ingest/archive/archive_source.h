@@ -1,0 +1,58 @@
+// Replay source: reads archived logs (plain, gzip or zstd, told apart by their magic bytes) in
+// any of the line formats of ingest/formats, each file's format detected on its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/source.h"
+#include "ingest/formats/formats.h"
+
+namespace faultline {
+
+struct ArchiveInput {
+  std::string name;  // a path, or "-" for standard input; names the node of dmesg files
+  std::string bytes;  // when `from_memory`: the file's content (the embedded sample)
+  bool from_memory = false;
+};
+
+struct ArchiveOptions {
+  std::optional<Format> format;  // force one format for every file; default: detect per file
+  ParseOptions parse;            // parse.node empty: dmesg files take the node from their name
+  size_t batch_records = 8192;
+};
+
+struct ArchiveStats {
+  uint64_t files = 0;
+  uint64_t bytes_read = 0;    // as stored (compressed), bytes
+  uint64_t bytes_text = 0;    // after decompression, bytes
+  uint64_t lines = 0;
+  uint64_t malformed = 0;     // lines no parser of the file's format accepted
+  uint64_t records = 0;
+};
+
+class ArchiveSource : public Source {
+ public:
+  ArchiveSource(std::vector<ArchiveInput> inputs, ArchiveOptions options);
+
+  // Reads the inputs in order. Throws std::runtime_error naming the file when one cannot be
+  // opened, is corrupt, or its format cannot be detected; records read before stay delivered.
+  void run(const BatchHandler& handle, std::stop_token stop) override;
+
+  const ArchiveStats& stats() const { return stats_; }
+
+ private:
+  void runOne(const ArchiveInput& input, const BatchHandler& handle, const std::stop_token& stop);
+
+  std::vector<ArchiveInput> inputs_;
+  ArchiveOptions options_;
+  ArchiveStats stats_;
+};
+
+// The node a dmesg archive speaks for when --node is not given: its file name up to the first
+// dot ("/logs/gpu-node-7.dmesg.zst" -> "gpu-node-7").
+std::string nodeFromFileName(const std::string& path);
+
+}  // namespace faultline

@@ -1,0 +1,212 @@
+#include "ingest/archive/decompress.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include <zlib.h>
+#include <zstd.h>
+
+namespace faultline {
+namespace {
+
+// The compressed bytes, from a file or from memory, with the first bytes peekable.
+class RawInput {
+ public:
+  explicit RawInput(const std::string& path) : name_(path) {
+    if (path == "-") {
+      file_ = stdin;
+    } else {
+      file_ = std::fopen(path.c_str(), "rb");
+      if (file_ == nullptr) {
+        throw std::runtime_error(path + ": " + std::strerror(errno));
+      }
+      owned_ = true;
+    }
+  }
+  explicit RawInput(const std::string* bytes) : name_("(memory)"), memory_(bytes) {}
+  RawInput(const RawInput&) = delete;
+  RawInput& operator=(const RawInput&) = delete;
+  ~RawInput() {
+    if (owned_) {
+      std::fclose(file_);
+    }
+  }
+
+  size_t read(char* out, size_t n) {
+    size_t got = 0;
+    if (memory_ != nullptr) {
+      got = std::min(n, memory_->size() - pos_);
+      std::memcpy(out, memory_->data() + pos_, got);
+      pos_ += got;
+    } else {
+      got = std::fread(out, 1, n, file_);
+      if (got == 0 && std::ferror(file_) != 0) {
+        throw std::runtime_error(name_ + ": read error");
+      }
+    }
+    consumed_ += got;
+    return got;
+  }
+  uint64_t consumed() const { return consumed_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  std::FILE* file_ = nullptr;
+  bool owned_ = false;
+  const std::string* memory_ = nullptr;
+  size_t pos_ = 0;
+  uint64_t consumed_ = 0;
+};
+
+constexpr size_t kInChunk = 256 * 1024;
+
+// Base for the readers: owns the raw input and an input buffer that starts with the peeked
+// magic bytes.
+class Reader : public ByteReader {
+ public:
+  Reader(std::unique_ptr<RawInput> raw, std::string peeked)
+      : raw_(std::move(raw)), in_(std::move(peeked)) {}
+  uint64_t compressedBytes() const override { return raw_->consumed(); }
+
+ protected:
+  // Refills in_ when drained; false at the end of input.
+  bool fill() {
+    if (in_pos_ < in_.size()) {
+      return true;
+    }
+    in_.resize(kInChunk);
+    in_.resize(raw_->read(in_.data(), kInChunk));
+    in_pos_ = 0;
+    return !in_.empty();
+  }
+  std::unique_ptr<RawInput> raw_;
+  std::string in_;
+  size_t in_pos_ = 0;
+};
+
+class PlainReader : public Reader {
+ public:
+  using Reader::Reader;
+  size_t read(char* out, size_t n) override {
+    if (!fill()) {
+      return 0;
+    }
+    const size_t got = std::min(n, in_.size() - in_pos_);
+    std::memcpy(out, in_.data() + in_pos_, got);
+    in_pos_ += got;
+    return got;
+  }
+};
+
+class GzipReader : public Reader {
+ public:
+  GzipReader(std::unique_ptr<RawInput> raw, std::string peeked)
+      : Reader(std::move(raw), std::move(peeked)) {
+    if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) {
+      throw std::runtime_error(raw_->name() + ": zlib init failed");
+    }
+  }
+  GzipReader(const GzipReader&) = delete;
+  GzipReader& operator=(const GzipReader&) = delete;
+  ~GzipReader() override { inflateEnd(&z_); }
+
+  size_t read(char* out, size_t n) override {
+    z_.next_out = reinterpret_cast<Bytef*>(out);
+    z_.avail_out = static_cast<uInt>(n);
+    while (z_.avail_out == n) {
+      if (!fill()) {
+        if (!member_ended_) {
+          throw std::runtime_error(raw_->name() + ": gzip stream truncated");
+        }
+        break;
+      }
+      z_.next_in = reinterpret_cast<Bytef*>(in_.data() + in_pos_);
+      z_.avail_in = static_cast<uInt>(in_.size() - in_pos_);
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      in_pos_ = in_.size() - z_.avail_in;
+      if (rc == Z_STREAM_END) {
+        member_ended_ = true;
+        inflateReset(&z_);  // gzip files may hold several members, read them all
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        throw std::runtime_error(raw_->name() + ": corrupt gzip data (" +
+                                 (z_.msg != nullptr ? z_.msg : "inflate error") + ")");
+      } else {
+        member_ended_ = false;
+      }
+    }
+    return n - z_.avail_out;
+  }
+
+ private:
+  z_stream z_{};
+  bool member_ended_ = false;
+};
+
+class ZstdReader : public Reader {
+ public:
+  ZstdReader(std::unique_ptr<RawInput> raw, std::string peeked)
+      : Reader(std::move(raw), std::move(peeked)), ctx_(ZSTD_createDStream()) {}
+  ZstdReader(const ZstdReader&) = delete;
+  ZstdReader& operator=(const ZstdReader&) = delete;
+  ~ZstdReader() override { ZSTD_freeDStream(ctx_); }
+
+  size_t read(char* out, size_t n) override {
+    ZSTD_outBuffer ob{out, n, 0};
+    while (ob.pos == 0) {
+      if (!fill()) {
+        if (frame_open_) {
+          throw std::runtime_error(raw_->name() + ": zstd stream truncated");
+        }
+        break;
+      }
+      ZSTD_inBuffer ib{in_.data(), in_.size(), in_pos_};
+      const size_t rc = ZSTD_decompressStream(ctx_, &ob, &ib);
+      in_pos_ = ib.pos;
+      if (ZSTD_isError(rc) != 0) {
+        throw std::runtime_error(raw_->name() + ": corrupt zstd data (" +
+                                 ZSTD_getErrorName(rc) + ")");
+      }
+      frame_open_ = rc != 0;
+    }
+    return ob.pos;
+  }
+
+ private:
+  ZSTD_DStream* ctx_;
+  bool frame_open_ = false;
+};
+
+std::unique_ptr<ByteReader> open(std::unique_ptr<RawInput> raw) {
+  std::string magic(4, '\0');
+  size_t got = 0;
+  while (got < magic.size()) {
+    const size_t n = raw->read(magic.data() + got, magic.size() - got);
+    if (n == 0) {
+      break;
+    }
+    got += n;
+  }
+  magic.resize(got);
+  const auto* m = reinterpret_cast<const unsigned char*>(magic.data());
+  if (got >= 2 && m[0] == 0x1f && m[1] == 0x8b) {
+    return std::make_unique<GzipReader>(std::move(raw), std::move(magic));
+  }
+  if (got >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) {
+    return std::make_unique<ZstdReader>(std::move(raw), std::move(magic));
+  }
+  return std::make_unique<PlainReader>(std::move(raw), std::move(magic));
+}
+
+}  // namespace
+
+std::unique_ptr<ByteReader> openArchive(const std::string& path) {
+  return open(std::make_unique<RawInput>(path));
+}
+
+std::unique_ptr<ByteReader> openArchiveBytes(const std::string& bytes) {
+  return open(std::make_unique<RawInput>(&bytes));
+}
+
+}  // namespace faultline

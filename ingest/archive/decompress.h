@@ -1,0 +1,27 @@
+// Streaming readers for plain, gzip (RFC 1952, concatenated members allowed) and zstd (RFC 8878)
+// input, chosen by the first bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+namespace faultline {
+
+class ByteReader {
+ public:
+  virtual ~ByteReader() = default;
+  // Reads up to `n` decompressed bytes into `out`; returns 0 at the end of input. Throws
+  // std::runtime_error on corrupt input.
+  virtual size_t read(char* out, size_t n) = 0;
+  virtual uint64_t compressedBytes() const = 0;  // bytes consumed from the underlying input
+};
+
+// Opens `path` ("-" = stdin) and picks the decoder from its magic bytes. Throws
+// std::runtime_error if the file cannot be opened.
+std::unique_ptr<ByteReader> openArchive(const std::string& path);
+// The same over bytes in memory.
+std::unique_ptr<ByteReader> openArchiveBytes(const std::string& bytes);
+
+}  // namespace faultline

@@ -1,0 +1,208 @@
+// The kernel ring buffer as dmesg(1) and /dev/kmsg print it (util-linux dmesg(1),
+// Documentation/ABI/testing/dev-kmsg).
+#include <cstdlib>
+#include <string>
+
+#include "core/time.h"
+#include "ingest/formats/parsers.h"
+
+namespace faultline {
+namespace {
+
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+// "12345.678901" (seconds, optional fraction) to ns. Leading spaces allowed.
+bool parseSeconds(std::string_view s, int64_t* ns) {
+  s = trimLeft(s);
+  int64_t sec = 0;
+  size_t i = 0;
+  while (i < s.size() && isDigit(s[i])) {
+    sec = sec * 10 + (s[i++] - '0');
+  }
+  if (i == 0) {
+    return false;
+  }
+  int64_t frac = 0;
+  int64_t scale = kNanosPerSecond;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && isDigit(s[i])) {
+      scale /= 10;
+      frac += (s[i++] - '0') * scale;
+    }
+  }
+  if (i != s.size()) {
+    return false;
+  }
+  *ns = sec * kNanosPerSecond + frac;
+  return true;
+}
+
+// "Fri Apr  5 21:29:39 2024" (dmesg -T, ctime(3) layout) to ns, read as UTC.
+bool parseCtime(std::string_view s, int64_t* ns) {
+  if (s.size() != 24 || s[3] != ' ' || s[7] != ' ' || s[13] != ':' || s[16] != ':' ||
+      s[19] != ' ') {
+    return false;
+  }
+  const int month = monthFromAbbrev(s.substr(4, 3));
+  const int day = (s[8] == ' ' ? 0 : (s[8] - '0') * 10) + (s[9] - '0');
+  const int hour = (s[11] - '0') * 10 + (s[12] - '0');
+  const int min = (s[14] - '0') * 10 + (s[15] - '0');
+  const int sec = (s[17] - '0') * 10 + (s[18] - '0');
+  const int year = std::atoi(std::string(s.substr(20, 4)).c_str());
+  if (month == 0 || day < 1 || year < 1970) {
+    return false;
+  }
+  *ns = civilToNanos(year, month, day, hour, min, sec);
+  return true;
+}
+
+enum class Stamp { kNone, kUptime, kDelta, kAbsolute };
+
+struct Head {
+  Stamp stamp = Stamp::kNone;
+  int64_t ns = 0;
+  std::string_view msg;
+};
+
+// Recognises the head of a record in any dmesg form; Stamp::kNone if `line` is not a head.
+Head parseHead(std::string_view line) {
+  Head h;
+  std::string_view s = line;
+  // /dev/kmsg: "prio,seq,usec,flags;msg"
+  if (!s.empty() && isDigit(s.front())) {
+    const size_t semi = s.find(';');
+    const size_t c1 = s.find(',');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : s.find(',', c1 + 1);
+    const size_t c3 = c2 == std::string_view::npos ? c2 : s.find(',', c2 + 1);
+    if (semi != std::string_view::npos && c3 != std::string_view::npos && c3 < semi) {
+      int64_t us = 0;
+      if (parseSeconds(s.substr(c2 + 1, c3 - c2 - 1), &us)) {
+        h = {Stamp::kUptime, us / 1'000'000, s.substr(semi + 1)};  // value was µs, read as s
+      }
+    }
+    return h;
+  }
+  // dmesg --decode --time-format iso: "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 msg"
+  const size_t colon = s.find(':');
+  if (colon != std::string_view::npos && colon < 8 && s.size() > 16) {
+    const size_t second = s.find(':', colon + 1);
+    if (second != std::string_view::npos && second < 20) {
+      std::string_view rest = trimLeft(s.substr(second + 1));
+      size_t used = 0;
+      if (parseRfc3339(rest, &h.ns, &used)) {
+        h.stamp = Stamp::kAbsolute;
+        h.msg = trimLeft(rest.substr(used));
+        return h;
+      }
+    }
+  }
+  // "<6>" priority prefix (pstore, `dmesg -r`)
+  if (s.size() > 3 && s[0] == '<' && isDigit(s[1])) {
+    const size_t gt = s.find('>');
+    if (gt == std::string_view::npos || gt > 4) {
+      return h;
+    }
+    s.remove_prefix(gt + 1);
+  }
+  if (s.empty() || s.front() != '[') {
+    return h;
+  }
+  const size_t close = s.find(']');
+  if (close == std::string_view::npos) {
+    return h;
+  }
+  const std::string_view stamp = s.substr(1, close - 1);
+  std::string_view msg = s.substr(close + 1);
+  if (!msg.empty() && msg.front() == ' ') {
+    msg.remove_prefix(1);
+  }
+  h.msg = msg;
+  const std::string_view t = trimLeft(stamp);
+  if (!t.empty() && t.front() == '+' && parseSeconds(t.substr(1), &h.ns)) {
+    h.stamp = Stamp::kDelta;
+  } else if (parseSeconds(stamp, &h.ns)) {
+    h.stamp = Stamp::kUptime;
+  } else if (parseCtime(stamp, &h.ns)) {
+    h.stamp = Stamp::kAbsolute;
+  }
+  return h;
+}
+
+class DmesgParser : public LineParser {
+ public:
+  explicit DmesgParser(const ParseOptions& o) : boot_ns_(o.boot_time_ns), node_(o.node) {}
+
+  bool parse(std::string_view line, RecordBatch* batch) override {
+    const Head h = parseHead(line);
+    if (h.stamp == Stamp::kNone) {
+      // A printk continuation: indented, no stamp of its own. It belongs to the record before.
+      const std::string_view cont = trimLeft(line);
+      if (has_pending_ && cont.size() < line.size() && !cont.empty()) {
+        if (joined_.empty()) {
+          joined_.assign(pending_line_);
+        }
+        joined_ += '\n';
+        joined_.append(cont);
+        return true;
+      }
+      return false;
+    }
+    flush(batch);
+    int64_t t = h.ns;
+    if (h.stamp == Stamp::kUptime) {
+      if (boot_ns_) {
+        t = *boot_ns_ + h.ns;
+      } else {
+        if (!first_uptime_ns_) {
+          first_uptime_ns_ = h.ns;
+        }
+        t = h.ns - *first_uptime_ns_;
+      }
+    } else if (h.stamp == Stamp::kDelta) {
+      t = last_ns_ + h.ns;
+    }
+    last_ns_ = t;
+    has_pending_ = true;
+    pending_time_ = t;
+    pending_line_ = h.msg;
+    return true;
+  }
+
+  void finish(RecordBatch* batch) override { flush(batch); }
+
+ private:
+  void flush(RecordBatch* batch) {
+    if (!has_pending_) {
+      return;
+    }
+    const std::string_view node = batch->copy(node_);
+    LogRecord& r = batch->records.emplace_back();
+    r.time_ns = pending_time_;
+    r.node = node;
+    r.stream = StreamKind::kKernel;
+    r.labels_begin = r.labels_end = static_cast<uint32_t>(batch->labels.size());
+    r.line = joined_.empty() ? pending_line_ : batch->copy(joined_);
+    joined_.clear();
+    has_pending_ = false;
+  }
+
+  std::optional<int64_t> boot_ns_;
+  std::optional<int64_t> first_uptime_ns_;
+  int64_t last_ns_ = 0;
+  std::string node_;
+  bool has_pending_ = false;
+  int64_t pending_time_ = 0;
+  std::string_view pending_line_;
+  std::string joined_;
+};
+
+}  // namespace
+
+bool looksLikeDmesg(std::string_view line) { return parseHead(line).stamp != Stamp::kNone; }
+
+std::unique_ptr<LineParser> makeDmesgParser(const ParseOptions& options) {
+  return std::make_unique<DmesgParser>(options);
+}
+
+}  // namespace faultline

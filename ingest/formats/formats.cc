@@ -1,0 +1,109 @@
+#include "ingest/formats/formats.h"
+
+#include <array>
+
+#include "ingest/formats/parsers.h"
+
+namespace faultline {
+namespace {
+
+constexpr std::array<std::pair<Format, std::string_view>, 5> kNames = {{
+    {Format::kDmesg, "dmesg"},
+    {Format::kSyslog, "syslog"},
+    {Format::kJournalJson, "journal-json"},
+    {Format::kOtlpJson, "otlp-json"},
+    {Format::kLokiJsonl, "loki-jsonl"},
+}};
+
+// Which format one line looks like. JSON formats are told apart by their keys.
+std::optional<Format> lineFormat(std::string_view line) {
+  if (!line.empty() && line.front() == '{') {
+    if (line.find("\"resourceLogs\"") != std::string_view::npos) {
+      return Format::kOtlpJson;
+    }
+    if (line.find("\"__REALTIME_TIMESTAMP\"") != std::string_view::npos ||
+        line.find("\"MESSAGE\"") != std::string_view::npos) {
+      return Format::kJournalJson;
+    }
+    if (line.find("\"line\"") != std::string_view::npos) {
+      return Format::kLokiJsonl;
+    }
+    return std::nullopt;
+  }
+  if (looksLikeDmesg(line)) {
+    return Format::kDmesg;
+  }
+  if (looksLikeSyslog(line)) {
+    return Format::kSyslog;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view formatName(Format f) {
+  for (const auto& [format, name] : kNames) {
+    if (format == f) {
+      return name;
+    }
+  }
+  return "?";
+}
+
+bool parseFormatName(std::string_view name, Format* f) {
+  for (const auto& [format, n] : kNames) {
+    if (n == name) {
+      *f = format;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<Format> detectFormat(std::string_view head) {
+  std::array<int, kNames.size()> votes{};
+  int lines = 0;
+  while (!head.empty() && lines < 200) {
+    const size_t nl = head.find('\n');
+    std::string_view line = head.substr(0, nl);
+    head.remove_prefix(nl == std::string_view::npos ? head.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    if (line.empty()) {
+      continue;
+    }
+    ++lines;
+    if (const auto f = lineFormat(line)) {
+      ++votes[static_cast<size_t>(*f)];
+    }
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < votes.size(); ++i) {
+    if (votes[i] > votes[best]) {
+      best = i;
+    }
+  }
+  if (votes[best] == 0) {
+    return std::nullopt;
+  }
+  return static_cast<Format>(best);
+}
+
+std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& options) {
+  switch (format) {
+    case Format::kDmesg:
+      return makeDmesgParser(options);
+    case Format::kSyslog:
+      return makeSyslogParser(options);
+    case Format::kJournalJson:
+      return makeJournalJsonParser(options);
+    case Format::kOtlpJson:
+      return makeOtlpJsonParser(options);
+    case Format::kLokiJsonl:
+      break;
+  }
+  return makeLokiJsonlParser(options);
+}
+
+}  // namespace faultline

@@ -1,0 +1,56 @@
+// Line formats of archived logs, as the tools that write them produce them. Each parser turns one
+// line of text into zero or more LogRecords.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/record.h"
+#include "ingest/formats/labels.h"
+
+namespace faultline {
+
+enum class Format : uint8_t {
+  kDmesg,        // kernel ring buffer: `[12345.678901] msg`, `dmesg -T`, `<6>[..]`, /dev/kmsg
+                 // `6,1234,5678,-;msg`, `dmesg --decode --time-format iso`
+  kSyslog,       // `Mon DD HH:MM:SS host tag: msg` and `journalctl -o short-iso`
+  kJournalJson,  // `journalctl -o json`, one entry per line
+  kOtlpJson,     // one OTLP ExportLogsServiceRequest (JSON mapping) per line, as the collector's
+                 // file exporter writes it
+  kLokiJsonl,    // `logcli query --output=jsonl`: {"labels":{..},"line":"..","timestamp":".."}
+};
+
+std::string_view formatName(Format f);
+// "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl"; false for anything else.
+bool parseFormatName(std::string_view name, Format* f);
+
+// Guesses the format from the first lines of a file (up to ~64 KiB of text is plenty). Returns
+// nullopt when no format fits any of them.
+std::optional<Format> detectFormat(std::string_view head);
+
+struct ParseOptions {
+  std::string node;                    // dmesg: the node; others take it from the line
+  std::optional<int64_t> boot_time_ns;  // dmesg: boot time for `[uptime]` stamps; else the first
+                                        // stamp of the file is taken as time 0 (the epoch)
+  int year = 1970;                     // syslog: the year, which `Mon DD` lines lack
+  StreamRules streams;                 // which labels name the node and the stream kind
+};
+
+class LineParser {
+ public:
+  virtual ~LineParser() = default;
+  // Parses one line (no trailing newline) and appends its records to `batch`, with views into
+  // `line` where the bytes need no change. `line` must stay valid until the following parse() or
+  // finish() call returns (a record may be held back to join continuation lines). Returns false
+  // when the line is not in this format; the caller counts it and goes on.
+  virtual bool parse(std::string_view line, RecordBatch* batch) = 0;
+  // Appends any record held back for continuation lines. Call once at the end of input.
+  virtual void finish(RecordBatch* /*batch*/) {}
+};
+
+std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& options);
+
+}  // namespace faultline

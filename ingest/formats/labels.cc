@@ -1,0 +1,38 @@
+#include "ingest/formats/labels.h"
+
+#include <algorithm>
+
+namespace faultline {
+
+void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec) {
+  const auto begin = batch.labels.begin() + rec->labels_begin;
+  const auto end = batch.labels.begin() + rec->labels_end;
+  auto find = [&](std::string_view name) {
+    return std::find_if(begin, end, [&](const Label& l) { return l.name == name; });
+  };
+  if (rec->node.empty()) {
+    for (const std::string& name : rules.node_labels) {
+      const auto it = find(name);
+      if (it != end && !it->value.empty()) {
+        rec->node = it->value;
+        break;
+      }
+    }
+  }
+  const bool pod = std::any_of(rules.pod_labels.begin(), rules.pod_labels.end(), [&](const auto& n) {
+    const auto it = find(n);
+    return it != end && !it->value.empty();
+  });
+  if (pod) {
+    rec->stream = StreamKind::kPod;
+    return;
+  }
+  const bool kernel = std::any_of(rules.kernel_labels.begin(), rules.kernel_labels.end(),
+                                  [&](const auto& kv) {
+                                    const auto it = find(kv.first);
+                                    return it != end && it->value == kv.second;
+                                  });
+  rec->stream = kernel ? StreamKind::kKernel : StreamKind::kOther;
+}
+
+}  // namespace faultline

@@ -1,0 +1,28 @@
+// Internal: one constructor per format, and the line tests detectFormat() uses.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "ingest/formats/formats.h"
+
+namespace faultline {
+
+std::unique_ptr<LineParser> makeDmesgParser(const ParseOptions& options);
+std::unique_ptr<LineParser> makeSyslogParser(const ParseOptions& options);
+std::unique_ptr<LineParser> makeJournalJsonParser(const ParseOptions& options);
+std::unique_ptr<LineParser> makeOtlpJsonParser(const ParseOptions& options);
+std::unique_ptr<LineParser> makeLokiJsonlParser(const ParseOptions& options);
+
+bool looksLikeDmesg(std::string_view line);
+bool looksLikeSyslog(std::string_view line);
+
+// Skips ASCII spaces and tabs.
+inline std::string_view trimLeft(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  return s;
+}
+
+}  // namespace faultline

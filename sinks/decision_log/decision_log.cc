@@ -1,0 +1,61 @@
+#include "sinks/decision_log/decision_log.h"
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "core/time.h"
+
+namespace faultline {
+
+std::string decisionToJson(const Decision& d) {
+  nlohmann::ordered_json j;
+  j["time"] = formatRfc3339(d.time_ns);
+  j["node"] = d.node;
+  j["action"] = "taint";
+  j["taint"] = {{"key", d.taint.key}, {"value", d.taint.value}, {"effect", d.taint.effect}};
+  j["rule"] = d.rule;
+  nlohmann::ordered_json evidence = nlohmann::ordered_json::array();
+  for (const Evidence& e : d.evidence) {
+    nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : e.fields) {
+      fields[k] = v;
+    }
+    evidence.push_back({{"time", formatRfc3339(e.time_ns)},
+                        {"signature", e.signature},
+                        {"line", e.line},
+                        {"fields", std::move(fields)}});
+  }
+  j["evidence"] = std::move(evidence);
+  // Log lines may hold invalid UTF-8; replace it rather than fail the decision.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+DecisionLog::DecisionLog(const std::string& path) : out_(stdout), owned_(false) {
+  if (!path.empty() && path != "-") {
+    out_ = std::fopen(path.c_str(), "a");
+    if (out_ == nullptr) {
+      throw std::runtime_error(path + ": " + std::strerror(errno));
+    }
+    owned_ = true;
+  }
+}
+
+DecisionLog::~DecisionLog() {
+  if (owned_) {
+    std::fclose(out_);
+  } else {
+    std::fflush(out_);
+  }
+}
+
+void DecisionLog::write(const Decision& decision) {
+  const std::string line = decisionToJson(decision) + '\n';
+  std::fwrite(line.data(), 1, line.size(), out_);
+}
+
+void DecisionLog::flush() { std::fflush(out_); }
+
+}  // namespace faultline

@@ -1,0 +1,34 @@
+// The decision log: one JSON object per decision, one per line.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "core/decision.h"
+
+namespace faultline {
+
+// Renders a decision as one line of JSON (no newline):
+// {"time": RFC 3339 with ns, "node", "action": "taint", "taint": {"key","value","effect"},
+//  "rule", "evidence": [{"time", "signature", "line", "fields": {...}}]}
+std::string decisionToJson(const Decision& d);
+
+class DecisionLog : public DecisionSink {
+ public:
+  // Appends to `path`, or writes to stdout when path is empty or "-". Throws
+  // std::runtime_error if the file cannot be opened.
+  explicit DecisionLog(const std::string& path);
+  DecisionLog(const DecisionLog&) = delete;
+  DecisionLog& operator=(const DecisionLog&) = delete;
+  ~DecisionLog() override;
+
+  // DecisionSink
+  void write(const Decision& decision) override;
+  void flush() override;
+
+ private:
+  std::FILE* out_;
+  bool owned_;
+};
+
+}  // namespace faultline
