@@ -44,7 +44,10 @@ bool parseSeverity(const std::string& s, Severity* out) {
   return true;
 }
 
-std::string scalar(const YAML::Node& n) { return n.IsScalar() ? n.as<std::string>() : ""; }
+// A missing key yields an invalid node, on which yaml-cpp's type queries throw: test first.
+std::string scalar(const YAML::Node& n) {
+  return n.IsDefined() && n.IsScalar() ? n.as<std::string>() : "";
+}
 
 void parseExamples(const YAML::Node& list, std::vector<Example>* out, bool with_fields,
                    const std::string& file, const std::string& what, Problems* problems) {
@@ -294,7 +297,11 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
       continue;
     }
     for (const YAML::Node& s : doc["signatures"]) {
-      parseSignature(s, name, bank.get(), &problems);
+      try {
+        parseSignature(s, name, bank.get(), &problems);
+      } catch (const YAML::Exception& e) {
+        problems.add(name, s, "signature: " + e.msg);
+      }
     }
   }
   std::set<std::string> ids;
@@ -306,7 +313,11 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   for (const auto& [name, doc] : docs) {
     if (doc.IsMap()) {
       for (const YAML::Node& r : doc["rules"]) {
-        parseRule(r, name, bank.get(), &problems);
+        try {
+          parseRule(r, name, bank.get(), &problems);
+        } catch (const YAML::Exception& e) {
+          problems.add(name, r, "rule: " + e.msg);
+        }
       }
     }
   }

@@ -1,0 +1,227 @@
+#include "ingest/kafka/decoders.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/time.h"
+
+namespace faultline {
+namespace {
+
+using nlohmann::json;
+
+// Fluent Bit's tail input keeps the line's '\n' in `log`; kcat and rsyslog may send one too.
+std::string_view trimNewline(std::string_view s) {
+  if (!s.empty() && s.back() == '\n') {
+    s.remove_suffix(1);
+    if (!s.empty() && s.back() == '\r') {
+      s.remove_suffix(1);
+    }
+  }
+  return s;
+}
+
+// A path "a.b.c" matches the flat key "a.b.c" (OTel-style attribute names) or any nesting of it
+// ({"a": {"b.c": ..}}, {"a": {"b": {"c": ..}}}).
+const json* findPath(const json& obj, std::string_view path) {
+  if (!obj.is_object()) {
+    return nullptr;
+  }
+  if (auto it = obj.find(path); it != obj.end()) {
+    return &*it;
+  }
+  for (size_t dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.', dot + 1)) {
+    auto it = obj.find(path.substr(0, dot));
+    if (it != obj.end() && it->is_object()) {
+      if (const json* v = findPath(*it, path.substr(dot + 1))) {
+        return v;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// First path whose value is a non-empty string.
+std::string_view findString(const json& obj, const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    const json* v = findPath(obj, path);
+    if (v != nullptr && v->is_string() && !v->get_ref<const std::string&>().empty()) {
+      return v->get_ref<const std::string&>();
+    }
+  }
+  return {};
+}
+
+// Epoch integers by magnitude: below 1e11 seconds (until year 5138), below 1e14 ms, below 1e17
+// µs, else ns.
+bool epochIntToNanos(int64_t v, int64_t* ns) {
+  if (v <= 0) {
+    return false;
+  }
+  if (v < 100'000'000'000) {
+    *ns = v * kNanosPerSecond;
+  } else if (v < 100'000'000'000'000) {
+    *ns = v * 1'000'000;
+  } else if (v < 100'000'000'000'000'000) {
+    *ns = v * 1'000;
+  } else {
+    *ns = v;
+  }
+  return true;
+}
+
+bool epochFloatToNanos(double v, int64_t* ns) {
+  if (!(v > 0) || v >= 9.2e18) {
+    return false;
+  }
+  if (v < 1e11) {  // float seconds: keep the fraction
+    const double whole = std::floor(v);
+    *ns = static_cast<int64_t>(whole) * kNanosPerSecond + std::llround((v - whole) * 1e9);
+    return true;
+  }
+  return epochIntToNanos(static_cast<int64_t>(v), ns);
+}
+
+bool parseTime(const json& v, int64_t* ns) {
+  if (v.is_number_integer()) {
+    return epochIntToNanos(v.get<int64_t>(), ns);
+  }
+  if (v.is_number_float()) {
+    return epochFloatToNanos(v.get<double>(), ns);
+  }
+  if (!v.is_string()) {
+    return false;
+  }
+  const std::string& s = v.get_ref<const std::string&>();
+  size_t consumed = 0;
+  if (parseRfc3339(s, ns, &consumed) && consumed == s.size()) {
+    return true;
+  }
+  // journald exports __REALTIME_TIMESTAMP as a string of µs digits.
+  const char* end = s.data() + s.size();
+  int64_t i = 0;
+  if (auto r = std::from_chars(s.data(), end, i); r.ec == std::errc() && r.ptr == end) {
+    return epochIntToNanos(i, ns);
+  }
+  double d = 0;
+  if (auto r = std::from_chars(s.data(), end, d); r.ec == std::errc() && r.ptr == end) {
+    return epochFloatToNanos(d, ns);
+  }
+  return false;
+}
+
+// Node names are DNS subdomains; anything with control bytes or spaces (OTel's 16-byte resource
+// hash key) is not one.
+bool plausibleNode(std::string_view s) {
+  return !s.empty() && s.size() <= 253 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
+
+std::string_view headerOrKeyNode(const KafkaMessage& msg) {
+  if (!msg.node_header.empty()) {
+    return msg.node_header;
+  }
+  return plausibleNode(msg.key) ? msg.key : std::string_view();
+}
+
+int64_t messageTime(const KafkaMessage& msg, int64_t receive_ns) {
+  return msg.timestamp_ms >= 0 ? msg.timestamp_ms * 1'000'000 : receive_ns;
+}
+
+}  // namespace
+
+KafkaDecoder::KafkaDecoder(KafkaTopicConfig config) : config_(std::move(config)) {
+  rules_.node_labels.clear();  // the node is taken from fields.node, not from labels
+  rules_.pod_labels = config_.fields.pod;
+  rules_.kernel_labels.emplace_back("programname", "kernel");  // rsyslog JSON templates
+  label_fields_ = config_.fields.pod;
+  for (const auto& [name, value] : rules_.kernel_labels) {
+    if (std::find(label_fields_.begin(), label_fields_.end(), name) == label_fields_.end()) {
+      label_fields_.push_back(name);
+    }
+  }
+}
+
+bool KafkaDecoder::decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const {
+  if (msg.value.empty()) {
+    return false;
+  }
+  return config_.encoding == KafkaEncoding::kRaw ? decodeRaw(msg, receive_ns, batch)
+                                                 : decodeJson(msg, receive_ns, batch);
+}
+
+bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
+                             RecordBatch* batch) const {
+  std::string_view line = trimNewline(msg.value);
+  if (line.size() >= 2 && line.front() == '"') {
+    const std::string_view inner = line.substr(1, line.size() - 2);
+    const bool plain = line.back() == '"' && std::none_of(inner.begin(), inner.end(), [](char c) {
+                         return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+                       });
+    if (plain) {
+      line = inner;  // nothing to unescape: point into the payload
+    } else {
+      const json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_string()) {
+        line = batch->copy(trimNewline(parsed.get_ref<const std::string&>()));
+      }  // else: a line that merely starts with a quote; keep it verbatim
+    }
+  }
+  if (line.empty()) {
+    return false;
+  }
+  if (msg.owner) {
+    batch->hold(msg.owner);
+  }
+  LogRecord& rec = batch->records.emplace_back();
+  rec.time_ns = messageTime(msg, receive_ns);
+  rec.node = headerOrKeyNode(msg);
+  rec.line = line;
+  rec.labels_begin = rec.labels_end = static_cast<uint32_t>(batch->labels.size());
+  rec.stream = config_.stream;
+  return true;
+}
+
+bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
+                              RecordBatch* batch) const {
+  const json doc = json::parse(msg.value, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    return false;
+  }
+  const std::string_view line = trimNewline(findString(doc, config_.fields.line));
+  if (line.empty()) {
+    return false;
+  }
+  LogRecord rec;
+  rec.line = batch->copy(line);
+  rec.time_ns = messageTime(msg, receive_ns);
+  for (const std::string& path : config_.fields.time) {
+    const json* v = findPath(doc, path);
+    if (v != nullptr && parseTime(*v, &rec.time_ns)) {
+      break;
+    }
+  }
+  std::string_view node = findString(doc, config_.fields.node);
+  rec.node = batch->copy(node.empty() ? headerOrKeyNode(msg) : node);
+  // Label views must point into the batch, so names are copied as well as values.
+  rec.labels_begin = static_cast<uint32_t>(batch->labels.size());
+  for (const std::string& name : label_fields_) {
+    const json* v = findPath(doc, name);
+    if (v != nullptr && v->is_string()) {
+      batch->labels.push_back({batch->copy(name), batch->copy(v->get_ref<const std::string&>())});
+    }
+  }
+  rec.labels_end = static_cast<uint32_t>(batch->labels.size());
+  classify(rules_, *batch, &rec);
+  if (rec.stream == StreamKind::kOther) {
+    rec.stream = config_.stream;
+  }
+  batch->records.push_back(rec);
+  return true;
+}
+
+}  // namespace faultline

@@ -1,0 +1,91 @@
+// Turns one Kafka message into LogRecords. Two encodings:
+//
+//  raw   The value is the log line. The OTel collector's kafka exporter `raw` encoding
+//        json.Marshal-s every non-bytes body, so a string body arrives as a quoted JSON string
+//        (contrib exporter/kafkaexporter internal/marshaler/raw_marshaler.go, issue #32237); a
+//        value that starts with '"' and is a valid JSON string is unquoted. Resource attributes
+//        are dropped by that encoding, so the node comes from a header or the message key.
+//  json  One JSON object per message, as written by Vector's kafka sink (`encoding.codec: json`),
+//        Fluent Bit's kafka output (`format json`) and rsyslog omkafka with a JSON template.
+//        Field names per shipper: /work/shared/protocols.md section 3.3.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/record.h"
+#include "ingest/formats/labels.h"
+
+namespace faultline {
+
+enum class KafkaEncoding : uint8_t { kRaw, kJson };
+
+// Dotted field paths for the json encoding, each list tried in order; the first present wins.
+// A path "a.b" matches a flat key "a.b" as well as the nested {"a": {"b": ...}}.
+struct KafkaJsonFields {
+  std::vector<std::string> line = {"message", "log", "msg", "MESSAGE", "body"};
+  std::vector<std::string> node = {"kubernetes.pod_node_name",
+                                   "kubernetes.host",
+                                   "host.name",
+                                   "hostname",
+                                   "host",
+                                   "_HOSTNAME",
+                                   "k8s.node.name"};
+  // Strings: RFC 3339; numbers or digit strings: epoch seconds / ms / µs / ns by magnitude
+  // (Fluent Bit's default `double` is float seconds, journald's __REALTIME_TIMESTAMP is µs).
+  std::vector<std::string> time = {"timestamp", "@timestamp", "time", "__REALTIME_TIMESTAMP"};
+  // Any of these present and non-empty makes the record a pod stream (Vector: pod_namespace,
+  // Fluent Bit: namespace_name).
+  std::vector<std::string> pod = {"kubernetes.pod_name", "kubernetes.pod_namespace",
+                                  "kubernetes.namespace_name", "kubernetes.container_name",
+                                  "k8s.pod.name"};
+};
+
+struct KafkaTopicConfig {
+  std::string name;
+  KafkaEncoding encoding = KafkaEncoding::kRaw;
+  // The stream kind of records that carry no pod or kernel marker (for raw: of every record).
+  StreamKind stream = StreamKind::kOther;
+  // Header whose value names the node; empty disables the header lookup.
+  std::string node_header = "node";
+  KafkaJsonFields fields;
+};
+
+// The parts of a Kafka message the decoders read. Plain views so that tests need no broker.
+struct KafkaMessage {
+  std::string_view value;
+  std::string_view key;
+  std::string_view node_header;  // value of the topic's node_header, empty if absent
+  int64_t timestamp_ms = -1;     // message timestamp in ms since the epoch, -1 if none
+  // Keeps the views above alive. A raw record points into them without a copy, and the batch
+  // then holds `owner`; null if they outlive the batch anyway.
+  std::shared_ptr<const void> owner;
+};
+
+// Decodes the messages of one topic. Not thread-safe; one per topic per consumer.
+class KafkaDecoder {
+ public:
+  explicit KafkaDecoder(KafkaTopicConfig config);
+
+  // Appends the message's record (none for a malformed one) to `batch`. Time: for json the first
+  // parseable time field, else (and always for raw) the message timestamp, else `receive_ns`
+  // (ns since the epoch). Node: for json the first node field, else the node header, else the
+  // key if it looks like a node name (OTel's resource-hash keys are binary). Stream: pod if a
+  // pod field is present; kernel if journald's _TRANSPORT or SYSLOG_IDENTIFIER, or rsyslog's
+  // programname, is "kernel"; else the topic's `stream`. Returns false if the message is
+  // malformed (empty value; json: not an object, or no string line field); the caller counts it.
+  bool decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
+
+ private:
+  bool decodeRaw(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
+  bool decodeJson(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
+
+  KafkaTopicConfig config_;
+  StreamRules rules_;                      // pod labels = fields.pod; kernel labels + programname
+  std::vector<std::string> label_fields_;  // json fields copied as labels for classify()
+};
+
+}  // namespace faultline

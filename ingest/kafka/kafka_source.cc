@@ -1,0 +1,373 @@
+#include "ingest/kafka/kafka_source.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <stdexcept>
+#include <utility>
+
+#include <librdkafka/rdkafka.h>
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/time.h"
+
+namespace faultline {
+namespace {
+
+struct ConfDeleter {
+  void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
+};
+// rd_kafka_destroy() also closes a consumer that was not closed (leaves the group).
+struct HandleDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+struct MessageDeleter {
+  void operator()(rd_kafka_message_t* msg) const { rd_kafka_message_destroy(msg); }
+};
+struct ListDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* list) const {
+    rd_kafka_topic_partition_list_destroy(list);
+  }
+};
+using ConfPtr = std::unique_ptr<rd_kafka_conf_t, ConfDeleter>;
+using HandlePtr = std::unique_ptr<rd_kafka_t, HandleDeleter>;
+using MessagePtr = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
+using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
+
+constexpr int kIdlePollMs = 100;  // bounds how long a stop request waits for poll to return
+constexpr const char kOffsetStore[] = "enable.auto.offset.store";
+
+// Builds the consumer configuration; throws naming the property librdkafka rejects.
+ConfPtr makeConf(const KafkaConfig& config) {
+  ConfPtr conf(rd_kafka_conf_new());
+  char err[512];
+  auto set = [&](const std::string& key, const std::string& value) {
+    if (rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), err, sizeof(err)) !=
+        RD_KAFKA_CONF_OK) {
+      throw std::runtime_error("kafka.properties." + key + ": " + err);
+    }
+  };
+  set("bootstrap.servers", config.brokers);
+  set("group.id", config.group_id);
+  set("client.id", "faultline");
+  set("enable.auto.commit", "true");
+  set("auto.offset.reset", "earliest");
+  for (const auto& [key, value] : config.properties) {
+    if (key == kOffsetStore) {
+      throw std::runtime_error(std::string("kafka.properties.") + kOffsetStore +
+                               ": must not be set; offsets are stored after each batch is handled");
+    }
+    set(key, value);
+  }
+  set(kOffsetStore, "false");
+  return conf;
+}
+
+void onError(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaque) {
+  static_cast<std::atomic<uint64_t>*>(opaque)->fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn("kafka: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
+}
+
+void onLog(const rd_kafka_t* /*rk*/, int level, const char* facility, const char* message) {
+  // librdkafka uses syslog levels.
+  const auto spd = level <= 3   ? spdlog::level::err
+                   : level == 4 ? spdlog::level::warn
+                   : level <= 6 ? spdlog::level::info
+                                : spdlog::level::debug;
+  spdlog::log(spd, "librdkafka {}: {}", facility, message);
+}
+
+// --- YAML ---
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(path + ": " + what);
+}
+
+void checkKeys(const YAML::Node& node, const std::string& path,
+               std::initializer_list<std::string_view> allowed) {
+  if (!node.IsMap()) {
+    fail(path, "expected a mapping");
+  }
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      fail(path + "." + key, "unknown key");
+    }
+  }
+}
+
+std::string scalar(const YAML::Node& node, const std::string& path) {
+  if (!node.IsScalar()) {
+    fail(path, "expected a string");
+  }
+  return node.Scalar();
+}
+
+template <typename T>
+T number(const YAML::Node& node, const std::string& path, T min) {
+  T value{};
+  if (!node.IsScalar() || !YAML::convert<T>::decode(node, value) || value < min) {
+    fail(path, "expected an integer >= " + std::to_string(min));
+  }
+  return value;
+}
+
+std::vector<std::string> stringList(const YAML::Node& node, const std::string& path) {
+  if (!node.IsSequence() || node.size() == 0) {
+    fail(path, "expected a non-empty list of strings");
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    out.push_back(scalar(node[i], path + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) {
+  checkKeys(node, path, {"name", "encoding", "stream", "node_header", "fields"});
+  KafkaTopicConfig topic;
+  if (!node["name"]) {
+    fail(path + ".name", "required");
+  }
+  topic.name = scalar(node["name"], path + ".name");
+  if (topic.name.empty()) {
+    fail(path + ".name", "must not be empty");
+  }
+  if (const YAML::Node n = node["encoding"]) {
+    const std::string encoding = scalar(n, path + ".encoding");
+    if (encoding == "raw") {
+      topic.encoding = KafkaEncoding::kRaw;
+    } else if (encoding == "json") {
+      topic.encoding = KafkaEncoding::kJson;
+    } else {
+      fail(path + ".encoding", "expected raw or json, got '" + encoding + "'");
+    }
+  }
+  if (const YAML::Node n = node["stream"]) {
+    const std::string stream = scalar(n, path + ".stream");
+    if (!parseStreamKind(stream, &topic.stream)) {
+      fail(path + ".stream", "expected kernel, pod or other, got '" + stream + "'");
+    }
+  }
+  if (const YAML::Node n = node["node_header"]) {
+    topic.node_header = scalar(n, path + ".node_header");
+  }
+  if (const YAML::Node fields = node["fields"]) {
+    const std::string fpath = path + ".fields";
+    checkKeys(fields, fpath, {"line", "node", "time", "pod"});
+    KafkaJsonFields& f = topic.fields;
+    for (auto [key, list] : {std::pair{"line", &f.line}, std::pair{"node", &f.node},
+                             std::pair{"time", &f.time}, std::pair{"pod", &f.pod}}) {
+      if (const YAML::Node n = fields[key]) {
+        *list = stringList(n, fpath + "." + key);
+      }
+    }
+  }
+  return topic;
+}
+
+}  // namespace
+
+KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
+  checkKeys(
+      node, "kafka",
+      {"brokers", "group_id", "properties", "topics", "batch_max_messages", "batch_timeout_ms"});
+  KafkaConfig config;
+  if (!node["brokers"]) {
+    fail("kafka.brokers", "required");
+  }
+  config.brokers = scalar(node["brokers"], "kafka.brokers");
+  if (config.brokers.empty()) {
+    fail("kafka.brokers", "must not be empty");
+  }
+  if (const YAML::Node n = node["group_id"]) {
+    config.group_id = scalar(n, "kafka.group_id");
+  }
+  if (const YAML::Node n = node["batch_max_messages"]) {
+    config.batch_max_messages = number<size_t>(n, "kafka.batch_max_messages", 1);
+  }
+  if (const YAML::Node n = node["batch_timeout_ms"]) {
+    config.batch_timeout_ms = number<int>(n, "kafka.batch_timeout_ms", 0);
+  }
+  if (const YAML::Node props = node["properties"]) {
+    if (!props.IsMap()) {
+      fail("kafka.properties", "expected a mapping");
+    }
+    for (const auto& kv : props) {
+      const std::string key = kv.first.Scalar();
+      config.properties[key] = scalar(kv.second, "kafka.properties." + key);
+    }
+  }
+  const YAML::Node topics = node["topics"];
+  if (!topics || !topics.IsSequence() || topics.size() == 0) {
+    fail("kafka.topics", "expected a non-empty list");
+  }
+  for (size_t i = 0; i < topics.size(); ++i) {
+    const std::string path = "kafka.topics[" + std::to_string(i) + "]";
+    KafkaTopicConfig topic = topicFromYaml(topics[i], path);
+    for (const KafkaTopicConfig& t : config.topics) {
+      if (t.name == topic.name) {
+        fail(path + ".name", "duplicate topic '" + topic.name + "'");
+      }
+    }
+    config.topics.push_back(std::move(topic));
+  }
+  makeConf(config);  // rejects unknown or invalid librdkafka properties now, not at start
+  return config;
+}
+
+KafkaSource::KafkaSource(KafkaConfig config)
+    : config_(std::move(config)), counters_(new Counters[config_.topics.size()]) {
+  for (const KafkaTopicConfig& topic : config_.topics) {
+    decoders_.emplace_back(topic);
+  }
+}
+
+KafkaSource::~KafkaSource() = default;
+
+KafkaStats KafkaSource::stats() const {
+  KafkaStats stats;
+  for (size_t i = 0; i < config_.topics.size(); ++i) {
+    stats.topics.push_back({config_.topics[i].name, counters_[i].messages.load(),
+                            counters_[i].bytes.load(), counters_[i].malformed.load()});
+  }
+  stats.errors = errors_.load();
+  return stats;
+}
+
+void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
+  if (config_.brokers.empty() || config_.topics.empty()) {
+    throw std::runtime_error("kafka: brokers and at least one topic are required");
+  }
+  ConfPtr conf = makeConf(config_);
+  rd_kafka_conf_set_opaque(conf.get(), &errors_);
+  rd_kafka_conf_set_error_cb(conf.get(), onError);
+  rd_kafka_conf_set_log_cb(conf.get(), onLog);
+  char err[512];
+  HandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof(err)));
+  if (!rk) {
+    throw std::runtime_error(std::string("kafka: cannot create consumer: ") + err);
+  }
+  conf.release();                        // rd_kafka_new took ownership
+  rd_kafka_poll_set_consumer(rk.get());  // serve error callbacks from rd_kafka_consumer_poll
+
+  ListPtr subscription(rd_kafka_topic_partition_list_new(static_cast<int>(config_.topics.size())));
+  for (const KafkaTopicConfig& topic : config_.topics) {
+    rd_kafka_topic_partition_list_add(subscription.get(), topic.name.c_str(),
+                                      RD_KAFKA_PARTITION_UA);
+  }
+  if (rd_kafka_resp_err_t e = rd_kafka_subscribe(rk.get(), subscription.get())) {
+    throw std::runtime_error(std::string("kafka: subscribe failed: ") + rd_kafka_err2str(e));
+  }
+  spdlog::info("kafka: consuming {} topic(s) from {} as group {}", config_.topics.size(),
+               config_.brokers, config_.group_id);
+
+  // Declared after rk so that the messages it holds are destroyed before the consumer.
+  RecordBatch batch;
+  std::map<std::pair<size_t, int32_t>, int64_t> next_offsets;  // (topic, partition) → offset
+  size_t pending = 0;  // messages in the batch, malformed ones included
+  int64_t deadline_ns = 0;
+
+  auto flush = [&] {
+    if (!batch.records.empty()) {
+      handle(batch);
+    }
+    ListPtr offsets(rd_kafka_topic_partition_list_new(static_cast<int>(next_offsets.size())));
+    for (const auto& [tp, offset] : next_offsets) {
+      rd_kafka_topic_partition_list_add(offsets.get(), config_.topics[tp.first].name.c_str(),
+                                        tp.second)
+          ->offset = offset;
+    }
+    rd_kafka_offsets_store(rk.get(), offsets.get());
+    for (int i = 0; i < offsets->cnt; ++i) {
+      const rd_kafka_topic_partition_t& p = offsets->elems[i];
+      if (p.err == RD_KAFKA_RESP_ERR__STATE) {
+        spdlog::info(
+            "kafka: {}[{}] was revoked before its offset was stored; another member "
+            "re-reads it",
+            p.topic, p.partition);
+      } else if (p.err) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("kafka: storing offset {} for {}[{}]: {}", p.offset, p.topic, p.partition,
+                     rd_kafka_err2str(p.err));
+      }
+    }
+    batch.clear();
+    next_offsets.clear();
+    pending = 0;
+  };
+
+  while (!stop.stop_requested()) {
+    int timeout_ms = kIdlePollMs;
+    if (pending > 0) {
+      timeout_ms = static_cast<int>(
+          std::clamp<int64_t>((deadline_ns - nowNanos()) / 1'000'000, 0, kIdlePollMs));
+    }
+    MessagePtr msg(rd_kafka_consumer_poll(rk.get(), timeout_ms));
+    const int64_t now = nowNanos();
+    if (msg && msg->err) {
+      if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("kafka: consume: {}", rd_kafka_message_errstr(msg.get()));
+      }
+    } else if (msg) {
+      const std::string_view topic = rd_kafka_topic_name(msg->rkt);
+      const auto it = std::find_if(config_.topics.begin(), config_.topics.end(),
+                                   [&](const KafkaTopicConfig& t) { return t.name == topic; });
+      if (it == config_.topics.end()) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("kafka: message from unsubscribed topic {}", topic);
+        continue;
+      }
+      const size_t index = static_cast<size_t>(it - config_.topics.begin());
+      if (pending++ == 0) {
+        deadline_ns = now + int64_t{config_.batch_timeout_ms} * 1'000'000;
+      }
+      next_offsets[{index, msg->partition}] = msg->offset + 1;
+      counters_[index].messages.fetch_add(1, std::memory_order_relaxed);
+      counters_[index].bytes.fetch_add(msg->len, std::memory_order_relaxed);
+
+      KafkaMessage km;
+      km.value = {static_cast<const char*>(msg->payload), msg->len};
+      km.key = {static_cast<const char*>(msg->key), msg->key_len};
+      km.timestamp_ms = rd_kafka_message_timestamp(msg.get(), nullptr);
+      rd_kafka_headers_t* headers = nullptr;
+      if (!it->node_header.empty() && rd_kafka_message_headers(msg.get(), &headers) == 0) {
+        const void* value = nullptr;
+        size_t size = 0;
+        if (rd_kafka_header_get_last(headers, it->node_header.c_str(), &value, &size) == 0 &&
+            value != nullptr) {
+          km.node_header = {static_cast<const char*>(value), size};
+        }
+      }
+      if (it->encoding == KafkaEncoding::kRaw) {  // records point into the message: batch holds it
+        km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
+          rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
+        });
+      }
+      if (!decoders_[index].decode(km, now, &batch)) {
+        counters_[index].malformed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (pending > 0 && (pending >= config_.batch_max_messages || now >= deadline_ns)) {
+      flush();
+    }
+  }
+  if (pending > 0) {
+    flush();
+  }
+
+  // Auto commit runs on an interval; commit what the last batches stored before leaving.
+  const rd_kafka_resp_err_t commit = rd_kafka_commit(rk.get(), nullptr, /*async=*/0);
+  if (commit && commit != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("kafka: final commit: {}", rd_kafka_err2str(commit));
+  }
+  if (rd_kafka_resp_err_t e = rd_kafka_consumer_close(rk.get())) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("kafka: close: {}", rd_kafka_err2str(e));
+  }
+  spdlog::info("kafka: consumer closed");
+}
+
+}  // namespace faultline

@@ -1,0 +1,94 @@
+// Kafka ingest: a balanced consumer group member (librdkafka C API) that decodes each message
+// with the topic's KafkaDecoder and hands batches to the pipeline. Offsets are stored only after
+// the handler returns, i.e. after the batch's decisions reached the sinks, so a crash re-reads
+// (at-least-once) rather than loses lines.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "core/source.h"
+#include "ingest/kafka/decoders.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace faultline {
+
+struct KafkaConfig {
+  std::string brokers;  // librdkafka bootstrap.servers, "host:port[,host:port]"
+  std::string group_id = "faultline";
+  std::vector<KafkaTopicConfig> topics;
+  // Extra librdkafka properties (CONFIGURATION.md), e.g. security.protocol, session.timeout.ms.
+  // They override the defaults below, except enable.auto.offset.store, which must stay false.
+  std::map<std::string, std::string> properties;
+  size_t batch_max_messages = 10000;
+  int batch_timeout_ms = 100;  // a batch is handed on at most this long after its first message
+
+  // Shape (unknown keys are errors):
+  //   brokers: "host:port"             # required
+  //   group_id: faultline
+  //   batch_max_messages: 10000
+  //   batch_timeout_ms: 100
+  //   properties: {session.timeout.ms: "6000"}
+  //   topics:                          # required, non-empty
+  //     - name: otlp_logs              # required
+  //       encoding: raw                # raw | json
+  //       stream: kernel               # kernel | pod | other (default other)
+  //       node_header: node            # "" disables
+  //       fields: {line: [..], node: [..], time: [..], pod: [..]}   # json only; replace defaults
+  // Throws std::runtime_error naming the offending key (e.g. "kafka.topics[1].encoding").
+  // Properties are checked against librdkafka here, so an unknown one fails at load time.
+  static KafkaConfig fromYaml(const YAML::Node& node);
+};
+
+struct KafkaTopicStats {
+  std::string topic;
+  uint64_t messages = 0;
+  uint64_t bytes = 0;  // sum of message value sizes
+  uint64_t malformed = 0;
+};
+
+struct KafkaStats {
+  std::vector<KafkaTopicStats> topics;  // in config order
+  uint64_t errors = 0;  // librdkafka errors, failed polls, offset store and commit failures
+};
+
+class KafkaSource : public Source {
+ public:
+  explicit KafkaSource(KafkaConfig config);
+  ~KafkaSource() override;
+
+  // Subscribes, then polls until `stop`: each batch of up to batch_max_messages messages (or what
+  // arrived within batch_timeout_ms of its first message) is decoded, passed to `handle`, and its
+  // offsets stored; auto commit sends them. On stop the partial batch is handled too, stored
+  // offsets are committed synchronously and the consumer leaves the group. Raw records point into
+  // librdkafka messages that the batch holds, so a handler that moves the batch out must release
+  // it before run() returns. Throws
+  // std::runtime_error if the consumer cannot be created or subscribed.
+  void run(const BatchHandler& handle, std::stop_token stop) override;
+
+  // Safe to call from any thread while run() is active.
+  KafkaStats stats() const;
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> messages{0};
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<uint64_t> malformed{0};
+  };
+
+  KafkaConfig config_;
+  std::vector<KafkaDecoder> decoders_;    // index = topic index in config_.topics
+  std::unique_ptr<Counters[]> counters_;  // same index
+  std::atomic<uint64_t> errors_{0};
+};
+
+}  // namespace faultline

@@ -1,0 +1,171 @@
+#include "sinks/kubernetes/kube_client.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+namespace faultline {
+namespace {
+
+constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+constexpr long kConnectTimeoutMs = 5000;
+constexpr long kRequestTimeoutMs = 15000;
+
+bool readFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return false;
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  *out = buffer.str();
+  return !in.bad();
+}
+
+// Token files written by the kubelet or by hand often end with a newline.
+std::string trimWhitespace(const std::string& s) {
+  const auto begin = s.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) {
+    return "";
+  }
+  const auto end = s.find_last_not_of(" \t\r\n");
+  return s.substr(begin, end - begin + 1);
+}
+
+size_t appendToString(char* data, size_t size, size_t count, void* user) {
+  static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+}  // namespace
+
+KubeConfig KubeConfig::inCluster() {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || port == nullptr || *host == '\0' || *port == '\0') {
+    throw std::runtime_error(
+        "not running in a Kubernetes pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
+        "must be set (or configure kubernetes.server)");
+  }
+  KubeConfig config;
+  // Like net.JoinHostPort: an IPv6 literal needs brackets.
+  const std::string h = host;
+  config.server = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
+  config.token_file = std::string(kServiceAccountDir) + "/token";
+  config.ca_file = std::string(kServiceAccountDir) + "/ca.crt";
+  std::string token;
+  if (!readFile(config.token_file, &token)) {
+    throw std::runtime_error("cannot read service account token " + config.token_file);
+  }
+  return config;
+}
+
+KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
+  const std::string server = node["server"] ? node["server"].as<std::string>() : "";
+  if (server.empty()) {
+    return inCluster();
+  }
+  KubeConfig config;
+  config.server = server;
+  while (!config.server.empty() && config.server.back() == '/') {
+    config.server.pop_back();
+  }
+  if (node["token_file"]) {
+    config.token_file = node["token_file"].as<std::string>();
+  }
+  if (node["ca_file"]) {
+    config.ca_file = node["ca_file"].as<std::string>();
+  }
+  if (node["insecure_skip_tls_verify"]) {
+    config.insecure_skip_tls_verify = node["insecure_skip_tls_verify"].as<bool>();
+  }
+  return config;
+}
+
+KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {
+  static std::once_flag global_init;
+  std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  curl_ = curl_easy_init();
+  if (curl_ == nullptr) {
+    throw std::runtime_error("curl_easy_init failed");
+  }
+}
+
+KubeClient::~KubeClient() {
+  curl_easy_cleanup(curl_);
+}
+
+KubeClient::Response KubeClient::get(const std::string& path) {
+  return perform("GET", path, nullptr, nullptr);
+}
+
+KubeClient::Response KubeClient::patch(const std::string& path, const std::string& content_type,
+                                       const std::string& body) {
+  return perform("PATCH", path, &content_type, &body);
+}
+
+KubeClient::Response KubeClient::perform(const char* method, const std::string& path,
+                                         const std::string* content_type, const std::string* body) {
+  Response response;
+  std::string token;
+  if (!config_.token_file.empty()) {
+    if (!readFile(config_.token_file, &token)) {
+      response.error = "cannot read token file " + config_.token_file;
+      return response;
+    }
+    token = trimWhitespace(token);
+  }
+
+  std::lock_guard lock(mu_);
+  // Reset drops the previous request's options but keeps the connection and DNS caches.
+  curl_easy_reset(curl_);
+  const std::string url = config_.server + path;
+  char error_buffer[CURL_ERROR_SIZE] = {};
+  curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS, kConnectTimeoutMs);
+  curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, kRequestTimeoutMs);
+  curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(curl_, CURLOPT_USERAGENT, "faultline");
+  curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, appendToString);
+  curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response.body);
+  if (!config_.ca_file.empty()) {
+    curl_easy_setopt(curl_, CURLOPT_CAINFO, config_.ca_file.c_str());
+  }
+  if (config_.insecure_skip_tls_verify) {
+    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+
+  curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
+  // No "Expect: 100-continue" round trip before sending a body.
+  headers = curl_slist_append(headers, "Expect:");
+  if (!token.empty()) {
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  }
+  if (body != nullptr) {
+    headers = curl_slist_append(headers, ("Content-Type: " + *content_type).c_str());
+    curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body->data());
+    curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+  }
+  curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
+
+  const CURLcode code = curl_easy_perform(curl_);
+  curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, nullptr);  // error_buffer dies with this frame
+  curl_slist_free_all(headers);
+  if (code != CURLE_OK) {
+    response.error = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(code);
+    response.body.clear();
+    return response;
+  }
+  curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+}  // namespace faultline

@@ -1,0 +1,419 @@
+#include "tests/tools/fake_apiserver.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include <httplib.h>
+
+namespace faultline {
+namespace {
+
+using json = nlohmann::json;
+
+const char* reasonFor(int code) {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 409:
+      return "Conflict";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 503:
+      return "ServiceUnavailable";
+    default:
+      return code >= 500 ? "InternalError" : "BadRequest";
+  }
+}
+
+// metav1.Status as the apiserver writes it (apimachinery pkg/api/errors).
+json statusBody(int code, const std::string& message, json details = nullptr) {
+  json status = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+                 {"status", "Failure"}, {"message", message}, {"reason", reasonFor(code)},
+                 {"code", code}};
+  if (!details.is_null()) {
+    status["details"] = std::move(details);
+  }
+  return status;
+}
+
+json nodeNotFound(const std::string& name) {
+  return statusBody(404, "nodes \"" + name + "\" not found", {{"name", name}, {"kind", "nodes"}});
+}
+
+void reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+std::string nowRfc3339() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+// core/v1 validateNodeTaints: key and a known effect required, (key, effect) unique.
+json invalidTaints(const std::string& name, const json& node) {
+  const json taints = node.value(json::json_pointer("/spec/taints"), json());
+  if (taints.is_null()) {
+    return nullptr;
+  }
+  auto invalid = [&](const std::string& field, const std::string& cause, const std::string& what) {
+    const std::string message = field + ": " + what;
+    return statusBody(422, "Node \"" + name + "\" is invalid: " + message,
+                      {{"name", name},
+                       {"kind", "Node"},
+                       {"causes", {{{"reason", cause}, {"message", what}, {"field", field}}}}});
+  };
+  if (!taints.is_array()) {
+    return invalid("spec.taints", "FieldValueInvalid", "Invalid value: must be a list");
+  }
+  static const std::set<std::string> kEffects = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < taints.size(); ++i) {
+    const std::string field = "spec.taints[" + std::to_string(i) + "]";
+    const json& taint = taints[i];
+    const std::string key = taint.is_object() ? taint.value("key", "") : "";
+    const std::string effect = taint.is_object() ? taint.value("effect", "") : "";
+    if (key.empty()) {
+      return invalid(field + ".key", "FieldValueRequired", "Required value");
+    }
+    if (kEffects.count(effect) == 0) {
+      return invalid(field + ".effect", "FieldValueNotSupported",
+                     "Unsupported value: \"" + effect + "\"");
+    }
+    if (!seen.emplace(key, effect).second) {
+      return invalid(
+          field, "FieldValueDuplicate",
+          "Duplicate value: " + taint.dump() + ": taints must be unique by key and effect pair");
+    }
+  }
+  return nullptr;
+}
+
+// Media type without parameters such as "; charset=utf-8".
+std::string mediaType(const httplib::Request& req) {
+  const std::string value = req.get_header_value("Content-Type");
+  return value.substr(0, value.find(';'));
+}
+
+}  // namespace
+
+FakeApiServer::FakeApiServer() : server_(std::make_unique<httplib::Server>()) {
+  installRoutes();
+}
+
+FakeApiServer::~FakeApiServer() {
+  stop();
+}
+
+int FakeApiServer::start(int port) {
+  port_ = port == 0 ? server_->bind_to_any_port("127.0.0.1")
+                    : (server_->bind_to_port("127.0.0.1", port) ? port : -1);
+  if (port_ <= 0) {
+    throw std::runtime_error("fake apiserver: cannot listen on 127.0.0.1:" + std::to_string(port));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // httplib's stop() is a no-op until the accept loop runs, so a quick stop() would hang.
+  while (!server_->is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return port_;
+}
+
+void FakeApiServer::stop() {
+  if (thread_.joinable()) {
+    server_->stop();
+    thread_.join();
+  }
+}
+
+bool FakeApiServer::createNode(const json& node) {
+  std::lock_guard lock(mu_);
+  return createNodeLocked(node).status == 201;
+}
+
+json FakeApiServer::node(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  const auto it = nodes_.find(name);
+  return it == nodes_.end() ? json() : it->second;
+}
+
+std::vector<FakeApiServer::Request> FakeApiServer::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+void FakeApiServer::failNext(const std::string& method, const std::string& path, int status,
+                             int count) {
+  std::lock_guard lock(mu_);
+  failures_.push_back({method, path, status, count});
+}
+
+bool FakeApiServer::mutate(const std::string& name, const json& patch, bool after_next_get) {
+  std::lock_guard lock(mu_);
+  if (nodes_.count(name) == 0) {
+    return false;
+  }
+  if (after_next_get) {
+    after_get_.emplace(name, patch);
+    return true;
+  }
+  return patchNodeLocked(name, patch, /*from_client=*/false).status == 200;
+}
+
+FakeApiServer::Reply FakeApiServer::createNodeLocked(const json& node) {
+  const std::string name = node.is_object()
+                               ? node.value(json::json_pointer("/metadata/name"), std::string())
+                               : std::string();
+  if (name.empty()) {
+    return {400, statusBody(400, "metadata.name is required")};
+  }
+  if (nodes_.count(name) != 0) {
+    return {409, statusBody(409, "nodes \"" + name + "\" already exists",
+                            {{"name", name}, {"kind", "nodes"}})};
+  }
+  json created = {{"apiVersion", "v1"},
+                  {"kind", "Node"},
+                  {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
+                  {"spec", json::object()},
+                  {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  created.merge_patch(node);
+  if (json error = invalidTaints(name, created); !error.is_null()) {
+    return {422, error};
+  }
+  char uid[48];
+  std::snprintf(uid, sizeof uid, "00000000-0000-4000-8000-%012lld",
+                static_cast<long long>(++nodes_created_));
+  created["metadata"]["uid"] = uid;
+  created["metadata"]["creationTimestamp"] = nowRfc3339();
+  created["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  nodes_[name] = created;
+  return {201, created};
+}
+
+FakeApiServer::Reply FakeApiServer::patchNodeLocked(const std::string& name, const json& patch,
+                                                    bool from_client) {
+  const auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    return {404, nodeNotFound(name)};
+  }
+  if (!patch.is_object()) {
+    return {400, statusBody(400, "the patch must be a JSON object")};
+  }
+  json& stored = it->second;
+  const json& current_rv = stored["metadata"]["resourceVersion"];
+  const json wanted_rv = patch.value(json::json_pointer("/metadata/resourceVersion"), json());
+  if (from_client && !wanted_rv.is_null() && wanted_rv != current_rv) {
+    return {409, statusBody(409,
+                            "Operation cannot be fulfilled on nodes \"" + name +
+                                "\": the object has been modified; please apply your changes to "
+                                "the latest version and try again",
+                            {{"name", name}, {"kind", "nodes"}})};
+  }
+  json updated = stored;
+  updated.merge_patch(patch);
+  // Identity and bookkeeping fields are the server's, whatever the patch says.
+  for (const char* field : {"name", "uid", "creationTimestamp", "resourceVersion"}) {
+    updated["metadata"][field] = stored["metadata"][field];
+  }
+  if (json error = invalidTaints(name, updated); !error.is_null()) {
+    return {422, error};
+  }
+  if (updated != stored || !from_client) {
+    updated["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    stored = std::move(updated);
+  }
+  return {200, stored};
+}
+
+void FakeApiServer::installRoutes() {
+  httplib::Server& s = *server_;
+  // Without it, headers and body written separately wait out the client's delayed ACK (40 ms).
+  s.set_tcp_nodelay(true);
+  // Wraps an API handler: records the request, then serves an injected failure if one matches.
+  auto api = [this](httplib::Server::Handler handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard lock(mu_);
+        const size_t q = req.target.find('?');
+        requests_.push_back({req.method, req.path,
+                             q == std::string::npos ? "" : req.target.substr(q + 1),
+                             req.get_header_value("Content-Type"),
+                             req.get_header_value("Authorization"), req.body});
+        for (auto it = failures_.begin(); it != failures_.end(); ++it) {
+          if (it->method == req.method && it->path == req.path) {
+            const int status = it->status;
+            if (--it->remaining <= 0) {
+              failures_.erase(it);
+            }
+            if (status == 429) {
+              res.set_header("Retry-After", "1");
+            }
+            reply(res, status, statusBody(status, "injected by /_test/fail"));
+            return;
+          }
+        }
+      }
+      handler(req, res);
+    };
+  };
+
+  s.Get("/version", api([](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200,
+                {{"major", "1"},
+                 {"minor", "32"},
+                 {"gitVersion", "v1.32.0-faultline-fake"},
+                 {"platform", "linux/amd64"}});
+        }));
+  s.Get("/api", api([](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200,
+                {{"kind", "APIVersions"},
+                 {"versions", {"v1"}},
+                 {"serverAddressByClientCIDRs",
+                  {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "127.0.0.1"}}}}});
+        }));
+  s.Get("/apis", api([](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200,
+                {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", json::array()}});
+        }));
+  s.Get("/api/v1", api([](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200,
+                {{"kind", "APIResourceList"},
+                 {"groupVersion", "v1"},
+                 {"resources",
+                  {{{"name", "nodes"},
+                    {"singularName", "node"},
+                    {"namespaced", false},
+                    {"kind", "Node"},
+                    {"verbs", {"get", "list", "patch"}},
+                    {"shortNames", {"no"}}}}}});
+        }));
+  s.Get("/api/v1/nodes", api([this](const httplib::Request&, httplib::Response& res) {
+          std::lock_guard lock(mu_);
+          json list = {{"kind", "NodeList"},
+                       {"apiVersion", "v1"},
+                       {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                       {"items", json::array()}};
+          for (const auto& [name, node] : nodes_) {
+            list["items"].push_back(node);
+          }
+          reply(res, 200, list);
+        }));
+  s.Get("/api/v1/nodes/([^/]+)", api([this](const httplib::Request& req, httplib::Response& res) {
+          const std::string name = req.matches[1];
+          std::lock_guard lock(mu_);
+          const auto it = nodes_.find(name);
+          if (it == nodes_.end()) {
+            reply(res, 404, nodeNotFound(name));
+            return;
+          }
+          reply(res, 200, it->second);
+          // The body above is already fixed, so the reader holds the old version.
+          const auto [first, last] = after_get_.equal_range(name);
+          for (auto pending = first; pending != last; ++pending) {
+            patchNodeLocked(name, pending->second, /*from_client=*/false);
+          }
+          after_get_.erase(first, last);
+        }));
+  s.Patch("/api/v1/nodes/([^/]+)", api([this](const httplib::Request& req, httplib::Response& res) {
+            const std::string type = mediaType(req);
+            if (type != "application/strategic-merge-patch+json" &&
+                type != "application/merge-patch+json") {
+              reply(res, 415, statusBody(415, "the body of the request was in an unknown format"));
+              return;
+            }
+            const json patch = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+            if (patch.is_discarded()) {
+              reply(res, 400, statusBody(400, "error decoding patch: invalid JSON"));
+              return;
+            }
+            std::lock_guard lock(mu_);
+            const Reply r = patchNodeLocked(req.matches[1], patch, /*from_client=*/true);
+            reply(res, r.status, r.body);
+          }));
+
+  s.Post("/_test/nodes", [this](const httplib::Request& req, httplib::Response& res) {
+    const json node = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    std::lock_guard lock(mu_);
+    const Reply r = createNodeLocked(node);
+    reply(res, r.status, r.body);
+  });
+  s.Get("/_test/requests", [this](const httplib::Request&, httplib::Response& res) {
+    json list = json::array();
+    for (const Request& r : requests()) {
+      list.push_back({{"method", r.method},
+                      {"path", r.path},
+                      {"query", r.query},
+                      {"content_type", r.content_type},
+                      {"authorization", r.authorization},
+                      {"body", r.body}});
+    }
+    reply(res, 200, list);
+  });
+  s.Post("/_test/fail", [this](const httplib::Request& req, httplib::Response& res) {
+    const json spec = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (!spec.is_object() || !spec.contains("method") || !spec.contains("path") ||
+        !spec.contains("status")) {
+      reply(res, 400, statusBody(400, "want {\"method\",\"path\",\"status\"[,\"count\"]}"));
+      return;
+    }
+    failNext(spec["method"], spec["path"], spec["status"], spec.value("count", 1));
+    reply(res, 200, spec);
+  });
+  s.Post("/_test/mutate/([^/]+)", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    const json spec = req.body.empty() ? json::object()
+                                       : json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (!spec.is_object()) {
+      reply(res, 400, statusBody(400, "want {\"patch\":{...},\"after_next_get\":bool}"));
+      return;
+    }
+    if (node(name).is_null()) {
+      reply(res, 404, nodeNotFound(name));
+      return;
+    }
+    if (!mutate(name, spec.value("patch", json::object()), spec.value("after_next_get", false))) {
+      reply(res, 422, statusBody(422, "the change would make the node invalid"));
+      return;
+    }
+    reply(res, 200, node(name));
+  });
+
+  // Unrouted paths get a Status body like the apiserver's, not an empty 404.
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.body.empty()) {
+      reply(res, res.status, statusBody(res.status, "the server could not find " + req.path));
+    }
+  });
+  // A malformed value in a /_test/ body (e.g. a string status) is the caller's fault.
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        reply(res, 400, statusBody(400, what));
+      });
+}
+
+}  // namespace faultline

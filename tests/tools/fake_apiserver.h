@@ -1,0 +1,113 @@
+// A fake Kubernetes API server for tests: just enough of core/v1 Nodes, over plain HTTP on
+// 127.0.0.1, for faultline's KubeClient and for a real kubectl (protocols.md 4.1, 4.2, 6.4).
+//
+// API (JSON bodies, errors are metav1.Status objects with kind, status, message, reason, code):
+//   GET   /version, /api, /apis, /api/v1        discovery (/api/v1 lists only "nodes")
+//   GET   /api/v1/nodes                         NodeList
+//   GET   /api/v1/nodes/{name}                  Node, or 404 NotFound
+//   PATCH /api/v1/nodes/{name}                  Content-Type application/strategic-merge-patch+json
+//         or application/merge-patch+json (else 415). Applied as an RFC 7386 merge patch, so
+//         lists such as spec.taints are replaced whole (they are atomic on a real server too;
+//         list merge keys, e.g. status.conditions, are not modelled). 409 Conflict when the patch
+//         carries metadata.resourceVersion and it is not the current one; 422 Invalid when taints
+//         repeat a (key, effect) pair or lack a key or a valid effect. A change bumps the
+//         resourceVersion (a cluster-wide integer, as a string); a no-op patch does not.
+// Test control (not recorded in /_test/requests):
+//   POST /_test/nodes           body: a Node, at least {"metadata":{"name":"n1"}} → 201, 409 if
+//                               it exists; see createNode()
+//   GET  /_test/requests        [{method, path, query, content_type, authorization, body}, ...]
+//   POST /_test/fail            {"method":"PATCH","path":"/api/v1/nodes/n1","status":409,
+//                               "count":1} → the next count matching requests get that status
+//   POST /_test/mutate/{name}   {"patch":{...merge patch...},"after_next_get":false}; see mutate()
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace httplib {
+class Server;
+}
+
+namespace faultline {
+
+class FakeApiServer {
+ public:
+  // One request received on an API (non-/_test/) path.
+  struct Request {
+    std::string method;
+    std::string path;   // without the query
+    std::string query;  // raw text after '?', empty if none
+    std::string content_type;
+    std::string authorization;
+    std::string body;
+  };
+
+  FakeApiServer();
+  ~FakeApiServer();  // stops the server
+  FakeApiServer(const FakeApiServer&) = delete;
+  FakeApiServer& operator=(const FakeApiServer&) = delete;
+
+  // Listens on 127.0.0.1:port (0 = any free port) on background threads and returns the port.
+  // Throws std::runtime_error if the port cannot be bound.
+  int start(int port = 0);
+  // Stops listening and joins the server thread. Idempotent.
+  void stop();
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // The operations behind /_test/, for in-process tests.
+
+  // Creates a node from a (partial) Node that has metadata.name. Fills in apiVersion, kind,
+  // metadata.uid, creationTimestamp, resourceVersion, the kubernetes.io/hostname label, empty
+  // spec and a Ready condition unless given. False if the name is taken or the node is invalid.
+  bool createNode(const nlohmann::json& node);
+  // The stored Node, or null if there is none.
+  nlohmann::json node(const std::string& name) const;
+  // API requests received so far, oldest first.
+  std::vector<Request> requests() const;
+  // The next `count` requests with this method and path (no query) get `status` and a Status
+  // body (429 also gets Retry-After: 1) instead of being served.
+  void failNext(const std::string& method, const std::string& path, int status, int count = 1);
+  // Changes a node as a concurrent writer would: applies a JSON merge patch (no precondition) and
+  // always bumps the resourceVersion, so {} just bumps it. With after_next_get the change is
+  // applied right after the next GET of the node is answered, which makes the reader's copy stale
+  // deterministically. False if the node does not exist or the result would be invalid.
+  bool mutate(const std::string& name, const nlohmann::json& patch, bool after_next_get = false);
+
+ private:
+  struct Reply {
+    int status;
+    nlohmann::json body;
+  };
+  struct Failure {
+    std::string method;
+    std::string path;
+    int status;
+    int remaining;
+  };
+
+  void installRoutes();
+  Reply createNodeLocked(const nlohmann::json& node);
+  Reply patchNodeLocked(const std::string& name, const nlohmann::json& patch, bool from_client);
+
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::map<std::string, nlohmann::json> nodes_;
+  int64_t resource_version_ = 0;  // last one handed out
+  int64_t nodes_created_ = 0;     // for uids
+  std::vector<Request> requests_;
+  std::vector<Failure> failures_;
+  std::multimap<std::string, nlohmann::json> after_get_;  // node name → pending mutate() patch
+};
+
+}  // namespace faultline

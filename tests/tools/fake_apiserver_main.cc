@@ -1,0 +1,64 @@
+// fake_apiserver: runs FakeApiServer (tests/tools/fake_apiserver.h) on 127.0.0.1 until SIGTERM
+// or SIGINT, for end-to-end tests that drive it with kubectl or curl.
+//
+//   fake_apiserver [--port N] [--port-file F] [--nodes n1,n2,...]
+//
+// --port 0 (the default) picks a free port; --port-file then tells the caller which one. The
+// file is written atomically (rename), so its appearance means the server is accepting.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tests/tools/fake_apiserver.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Fake Kubernetes API server (nodes only) for tests, on 127.0.0.1"};
+  int port = 0;
+  std::string port_file;
+  std::string nodes;
+  app.add_option("--port", port, "port to listen on, 0 = any free port");
+  app.add_option("--port-file", port_file, "write the chosen port to this file");
+  app.add_option("--nodes", nodes, "comma-separated node names to create");
+  CLI11_PARSE(app, argc, argv);
+
+  // Block the signals in every thread (the server's inherit the mask) and take them in sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  faultline::FakeApiServer server;
+  std::istringstream names(nodes);
+  for (std::string name; std::getline(names, name, ',');) {
+    if (!name.empty() && !server.createNode({{"metadata", {{"name", name}}}})) {
+      std::fprintf(stderr, "fake_apiserver: cannot create node '%s'\n", name.c_str());
+      return 1;
+    }
+  }
+  try {
+    port = server.start(port);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::perror("fake_apiserver: writing the port file");
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "fake_apiserver: listening on %s\n", server.url().c_str());
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  std::fprintf(stderr, "fake_apiserver: signal %d, stopping\n", signal);
+  server.stop();
+  return 0;
+}

@@ -1,0 +1,116 @@
+// The archive reader: magic-byte detection, gzip (multi-member) and zstd, line assembly across
+// chunk boundaries, per-file format detection.
+#include "ingest/archive/archive_source.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <zstd.h>
+
+namespace faultline {
+namespace {
+
+std::string gzip(const std::string& in) {
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, in.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string zstd(const std::string& in) {
+  std::string out(ZSTD_compressBound(in.size()), '\0');
+  out.resize(ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3));
+  return out;
+}
+
+// A dmesg text over 1 MiB whose multi-line record straddles the reader's 1 MiB chunk boundary.
+std::string straddlingDmesg() {
+  std::string text;
+  const std::string filler = "[    1.000000] usb 1-2: New USB device strings: Mfr=2, Prod=003\n";
+  EXPECT_EQ(filler.size(), 64U);
+  for (int i = 0; i < 16383; ++i) {
+    text += filler;
+  }
+  text += "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n";
+  text += "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n";
+  text += "               NVRM: fallen off the bus and is not responding to commands.\n";
+  text += "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n";
+  EXPECT_GT(text.size(), size_t{1} << 20);
+  return text;
+}
+
+std::vector<std::string> replay(const std::vector<ArchiveInput>& inputs, ArchiveStats* stats) {
+  ArchiveSource source(inputs, {});
+  std::vector<std::string> lines;
+  source.run(
+      [&](RecordBatch& b) {
+        for (const LogRecord& r : b.records) {
+          lines.push_back(std::string(r.node) + "|" + std::string(r.line));
+        }
+      },
+      std::stop_token());
+  *stats = source.stats();
+  return lines;
+}
+
+TEST(Archive, SameRecordsFromPlainGzipAndZstdAcrossChunkBoundaries) {
+  const std::string text = straddlingDmesg();
+  for (const std::string& bytes : {text, gzip(text), zstd(text)}) {
+    ArchiveStats stats;
+    const auto lines = replay({{"/logs/gpu-node-7.dmesg.zst", bytes, true}}, &stats);
+    ASSERT_EQ(lines.size(), 16385U);
+    EXPECT_EQ(lines[16383],
+              "gpu-node-7|NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed "
+              "in this system has\nNVRM: fallen off the bus and is not responding to commands.");
+    EXPECT_EQ(stats.bytes_text, text.size());
+    EXPECT_EQ(stats.malformed, 0U);
+  }
+}
+
+TEST(Archive, ConcatenatedGzipMembersAreAllRead) {
+  const std::string a = "[ 1.0] first\n";
+  const std::string b = "[ 2.0] second\n";
+  ArchiveStats stats;
+  const auto lines = replay({{"n.log.gz", gzip(a) + gzip(b), true}}, &stats);
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_EQ(lines[1], "n|second");
+}
+
+TEST(Archive, EachFileHasItsOwnFormat) {
+  ArchiveStats stats;
+  const auto lines = replay(
+      {{"a.dmesg", "[ 1.0] kernel line\n", true},
+       {"b.log", "Feb 14 05:03:41 host-b kernel: syslog line\nnot syslog at all\n", true}},
+      &stats);
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_EQ(lines[0], "a|kernel line");
+  EXPECT_EQ(lines[1], "host-b|syslog line");
+  EXPECT_EQ(stats.malformed, 1U);  // counted and skipped, the file goes on
+}
+
+TEST(Archive, CorruptOrUnknownInputIsAnErrorNamingTheFile) {
+  ArchiveStats stats;
+  std::string bad = gzip("[ 1.0] x\n");
+  bad.resize(bad.size() / 2);
+  EXPECT_THROW(replay({{"bad.gz", bad, true}}, &stats), std::runtime_error);
+  try {
+    replay({{"words.txt", "hello world\n", true}}, &stats);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("words.txt: unknown log format"), std::string::npos);
+  }
+}
+
+TEST(Archive, NodeFromFileName) {
+  EXPECT_EQ(nodeFromFileName("/var/log/gpu-node-7.dmesg.zst"), "gpu-node-7");
+  EXPECT_EQ(nodeFromFileName("n1"), "n1");
+}
+
+}  // namespace
+}  // namespace faultline

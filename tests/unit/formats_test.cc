@@ -1,0 +1,166 @@
+// The archive line formats, on real lines (sources in tests/data/sample/NOTICE and
+// shared/signatures.md).
+#include "ingest/formats/formats.h"
+
+#include <gtest/gtest.h>
+
+#include "core/time.h"
+
+namespace faultline {
+namespace {
+
+RecordBatch parseAll(Format f, const std::vector<std::string>& lines, ParseOptions opts = {}) {
+  if (opts.node.empty()) {
+    opts.node = "n1";
+  }
+  auto parser = makeParser(f, opts);
+  RecordBatch batch;
+  // The batch owns the text its records point into, as it does in the archive reader.
+  auto text = std::make_shared<const std::vector<std::string>>(lines);
+  batch.hold(text);
+  for (const std::string& l : *text) {
+    parser->parse(l, &batch);
+  }
+  parser->finish(&batch);
+  return batch;
+}
+
+TEST(Dmesg, UptimeStampsAreOffsetsFromTheFirstLineWithoutBootTime) {
+  const RecordBatch b = parseAll(Format::kDmesg, {"[74889.542031] pcieport 0000:00:02.0: AER: x",
+                                                  "[74889.644138] NVRM: Xid (PCI:0000:02:00): 79"});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].time_ns, 0);
+  EXPECT_EQ(b.records[1].time_ns, 102107000);
+  EXPECT_EQ(b.records[1].line, "NVRM: Xid (PCI:0000:02:00): 79");
+  EXPECT_EQ(b.records[1].node, "n1");
+  EXPECT_EQ(b.records[1].stream, StreamKind::kKernel);
+}
+
+TEST(Dmesg, BootTimeMakesUptimeAbsolute) {
+  ParseOptions o;
+  o.boot_time_ns = civilToNanos(2025, 1, 1, 0, 0, 0);
+  const RecordBatch b = parseAll(Format::kDmesg, {"<6>[    2.608284] mlx5_core 0000:41:00.1: x"}, o);
+  ASSERT_EQ(b.records.size(), 1U);
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 1, 1, 0, 0, 2, 608284000));
+  EXPECT_EQ(b.records[0].line, "mlx5_core 0000:41:00.1: x");
+}
+
+TEST(Dmesg, ReadsCtimeKmsgAndIsoForms) {
+  const RecordBatch b = parseAll(
+      Format::kDmesg,
+      {"[Sun Feb 23 16:24:18 2025] NVRM: GPU Board Serial Number: 1650124014249",
+       "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: Xid (PCI:0000:38:00): 43, x",
+       "6,3973,227996636,-;nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid "
+       "context, skipping further processing"});
+  ASSERT_EQ(b.records.size(), 3U);
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 2, 23, 16, 24, 18));
+  EXPECT_EQ(b.records[0].line, "NVRM: GPU Board Serial Number: 1650124014249");
+  EXPECT_EQ(b.records[1].time_ns, civilToNanos(2025, 1, 21, 4, 41, 44, 283302000));
+  EXPECT_EQ(b.records[1].line, "NVRM: Xid (PCI:0000:38:00): 43, x");
+  EXPECT_EQ(b.records[2].line.substr(0, 14), "nvidia-peermem");
+}
+
+TEST(Dmesg, JoinsPrintkContinuationLines) {
+  // NVIDIA/NVSentinel#155: one printk record over three lines.
+  const RecordBatch b = parseAll(
+      Format::kDmesg,
+      {"[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
+       "               NVRM: (PCI ID: 10de:26b5) installed in this system has",
+       "               NVRM: fallen off the bus and is not responding to commands.",
+       "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s)."});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].line,
+            "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this "
+            "system has\nNVRM: fallen off the bus and is not responding to commands.");
+}
+
+TEST(Dmesg, RejectsLinesWithoutAStamp) {
+  auto p = makeParser(Format::kDmesg, {});
+  RecordBatch b;
+  EXPECT_FALSE(p->parse("Panic#1 Part2", &b));
+  EXPECT_FALSE(p->parse("   indented but nothing to continue", &b));
+  EXPECT_TRUE(b.records.empty());
+}
+
+TEST(Syslog, ReadsBsdAndIsoFormsAndTheKernelTag) {
+  ParseOptions o;
+  o.year = 2025;
+  const RecordBatch b = parseAll(
+      Format::kSyslog,
+      {"Feb 14 05:03:41 000-000-00000-1-gpu-1 kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 "
+       "Link INIT",
+       "Feb 14 05:03:41 000-000-00000-1-gpu-1 systemd[1]: Started systemd-journald.service.",
+       "2024-02-14T05:03:41+0000 gpu-2 kernel: NVRM: Xid (PCI:0000:44:00): 79, x",
+       "Apr  9 21:05:38.106121 str-s6100-acs-4 INFO kernel: [10601.214044] igb 0000:00:14.0 eth0"},
+      o);
+  ASSERT_EQ(b.records.size(), 4U);
+  EXPECT_EQ(b.records[0].node, "000-000-00000-1-gpu-1");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 2, 14, 5, 3, 41));
+  EXPECT_EQ(b.records[0].line, "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link INIT");
+  EXPECT_EQ(b.records[1].stream, StreamKind::kOther);
+  EXPECT_EQ(b.records[2].time_ns, civilToNanos(2024, 2, 14, 5, 3, 41));
+  EXPECT_EQ(b.records[2].node, "gpu-2");
+  EXPECT_EQ(b.records[3].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[3].node, "str-s6100-acs-4");
+}
+
+TEST(JournalJson, KernelOnlyWhereJournaldSaysSo) {
+  const RecordBatch b = parseAll(
+      Format::kJournalJson,
+      {R"({"__REALTIME_TIMESTAMP":"1741000003000000","_HOSTNAME":"trn-1","_TRANSPORT":"kernel","MESSAGE":"NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR"})",
+       R"({"__REALTIME_TIMESTAMP":"1741000004000000","_HOSTNAME":"trn-2","_TRANSPORT":"syslog","SYSLOG_IDENTIFIER":"myapp","MESSAGE":"NVRM: Xid (PCI:0000:44:00): 79"})",
+       R"({"__REALTIME_TIMESTAMP":"1741000005000000","_HOSTNAME":"trn-3","SYSLOG_IDENTIFIER":"kernel","MESSAGE":[78,86,82,77]})",
+       R"({"no":"message"})"});
+  ASSERT_EQ(b.records.size(), 3U);
+  EXPECT_EQ(b.records[0].node, "trn-1");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[0].time_ns, 1741000003000000000);
+  EXPECT_EQ(b.records[1].stream, StreamKind::kOther);
+  EXPECT_EQ(b.records[2].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[2].line, "NVRM");  // journalctl renders non-UTF-8 MESSAGE as bytes
+}
+
+TEST(OtlpJson, PodAttributesMakeAPodStreamAndJournaldBodiesAKernelOne) {
+  const std::string pod =
+      R"({"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-4"}},{"key":"k8s.pod.name","value":{"stringValue":"w-0"}}]},"scopeLogs":[{"scope":{},"logRecords":[{"timeUnixNano":"1741000010000000000","body":{"stringValue":"NVRM: Xid (PCI:0000:44:00): 79, fake"}}]}]}]})";
+  const std::string journald =
+      R"({"resourceLogs":[{"resource":{},"scopeLogs":[{"logRecords":[{"observedTimeUnixNano":"1741000020000000000","body":{"kvlistValue":{"values":[{"key":"MESSAGE","value":{"stringValue":"NVRM: GPU 0000:a1:00.0: GPU has fallen off the bus."}},{"key":"_HOSTNAME","value":{"stringValue":"gpu-6"}},{"key":"_TRANSPORT","value":{"stringValue":"kernel"}}]}}}]}]}]})";
+  const RecordBatch b = parseAll(Format::kOtlpJson, {pod, journald});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].node, "gpu-4");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(b.label(b.records[0], "k8s.pod.name"), "w-0");
+  EXPECT_EQ(b.records[1].node, "gpu-6");
+  EXPECT_EQ(b.records[1].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[1].time_ns, 1741000020000000000);
+  EXPECT_EQ(b.records[1].line, "NVRM: GPU 0000:a1:00.0: GPU has fallen off the bus.");
+}
+
+TEST(LokiJsonl, LabelsDecideNodeAndStream) {
+  const RecordBatch b = parseAll(
+      Format::kLokiJsonl,
+      {R"({"labels":{"transport":"kernel","node_name":"gpu-8"},"line":"mlx5_core 0000:53:00.0 mlx5_3: Port: 1 Link DOWN","timestamp":"2025-03-03T11:07:05.000000000Z"})",
+       R"({"labels":{"pod":"w","transport":"kernel","node_name":"gpu-7"},"line":"x","timestamp":"1741000000000000000"})"});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[0].node, "gpu-8");
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 3, 3, 11, 7, 5));
+  EXPECT_EQ(b.records[1].stream, StreamKind::kPod);  // a pod label wins over any kernel label
+  EXPECT_EQ(b.records[1].time_ns, 1741000000000000000);
+}
+
+TEST(DetectFormat, TellsEachFormatApart) {
+  EXPECT_EQ(detectFormat("[ 1843.308145] NVRM: x\n[ 1843.4] y\n"), Format::kDmesg);
+  EXPECT_EQ(detectFormat("6,3964,206764307,-;nvidia-nvswitch2: open (major=510)\n"),
+            Format::kDmesg);
+  EXPECT_EQ(detectFormat("Feb 14 05:03:41 h kernel: x\n"), Format::kSyslog);
+  EXPECT_EQ(detectFormat("2024-02-14T05:03:41+0000 h kernel: x\n"), Format::kSyslog);
+  EXPECT_EQ(detectFormat(R"({"__REALTIME_TIMESTAMP":"1","MESSAGE":"m"})"), Format::kJournalJson);
+  EXPECT_EQ(detectFormat(R"({"resourceLogs":[]})"), Format::kOtlpJson);
+  EXPECT_EQ(detectFormat(R"({"labels":{},"line":"l","timestamp":"1"})"), Format::kLokiJsonl);
+  EXPECT_EQ(detectFormat("just some words\nand more\n"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace faultline

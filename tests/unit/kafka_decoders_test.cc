@@ -1,0 +1,258 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/time.h"
+#include "ingest/kafka/decoders.h"
+
+namespace faultline {
+namespace {
+
+constexpr int64_t kReceiveNs = 1'800'000'000'000'000'000;
+
+KafkaTopicConfig topic(KafkaEncoding encoding, StreamKind stream = StreamKind::kOther) {
+  KafkaTopicConfig config;
+  config.name = "t";
+  config.encoding = encoding;
+  config.stream = stream;
+  return config;
+}
+
+KafkaMessage message(std::string_view value) {
+  KafkaMessage msg;
+  msg.value = value;
+  return msg;
+}
+
+// Decodes one message that must yield exactly one record.
+const LogRecord& decodeOne(const KafkaDecoder& decoder, const KafkaMessage& msg,
+                           RecordBatch* batch) {
+  const size_t before = batch->records.size();
+  EXPECT_TRUE(decoder.decode(msg, kReceiveNs, batch));
+  EXPECT_EQ(batch->records.size(), before + 1);
+  return batch->records.back();
+}
+
+TEST(KafkaRawDecoder, UnquotesOtelJsonStringBody) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw, StreamKind::kKernel));
+  RecordBatch batch;
+  const std::string value = R"("EXT4-fs error (device \"sda1\"): bad \u00e9\n")";
+  const LogRecord& rec = decodeOne(decoder, message(value), &batch);
+  EXPECT_EQ(rec.line, "EXT4-fs error (device \"sda1\"): bad \xc3\xa9");
+  EXPECT_EQ(rec.stream, StreamKind::kKernel);
+  EXPECT_EQ(rec.time_ns, kReceiveNs);
+}
+
+TEST(KafkaRawDecoder, QuotedBodyWithoutEscapesPointsIntoPayload) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw));
+  RecordBatch batch;
+  const std::string value = "\"NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\"";
+  const LogRecord& rec = decodeOne(decoder, message(value), &batch);
+  EXPECT_EQ(rec.line, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.");
+  EXPECT_EQ(rec.line.data(), value.data() + 1);
+  EXPECT_EQ(rec.stream, StreamKind::kOther);
+}
+
+TEST(KafkaRawDecoder, PlainAndHalfQuotedLinesAreVerbatim) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw));
+  RecordBatch batch;
+  const std::string plain = "<6>[  123.456] EXT4-fs error\n";
+  EXPECT_EQ(decodeOne(decoder, message(plain), &batch).line, "<6>[  123.456] EXT4-fs error");
+  EXPECT_EQ(batch.records.back().line.data(), plain.data());
+  EXPECT_EQ(decodeOne(decoder, message(R"("quoted" then text)"), &batch).line,
+            R"("quoted" then text)");
+}
+
+TEST(KafkaRawDecoder, EmptyValueIsMalformed) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw));
+  RecordBatch batch;
+  EXPECT_FALSE(decoder.decode(message(""), kReceiveNs, &batch));
+  EXPECT_FALSE(decoder.decode(message("\"\""), kReceiveNs, &batch));
+  EXPECT_TRUE(batch.records.empty());
+}
+
+TEST(KafkaRawDecoder, NodeFromHeaderThenKey) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw));
+  RecordBatch batch;
+  KafkaMessage msg = message("line");
+  msg.key = "key-node";
+  msg.node_header = "header-node";
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).node, "header-node");
+  msg.node_header = {};
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).node, "key-node");
+  // The OTel exporter's partition_logs_by_resource_attributes key is a binary hash.
+  const std::string hash("\x01\x9f\x00 z\x7f\xee", 7);
+  msg.key = hash;
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).node, "");
+}
+
+TEST(KafkaRawDecoder, MessageTimestampInNanoseconds) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw));
+  RecordBatch batch;
+  KafkaMessage msg = message("line");
+  msg.timestamp_ms = 1'740'327'858'123;
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).time_ns, 1'740'327'858'123'000'000);
+}
+
+TEST(KafkaRawDecoder, BatchHoldsTheMessageOwner) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw));
+  auto owner = std::make_shared<std::string>("held line");
+  RecordBatch batch;
+  KafkaMessage msg = message(*owner);
+  msg.owner = owner;
+  decodeOne(decoder, msg, &batch);
+  msg.owner.reset();
+  EXPECT_EQ(owner.use_count(), 2);
+  batch.clear();
+  EXPECT_EQ(owner.use_count(), 1);
+}
+
+TEST(KafkaJsonDecoder, VectorKubernetesLogs) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(decoder, message(R"({
+      "message": "CUDA error: an illegal memory access was encountered",
+      "timestamp": "2025-02-23T16:24:18.123456789Z", "stream": "stderr",
+      "source_type": "kubernetes_logs",
+      "kubernetes": {"pod_name": "train-0", "pod_namespace": "ml",
+                     "container_name": "trainer", "pod_node_name": "gpu-7"}})"),
+                                   &batch);
+  EXPECT_EQ(rec.line, "CUDA error: an illegal memory access was encountered");
+  EXPECT_EQ(rec.node, "gpu-7");
+  EXPECT_EQ(rec.time_ns, civilToNanos(2025, 2, 23, 16, 24, 18, 123456789));
+  EXPECT_EQ(rec.stream, StreamKind::kPod);  // even on a topic configured as kernel
+  EXPECT_EQ(batch.label(rec, "kubernetes.pod_name"), "train-0");
+}
+
+TEST(KafkaJsonDecoder, FluentBitTailWithKubernetesFilter) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(decoder, message(R"({"@timestamp": 1740327858.25,
+      "log": "NCCL WARN NET/IB : Got completion with error 12\n", "stream": "stdout",
+      "time": "2025-02-23T16:24:18.250Z",
+      "kubernetes": {"pod_name": "nccl-1", "namespace_name": "ml", "host": "gpu-3"}})"),
+                                   &batch);
+  EXPECT_EQ(rec.line, "NCCL WARN NET/IB : Got completion with error 12");
+  EXPECT_EQ(rec.node, "gpu-3");
+  EXPECT_EQ(rec.time_ns, civilToNanos(2025, 2, 23, 16, 24, 18, 250'000'000));
+  EXPECT_EQ(rec.stream, StreamKind::kPod);
+}
+
+TEST(KafkaJsonDecoder, JournaldKernelRecords) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  // Vector's journald source: MESSAGE in message, _HOSTNAME in host, raw journal fields kept.
+  const LogRecord& vector = decodeOne(decoder, message(R"({"message": "NVRM: Xid 79",
+      "host": "gpu-1", "_TRANSPORT": "kernel", "SYSLOG_IDENTIFIER": "kernel",
+      "__REALTIME_TIMESTAMP": "1740327858123456"})"),
+                                      &batch);
+  EXPECT_EQ(vector.node, "gpu-1");
+  EXPECT_EQ(vector.stream, StreamKind::kKernel);
+  EXPECT_EQ(vector.time_ns, 1'740'327'858'123'456'000);
+  // Fluent Bit's systemd input: journal field names as they are.
+  const LogRecord& fluent = decodeOne(
+      decoder,
+      message(R"({"MESSAGE": "EXT4-fs error", "_HOSTNAME": "gpu-2", "_TRANSPORT": "kernel"})"),
+      &batch);
+  EXPECT_EQ(fluent.line, "EXT4-fs error");
+  EXPECT_EQ(fluent.node, "gpu-2");
+  EXPECT_EQ(fluent.stream, StreamKind::kKernel);
+  EXPECT_EQ(fluent.time_ns, kReceiveNs);
+}
+
+TEST(KafkaJsonDecoder, RsyslogProgramnameKernel) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(decoder, message(R"({"@timestamp": "2025-02-23T17:24:18+01:00",
+      "hostname": "gpu-4", "programname": "kernel", "msg": "mlx5_core: health poll failed"})"),
+                                   &batch);
+  EXPECT_EQ(rec.node, "gpu-4");
+  EXPECT_EQ(rec.stream, StreamKind::kKernel);
+  EXPECT_EQ(rec.time_ns, civilToNanos(2025, 2, 23, 16, 24, 18));
+}
+
+TEST(KafkaJsonDecoder, PodRecordIsNeverKernel) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(decoder, message(R"({"message": "NVRM: Xid 79",
+      "_TRANSPORT": "kernel", "SYSLOG_IDENTIFIER": "kernel", "programname": "kernel",
+      "kubernetes": {"pod_name": "prank"}})"),
+                                   &batch);
+  EXPECT_EQ(rec.stream, StreamKind::kPod);
+}
+
+TEST(KafkaJsonDecoder, UnmarkedRecordTakesTopicStream) {
+  RecordBatch batch;
+  const std::string value = R"({"message": "x", "host": {"name": "gpu-5"}})";
+  const LogRecord& kernel = decodeOne(
+      KafkaDecoder(topic(KafkaEncoding::kJson, StreamKind::kKernel)), message(value), &batch);
+  EXPECT_EQ(kernel.stream, StreamKind::kKernel);
+  EXPECT_EQ(kernel.node, "gpu-5");  // nested host.name
+  const LogRecord& other =
+      decodeOne(KafkaDecoder(topic(KafkaEncoding::kJson)), message(value), &batch);
+  EXPECT_EQ(other.stream, StreamKind::kOther);
+}
+
+TEST(KafkaJsonDecoder, FlatDottedKeysAndEpochMagnitudes) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const int64_t s = 1'740'327'858;
+  for (const std::string& t :
+       {std::to_string(s), std::to_string(s * 1000) + ".0", std::to_string(s * 1'000'000),
+        std::to_string(s * 1'000'000'000), "\"" + std::to_string(s) + "\""}) {
+    const LogRecord& rec = decodeOne(
+        decoder, message(R"({"body": "x", "k8s.node.name": "gpu-6", "time": )" + t + "}"), &batch);
+    EXPECT_EQ(rec.time_ns, s * kNanosPerSecond) << t;
+    EXPECT_EQ(rec.node, "gpu-6");
+  }
+}
+
+TEST(KafkaJsonDecoder, UnparseableTimeFallsBackToMessageTimestamp) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  KafkaMessage msg = message(R"({"message": "x", "timestamp": "yesterday"})");
+  msg.timestamp_ms = 1000;
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).time_ns, 1'000'000'000);
+}
+
+TEST(KafkaJsonDecoder, NodeFallsBackToHeader) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  // Fluent Bit's kmsg input carries no host field.
+  KafkaMessage msg = message(R"({"priority":3,"sequence":1814,"sec":11706,"usec":732233,
+      "msg":"NVRM: Xid 48"})");
+  msg.node_header = "gpu-8";
+  const LogRecord& rec = decodeOne(decoder, msg, &batch);
+  EXPECT_EQ(rec.node, "gpu-8");
+  EXPECT_EQ(rec.line, "NVRM: Xid 48");
+}
+
+TEST(KafkaJsonDecoder, ConfiguredFieldPaths) {
+  KafkaTopicConfig config = topic(KafkaEncoding::kJson);
+  config.fields.line = {"payload.text"};
+  config.fields.node = {"origin"};
+  config.fields.pod = {"container"};
+  const KafkaDecoder decoder(config);
+  RecordBatch batch;
+  const LogRecord& rec =
+      decodeOne(decoder, message(R"({"message": "no", "payload": {"text": "yes"}, "origin": "gpu-9",
+      "container": "c1", "host": "other"})"),
+                &batch);
+  EXPECT_EQ(rec.line, "yes");
+  EXPECT_EQ(rec.node, "gpu-9");
+  EXPECT_EQ(rec.stream, StreamKind::kPod);
+}
+
+TEST(KafkaJsonDecoder, MalformedIsSkippedAndNextDecodes) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  EXPECT_FALSE(decoder.decode(message(R"({"message": "cut)"), kReceiveNs, &batch));
+  EXPECT_FALSE(decoder.decode(message(R"(["message"])"), kReceiveNs, &batch));
+  EXPECT_FALSE(decoder.decode(message(R"({"message": 42, "host": "h"})"), kReceiveNs, &batch));
+  EXPECT_TRUE(batch.records.empty());
+  EXPECT_TRUE(batch.labels.empty());
+  EXPECT_EQ(decodeOne(decoder, message(R"({"message": "ok"})"), &batch).line, "ok");
+}
+
+}  // namespace
+}  // namespace faultline

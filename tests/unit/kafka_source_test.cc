@@ -1,0 +1,235 @@
+#include "ingest/kafka/kafka_source.h"
+
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <yaml-cpp/yaml.h>
+
+namespace faultline {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+TEST(KafkaConfig, FromYaml) {
+  const KafkaConfig config = KafkaConfig::fromYaml(YAML::Load(R"(
+brokers: "127.0.0.1:9092"
+group_id: fl
+batch_max_messages: 500
+batch_timeout_ms: 20
+properties: {session.timeout.ms: 6000}
+topics:
+  - name: otlp_logs
+    stream: kernel
+  - name: vector
+    encoding: json
+    node_header: ""
+    fields: {line: [text], time: [ts, when]}
+)"));
+  EXPECT_EQ(config.brokers, "127.0.0.1:9092");
+  EXPECT_EQ(config.group_id, "fl");
+  EXPECT_EQ(config.batch_max_messages, 500u);
+  EXPECT_EQ(config.batch_timeout_ms, 20);
+  EXPECT_EQ(config.properties.at("session.timeout.ms"), "6000");
+  ASSERT_EQ(config.topics.size(), 2u);
+  EXPECT_EQ(config.topics[0].encoding, KafkaEncoding::kRaw);
+  EXPECT_EQ(config.topics[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(config.topics[0].node_header, "node");
+  EXPECT_EQ(config.topics[1].encoding, KafkaEncoding::kJson);
+  EXPECT_EQ(config.topics[1].stream, StreamKind::kOther);
+  EXPECT_EQ(config.topics[1].node_header, "");
+  EXPECT_EQ(config.topics[1].fields.line, std::vector<std::string>{"text"});
+  EXPECT_EQ(config.topics[1].fields.time, (std::vector<std::string>{"ts", "when"}));
+  EXPECT_EQ(config.topics[1].fields.node, KafkaJsonFields().node);
+}
+
+TEST(KafkaConfig, FromYamlNamesTheBadKey) {
+  auto error = [](const std::string& yaml) {
+    try {
+      KafkaConfig::fromYaml(YAML::Load(yaml));
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string topics = "topics: [{name: t}]\n";
+  EXPECT_NE(error(topics).find("kafka.brokers"), std::string::npos);
+  EXPECT_NE(error("brokers: b\n").find("kafka.topics"), std::string::npos);
+  EXPECT_NE(error("brokers: b\nbroker: c\n" + topics).find("kafka.broker:"), std::string::npos);
+  EXPECT_NE(error("brokers: b\ntopics: [{name: t}, {name: u, encoding: avro}]")
+                .find("kafka.topics[1].encoding"),
+            std::string::npos);
+  EXPECT_NE(error("brokers: b\ntopics: [{name: t, stream: dmesg}]").find("kafka.topics[0].stream"),
+            std::string::npos);
+  EXPECT_NE(error("brokers: b\ntopics: [{name: t, fields: {line: x}}]")
+                .find("kafka.topics[0].fields.line"),
+            std::string::npos);
+  EXPECT_NE(error("brokers: b\nproperties: {no.such.property: 1}\n" + topics)
+                .find("kafka.properties.no.such.property"),
+            std::string::npos);
+  EXPECT_NE(error("brokers: b\nproperties: {enable.auto.offset.store: true}\n" + topics)
+                .find("kafka.properties.enable.auto.offset.store"),
+            std::string::npos);
+  EXPECT_NE(error("brokers: b\nbatch_max_messages: 0\n" + topics).find("kafka.batch_max_messages"),
+            std::string::npos);
+}
+
+// An in-process librdkafka mock cluster (/work/shared/protocols.md section 5).
+class MockCluster {
+ public:
+  MockCluster() {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "3", err, sizeof(err));  // no bootstrap.servers warning
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (rk_ == nullptr || (cluster_ = rd_kafka_mock_cluster_new(rk_, 1)) == nullptr) {
+      throw std::runtime_error("cannot start the mock cluster");
+    }
+  }
+  ~MockCluster() {
+    rd_kafka_mock_cluster_destroy(cluster_);
+    rd_kafka_destroy(rk_);
+  }
+  std::string bootstraps() const { return rd_kafka_mock_cluster_bootstraps(cluster_); }
+  void createTopic(const std::string& name, int partitions) {
+    ASSERT_EQ(rd_kafka_mock_topic_create(cluster_, name.c_str(), partitions, 1),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+
+  // Produces `values` (with header node=`node`) and waits for every delivery.
+  void produce(const std::string& topic, const std::vector<std::string>& values,
+               const std::string& node) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps().c_str(), err, sizeof(err)),
+              RD_KAFKA_CONF_OK);
+    rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    ASSERT_NE(producer, nullptr) << err;
+    for (const std::string& v : values) {
+      EXPECT_EQ(rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic.c_str()),
+                                  RD_KAFKA_V_VALUE(const_cast<char*>(v.data()), v.size()),
+                                  RD_KAFKA_V_HEADER("node", node.c_str(), -1),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+    EXPECT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(producer);
+  }
+
+ private:
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_mock_cluster_t* cluster_ = nullptr;
+};
+
+struct Seen {
+  std::string line;
+  std::string node;
+  StreamKind stream;
+};
+
+// Runs a KafkaSource on a thread until it has seen `want` records (then `settle` longer, to catch
+// extras) or the deadline passes; returns what it saw.
+std::vector<Seen> consume(const KafkaConfig& config, size_t want, milliseconds settle,
+                          KafkaStats* stats) {
+  KafkaSource source(config);
+  std::mutex mu;
+  std::vector<Seen> seen;
+  std::jthread thread([&](std::stop_token stop) {
+    source.run(
+        [&](RecordBatch& batch) {
+          std::lock_guard lock(mu);
+          for (const LogRecord& rec : batch.records) {
+            seen.push_back({std::string(rec.line), std::string(rec.node), rec.stream});
+          }
+        },
+        stop);
+  });
+  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+  while (steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (seen.size() >= want) {
+        break;
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  std::this_thread::sleep_for(settle);
+  thread.request_stop();
+  thread.join();
+  *stats = source.stats();
+  return seen;
+}
+
+// Takes about 9 s: the mock coordinator delays a group's first JoinGroup by 3 s and, after a
+// member leaves, the next one by session.timeout.ms - 1000 (rdkafka_mock_cgrp.c).
+TEST(KafkaSource, CommitsOffsetsSoASecondMemberResumesAfterThem) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 2);
+  cluster.createTopic("vec", 1);
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = "commit-test";
+  config.batch_timeout_ms = 20;
+  config.properties = {{"session.timeout.ms", "6000"},
+                       {"heartbeat.interval.ms", "500"},
+                       {"fetch.wait.max.ms", "50"}};
+  KafkaTopicConfig topic;
+  topic.name = "kern";
+  topic.stream = StreamKind::kKernel;
+  KafkaTopicConfig json_topic;
+  json_topic.name = "vec";
+  json_topic.encoding = KafkaEncoding::kJson;
+  config.topics = {topic, json_topic};
+
+  std::vector<std::string> before;
+  for (int i = 0; i < 20; ++i) {
+    before.push_back("\"before " + std::to_string(i) + "\"");  // OTel raw: a quoted string body
+  }
+  cluster.produce("kern", before, "gpu-1");
+  cluster.produce(
+      "vec",
+      {R"({"message": )",
+       R"({"message": "pod line", "kubernetes": {"pod_name": "p", "pod_node_name": "gpu-3"}})"},
+      "ignored");
+  KafkaStats stats;
+  std::vector<Seen> first = consume(config, before.size() + 1, milliseconds(0), &stats);
+  ASSERT_EQ(first.size(), before.size() + 1);
+  for (const Seen& s : first) {
+    if (s.line == "pod line") {
+      EXPECT_EQ(s.node, "gpu-3");
+      EXPECT_EQ(s.stream, StreamKind::kPod);
+      continue;
+    }
+    EXPECT_EQ(s.line.rfind("before ", 0), 0u) << s.line;
+    EXPECT_EQ(s.node, "gpu-1");
+    EXPECT_EQ(s.stream, StreamKind::kKernel);
+  }
+  ASSERT_EQ(stats.topics.size(), 2u);
+  EXPECT_EQ(stats.topics[0].topic, "kern");
+  EXPECT_EQ(stats.topics[0].messages, before.size());
+  EXPECT_EQ(stats.topics[0].malformed, 0u);
+  EXPECT_GT(stats.topics[0].bytes, 0u);
+  EXPECT_EQ(stats.topics[1].messages, 2u);
+  EXPECT_EQ(stats.topics[1].malformed, 1u);
+
+  cluster.produce("kern", {"after 0", "after 1", "after 2"}, "gpu-2");
+  std::vector<Seen> second = consume(config, 3, milliseconds(300), &stats);
+  ASSERT_EQ(second.size(), 3u);
+  for (const Seen& s : second) {
+    EXPECT_EQ(s.line.rfind("after ", 0), 0u) << s.line;
+    EXPECT_EQ(s.node, "gpu-2");
+  }
+  EXPECT_EQ(stats.topics[0].messages, 3u);
+  EXPECT_EQ(stats.topics[1].messages, 0u);  // the malformed message's offset was committed too
+}
+
+}  // namespace
+}  // namespace faultline

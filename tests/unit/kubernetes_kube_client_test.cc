@@ -1,0 +1,98 @@
+// KubeClient and KubeConfig against the in-process fake API server.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include "sinks/kubernetes/kube_client.h"
+#include "tests/tools/fake_apiserver.h"
+
+namespace faultline {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(KubeClientTest, GetAndPatch) {
+  FakeApiServer server;
+  server.start();
+  ASSERT_TRUE(server.createNode({{"metadata", {{"name", "n1"}}}}));
+  KubeClient client(KubeConfig{server.url(), "", "", false});
+
+  const KubeClient::Response got = client.get("/api/v1/nodes/n1");
+  EXPECT_EQ(got.status, 200);
+  EXPECT_TRUE(got.error.empty());
+  EXPECT_EQ(json::parse(got.body)["metadata"]["name"], "n1");
+
+  const KubeClient::Response patched =
+      client.patch("/api/v1/nodes/n1?fieldManager=faultline", "application/merge-patch+json",
+                   R"({"metadata":{"labels":{"a":"b"}}})");
+  EXPECT_EQ(patched.status, 200);
+  EXPECT_EQ(server.node("n1")["metadata"]["labels"]["a"], "b");
+  EXPECT_EQ(server.requests().back().query, "fieldManager=faultline");
+  EXPECT_EQ(server.requests().back().content_type, "application/merge-patch+json");
+
+  const KubeClient::Response stale =
+      client.patch("/api/v1/nodes/n1", "application/merge-patch+json",
+                   R"({"metadata":{"resourceVersion":"1"}})");
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_EQ(json::parse(stale.body)["reason"], "Conflict");
+
+  EXPECT_EQ(client.get("/api/v1/nodes/n2").status, 404);
+}
+
+TEST(KubeClientTest, SendsTheCurrentTokenFromTheFile) {
+  FakeApiServer server;
+  server.start();
+  const std::string token_file =
+      (std::filesystem::temp_directory_path() / ("fl-token-" + std::to_string(getpid()))).string();
+  std::ofstream(token_file) << "first\n";
+  KubeClient client(KubeConfig{server.url(), token_file, "", false});
+
+  client.get("/version");
+  std::ofstream(token_file) << "rotated";
+  client.get("/version");
+  std::filesystem::remove(token_file);
+  const KubeClient::Response unreadable = client.get("/version");
+
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(server.requests()[0].authorization, "Bearer first");
+  EXPECT_EQ(server.requests()[1].authorization, "Bearer rotated");
+  EXPECT_EQ(unreadable.status, 0);
+  EXPECT_NE(unreadable.error.find("token"), std::string::npos);
+}
+
+TEST(KubeClientTest, TransportErrorHasNoStatus) {
+  FakeApiServer server;
+  const int port = server.start();
+  server.stop();
+  KubeClient client(KubeConfig{"http://127.0.0.1:" + std::to_string(port), "", "", false});
+
+  const KubeClient::Response response = client.get("/version");
+  EXPECT_EQ(response.status, 0);
+  EXPECT_FALSE(response.error.empty());
+}
+
+TEST(KubeConfigTest, FromYaml) {
+  const KubeConfig config = KubeConfig::fromYaml(
+      YAML::Load("{server: 'https://k8s.example:6443/', token_file: /t, ca_file: /ca.pem, "
+                 "insecure_skip_tls_verify: true}"));
+  EXPECT_EQ(config.server, "https://k8s.example:6443");
+  EXPECT_EQ(config.token_file, "/t");
+  EXPECT_EQ(config.ca_file, "/ca.pem");
+  EXPECT_TRUE(config.insecure_skip_tls_verify);
+}
+
+TEST(KubeConfigTest, EmptyServerOutsideAPodThrows) {
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{}")), std::runtime_error);
+  EXPECT_THROW(KubeConfig::inCluster(), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace faultline
