@@ -1,7 +1,7 @@
 #include "core/commands.h"
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -25,7 +25,9 @@ std::shared_ptr<const Bank> loadRules(const std::string& dir) {
   return loadBank(dir.empty() ? embeddedRuleFiles() : readRuleDir(dir));
 }
 
-std::string where(const Signature& sig) { return sig.file + ":" + std::to_string(sig.file_line); }
+std::string where(const Signature& sig) {
+  return sig.file + ":" + std::to_string(sig.file_line);
+}
 
 struct ReplayArgs {
   std::vector<std::string> files;
@@ -106,8 +108,8 @@ int replay(const ReplayArgs& a) {
       "replayed {} files: {} lines ({} malformed), {:.1f} MB text, {} hits, {} decisions in "
       "{:.3f}s ({:.0f} lines/s, {:.1f} MB/s)",
       s.files, s.lines, s.malformed, static_cast<double>(s.bytes_text) / 1e6,
-      pipeline.matcherStats().hits, pipeline.decisions(), secs,
-      static_cast<double>(s.lines) / secs, static_cast<double>(s.bytes_text) / 1e6 / secs);
+      pipeline.matcherStats().hits, pipeline.decisions(), secs, static_cast<double>(s.lines) / secs,
+      static_cast<double>(s.bytes_text) / 1e6 / secs);
   return 0;
 }
 
@@ -180,8 +182,8 @@ int testBank(const Bank& bank) {
         rec.stream = kind;
         std::vector<Hit> hits;
         matcher.match(batch, &hits);
-        const auto hit = std::find_if(hits.begin(), hits.end(),
-                                      [&](const Hit& h) { return h.signature == i; });
+        const auto hit =
+            std::find_if(hits.begin(), hits.end(), [&](const Hit& h) { return h.signature == i; });
         if (hit == hits.end()) {
           fail(sig, "match example not matched" + on, ex.line);
           continue;

@@ -9,7 +9,8 @@ namespace faultline {
 
 void validateTaint(const Taint& t) {
   // Kubernetes label-name and label-value syntax (apimachinery validation: qualified name).
-  static const RE2 kKey(R"(([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)");
+  static const RE2 kKey(
+      R"(([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)");
   static const RE2 kValue(R"(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)");
   if (!RE2::FullMatch(t.key, kKey)) {
     throw std::runtime_error("taint key '" + t.key + "' is not a qualified name");

@@ -1,3 +1,5 @@
 #include "core/commands.h"
 
-int main(int argc, char** argv) { return faultline::runCli(argc, argv); }
+int main(int argc, char** argv) {
+  return faultline::runCli(argc, argv);
+}

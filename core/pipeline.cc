@@ -14,7 +14,9 @@ void Pipeline::process(const RecordBatch& batch) {
   hits_.clear();
 }
 
-void Pipeline::collect(const RecordBatch& batch) { matcher_.match(batch, &hits_); }
+void Pipeline::collect(const RecordBatch& batch) {
+  matcher_.match(batch, &hits_);
+}
 
 void Pipeline::finishReplay() {
   std::stable_sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) {

@@ -28,7 +28,7 @@ struct Label {
 struct LogRecord {
   int64_t time_ns = 0;  // event time, nanoseconds since the Unix epoch (UTC)
   std::string_view node;
-  std::string_view line;  // the message, without transport envelope (timestamp, host, tag)
+  std::string_view line;      // the message, without transport envelope (timestamp, host, tag)
   uint32_t labels_begin = 0;  // [labels_begin, labels_end) indexes RecordBatch::labels
   uint32_t labels_end = 0;
   StreamKind stream = StreamKind::kOther;

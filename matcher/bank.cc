@@ -81,8 +81,7 @@ void parseExamples(const YAML::Node& list, std::vector<Example>* out, bool with_
   }
 }
 
-void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank,
-                    Problems* problems) {
+void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Problems* problems) {
   Signature sig;
   sig.file = file;
   sig.file_line = n.Mark().line + 1;
@@ -128,10 +127,9 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank,
     sig.fields[static_cast<size_t>(index - 1)] = name;
   }
   const YAML::Node ex = n["examples"];
-  parseExamples(ex["match"], &sig.match_examples, true, file, where + ": examples.match",
+  parseExamples(ex["match"], &sig.match_examples, true, file, where + ": examples.match", problems);
+  parseExamples(ex["no_match"], &sig.no_match_examples, false, file, where + ": examples.no_match",
                 problems);
-  parseExamples(ex["no_match"], &sig.no_match_examples, false, file,
-                where + ": examples.no_match", problems);
   if (sig.match_examples.empty()) {
     problems->add(file, n, where + ": needs at least one examples.match line");
     return;

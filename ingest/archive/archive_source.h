@@ -13,7 +13,7 @@
 namespace faultline {
 
 struct ArchiveInput {
-  std::string name;  // a path, or "-" for standard input; names the node of dmesg files
+  std::string name;   // a path, or "-" for standard input; names the node of dmesg files
   std::string bytes;  // when `from_memory`: the file's content (the embedded sample)
   bool from_memory = false;
 };
@@ -26,10 +26,10 @@ struct ArchiveOptions {
 
 struct ArchiveStats {
   uint64_t files = 0;
-  uint64_t bytes_read = 0;    // as stored (compressed), bytes
-  uint64_t bytes_text = 0;    // after decompression, bytes
+  uint64_t bytes_read = 0;  // as stored (compressed), bytes
+  uint64_t bytes_text = 0;  // after decompression, bytes
   uint64_t lines = 0;
-  uint64_t malformed = 0;     // lines no parser of the file's format accepted
+  uint64_t malformed = 0;  // lines no parser of the file's format accepted
   uint64_t records = 0;
 };
 

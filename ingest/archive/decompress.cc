@@ -165,8 +165,8 @@ class ZstdReader : public Reader {
       const size_t rc = ZSTD_decompressStream(ctx_, &ob, &ib);
       in_pos_ = ib.pos;
       if (ZSTD_isError(rc) != 0) {
-        throw std::runtime_error(raw_->name() + ": corrupt zstd data (" +
-                                 ZSTD_getErrorName(rc) + ")");
+        throw std::runtime_error(raw_->name() + ": corrupt zstd data (" + ZSTD_getErrorName(rc) +
+                                 ")");
       }
       frame_open_ = rc != 0;
     }

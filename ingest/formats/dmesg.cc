@@ -9,7 +9,9 @@
 namespace faultline {
 namespace {
 
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // "12345.678901" (seconds, optional fraction) to ns. Leading spaces allowed.
 bool parseSeconds(std::string_view s, int64_t* ns) {
@@ -199,7 +201,9 @@ class DmesgParser : public LineParser {
 
 }  // namespace
 
-bool looksLikeDmesg(std::string_view line) { return parseHead(line).stamp != Stamp::kNone; }
+bool looksLikeDmesg(std::string_view line) {
+  return parseHead(line).stamp != Stamp::kNone;
+}
 
 std::unique_ptr<LineParser> makeDmesgParser(const ParseOptions& options) {
   return std::make_unique<DmesgParser>(options);

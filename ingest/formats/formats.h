@@ -32,11 +32,11 @@ bool parseFormatName(std::string_view name, Format* f);
 std::optional<Format> detectFormat(std::string_view head);
 
 struct ParseOptions {
-  std::string node;                    // dmesg: the node; others take it from the line
+  std::string node;                     // dmesg: the node; others take it from the line
   std::optional<int64_t> boot_time_ns;  // dmesg: boot time for `[uptime]` stamps; else the first
                                         // stamp of the file is taken as time 0 (the epoch)
-  int year = 1970;                     // syslog: the year, which `Mon DD` lines lack
-  StreamRules streams;                 // which labels name the node and the stream kind
+  int year = 1970;                      // syslog: the year, which `Mon DD` lines lack
+  StreamRules streams;                  // which labels name the node and the stream kind
 };
 
 class LineParser {

@@ -58,7 +58,8 @@ std::unordered_set<std::string> wantedLabels(const StreamRules& rules) {
 
 class JournalJsonParser : public LineParser {
  public:
-  explicit JournalJsonParser(const ParseOptions& o) : rules_(o.streams), wanted_(wantedLabels(o.streams)) {}
+  explicit JournalJsonParser(const ParseOptions& o)
+      : rules_(o.streams), wanted_(wantedLabels(o.streams)) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     const json entry = json::parse(line, nullptr, false);
@@ -72,7 +73,8 @@ class JournalJsonParser : public LineParser {
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
     for (const auto& [key, value] : entry.items()) {
       if (value.is_string() && wanted_.count(key) != 0) {
-        batch->labels.push_back({batch->copy(key), batch->copy(value.get_ref<const std::string&>())});
+        batch->labels.push_back(
+            {batch->copy(key), batch->copy(value.get_ref<const std::string&>())});
       }
     }
     r.labels_end = static_cast<uint32_t>(batch->labels.size());

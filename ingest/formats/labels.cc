@@ -19,19 +19,20 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
       }
     }
   }
-  const bool pod = std::any_of(rules.pod_labels.begin(), rules.pod_labels.end(), [&](const auto& n) {
-    const auto it = find(n);
-    return it != end && !it->value.empty();
-  });
+  const bool pod =
+      std::any_of(rules.pod_labels.begin(), rules.pod_labels.end(), [&](const auto& n) {
+        const auto it = find(n);
+        return it != end && !it->value.empty();
+      });
   if (pod) {
     rec->stream = StreamKind::kPod;
     return;
   }
-  const bool kernel = std::any_of(rules.kernel_labels.begin(), rules.kernel_labels.end(),
-                                  [&](const auto& kv) {
-                                    const auto it = find(kv.first);
-                                    return it != end && it->value == kv.second;
-                                  });
+  const bool kernel =
+      std::any_of(rules.kernel_labels.begin(), rules.kernel_labels.end(), [&](const auto& kv) {
+        const auto it = find(kv.first);
+        return it != end && it->value == kv.second;
+      });
   rec->stream = kernel ? StreamKind::kKernel : StreamKind::kOther;
 }
 

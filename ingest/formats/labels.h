@@ -14,9 +14,9 @@ struct StreamRules {
   // First label present wins. Defaults fit the OTel k8sattributes processor, Loki conventions,
   // journald, Vector and Fluent Bit.
   std::vector<std::string> node_labels = {
-      "k8s.node.name", "k8s_node_name", "node",      "node_name",
-      "nodename",      "host.name",     "_HOSTNAME", "kubernetes.pod_node_name",
-      "kubernetes.host", "hostname",    "host"};
+      "k8s.node.name",   "k8s_node_name", "node",      "node_name",
+      "nodename",        "host.name",     "_HOSTNAME", "kubernetes.pod_node_name",
+      "kubernetes.host", "hostname",      "host"};
   // A record carrying any of these is a pod stream, whatever else it carries: pod output must
   // never pass for kernel output.
   std::vector<std::string> pod_labels = {"k8s.pod.name", "k8s_pod_name", "pod",
@@ -24,7 +24,9 @@ struct StreamRules {
   // label == value marks the kernel stream (journald's _TRANSPORT / SYSLOG_IDENTIFIER, and the
   // names a Promtail or Alloy journal scrape relabels them to).
   std::vector<std::pair<std::string, std::string>> kernel_labels = {
-      {"_TRANSPORT", "kernel"}, {"SYSLOG_IDENTIFIER", "kernel"}, {"transport", "kernel"},
+      {"_TRANSPORT", "kernel"},
+      {"SYSLOG_IDENTIFIER", "kernel"},
+      {"transport", "kernel"},
       {"syslog_identifier", "kernel"}};
 };
 

@@ -9,7 +9,9 @@
 namespace faultline {
 namespace {
 
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // "Feb 14 05:03:41[.ffffff] " at the start of s; sets ns (in `year`) and the length consumed.
 bool parseBsdStamp(std::string_view s, int year, int64_t* ns, size_t* used) {

@@ -54,8 +54,11 @@ DecisionLog::~DecisionLog() {
 void DecisionLog::write(const Decision& decision) {
   const std::string line = decisionToJson(decision) + '\n';
   std::fwrite(line.data(), 1, line.size(), out_);
+  std::fflush(out_);  // decisions are rare and operators tail this log: never hold one back
 }
 
-void DecisionLog::flush() { std::fflush(out_); }
+void DecisionLog::flush() {
+  std::fflush(out_);
+}
 
 }  // namespace faultline

@@ -9,7 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   try {
-    (void)faultline::loadBank({{"fuzz.yaml", std::string(reinterpret_cast<const char*>(data), size)}});
+    (void)faultline::loadBank(
+        {{"fuzz.yaml", std::string(reinterpret_cast<const char*>(data), size)}});
   } catch (const faultline::BankError&) {
   }
   return 0;

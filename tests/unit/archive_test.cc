@@ -1,10 +1,10 @@
 // The archive reader: magic-byte detection, gzip (multi-member) and zstd, line assembly across
 // chunk boundaries, per-file format detection.
-#include "ingest/archive/archive_source.h"
-
 #include <gtest/gtest.h>
 #include <zlib.h>
 #include <zstd.h>
+
+#include "ingest/archive/archive_source.h"
 
 namespace faultline {
 namespace {
@@ -84,10 +84,10 @@ TEST(Archive, ConcatenatedGzipMembersAreAllRead) {
 
 TEST(Archive, EachFileHasItsOwnFormat) {
   ArchiveStats stats;
-  const auto lines = replay(
-      {{"a.dmesg", "[ 1.0] kernel line\n", true},
-       {"b.log", "Feb 14 05:03:41 host-b kernel: syslog line\nnot syslog at all\n", true}},
-      &stats);
+  const auto lines =
+      replay({{"a.dmesg", "[ 1.0] kernel line\n", true},
+              {"b.log", "Feb 14 05:03:41 host-b kernel: syslog line\nnot syslog at all\n", true}},
+             &stats);
   ASSERT_EQ(lines.size(), 2U);
   EXPECT_EQ(lines[0], "a|kernel line");
   EXPECT_EQ(lines[1], "host-b|syslog line");

@@ -40,7 +40,9 @@ rules:
     dedup: 10s
 )";
 
-std::shared_ptr<const Bank> bank() { return loadBank({{"test.yaml", kBank}}); }
+std::shared_ptr<const Bank> bank() {
+  return loadBank({{"test.yaml", kBank}});
+}
 
 Hit hit(const Bank& b, std::string node, int64_t sec, std::string code, std::string pci) {
   Hit h;
@@ -169,12 +171,10 @@ TEST(Pipeline, ReplayOrderDoesNotChangeDecisions) {
     Pipeline p(bank(), Taint{}, {&sink});
     RecordBatch early;
     RecordBatch late;
-    early.records.push_back(
-        {10 * kNanosPerSecond, "n1", "NVRM: Xid (PCI:0000:44:00): 79, a", 0, 0,
-         StreamKind::kKernel});
-    late.records.push_back(
-        {20 * kNanosPerSecond, "n1", "NVRM: Xid (PCI:0000:44:00): 48, b", 0, 0,
-         StreamKind::kKernel});
+    early.records.push_back({10 * kNanosPerSecond, "n1", "NVRM: Xid (PCI:0000:44:00): 79, a", 0, 0,
+                             StreamKind::kKernel});
+    late.records.push_back({20 * kNanosPerSecond, "n1", "NVRM: Xid (PCI:0000:44:00): 48, b", 0, 0,
+                            StreamKind::kKernel});
     p.collect(reversed ? late : early);
     p.collect(reversed ? early : late);
     p.finishReplay();

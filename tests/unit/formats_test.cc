@@ -39,7 +39,8 @@ TEST(Dmesg, UptimeStampsAreOffsetsFromTheFirstLineWithoutBootTime) {
 TEST(Dmesg, BootTimeMakesUptimeAbsolute) {
   ParseOptions o;
   o.boot_time_ns = civilToNanos(2025, 1, 1, 0, 0, 0);
-  const RecordBatch b = parseAll(Format::kDmesg, {"<6>[    2.608284] mlx5_core 0000:41:00.1: x"}, o);
+  const RecordBatch b =
+      parseAll(Format::kDmesg, {"<6>[    2.608284] mlx5_core 0000:41:00.1: x"}, o);
   ASSERT_EQ(b.records.size(), 1U);
   EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 1, 1, 0, 0, 2, 608284000));
   EXPECT_EQ(b.records[0].line, "mlx5_core 0000:41:00.1: x");
@@ -63,11 +64,10 @@ TEST(Dmesg, ReadsCtimeKmsgAndIsoForms) {
 TEST(Dmesg, JoinsPrintkContinuationLines) {
   // NVIDIA/NVSentinel#155: one printk record over three lines.
   const RecordBatch b = parseAll(
-      Format::kDmesg,
-      {"[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
-       "               NVRM: (PCI ID: 10de:26b5) installed in this system has",
-       "               NVRM: fallen off the bus and is not responding to commands.",
-       "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s)."});
+      Format::kDmesg, {"[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
+                       "               NVRM: (PCI ID: 10de:26b5) installed in this system has",
+                       "               NVRM: fallen off the bus and is not responding to commands.",
+                       "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s)."});
   ASSERT_EQ(b.records.size(), 2U);
   EXPECT_EQ(b.records[0].line,
             "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this "

@@ -1,0 +1,25 @@
+# Shared helpers for the end-to-end scripts (sourced, not run by ctest: it has no _ in the name).
+set -eEuo pipefail
+: "${FL_BUILD:?FL_BUILD must be the build directory}" "${FL_SOURCE:?FL_SOURCE must be the source directory}"
+FAULTLINE=$FL_BUILD/faultline
+tmp=$(mktemp -d)
+pids=()
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$tmp"/*.log; do [[ -f $f ]] && sed "s|^|  $(basename "$f"): |" "$f" | tail -20 >&2; done
+  exit 1
+}
+trap 'fail "line $LINENO: command exited with $?"' ERR
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+# The (node, rule) pairs of a decision log, sorted, one "node rule" per line.
+decided() { jq -r '"\(.node) \(.rule)"' "$1" | sort; }
+# Waits up to $2 seconds for file $1 to be non-empty.
+wait_file() {
+  for _ in $(seq $(($2 * 10))); do [[ -s $1 ]] && return 0; sleep 0.1; done
+  fail "$1 not written within $2 s"
+}
