@@ -37,8 +37,10 @@ struct ReplayArgs {
   int year = 0;
   std::string rules;
   std::string decisions;
+  std::vector<std::string> kernel_labels;  // NAME=VALUE
   bool apply = false;
   std::string config;
+  KubeConfig kube;  // explicit API server; empty server = in-cluster
 };
 
 int replay(const ReplayArgs& a) {
@@ -52,6 +54,14 @@ int replay(const ReplayArgs& a) {
     opts.format = f;
   }
   opts.parse.node = a.node;
+  for (const std::string& kv : a.kernel_labels) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "faultline: --kernel-label wants NAME=VALUE, got " << kv << "\n";
+      return 2;
+    }
+    opts.parse.streams.kernel_labels.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
   if (!a.boot_time.empty()) {
     int64_t ns = 0;
     if (!parseRfc3339(a.boot_time, &ns)) {
@@ -76,6 +86,9 @@ int replay(const ReplayArgs& a) {
     if (rules_dir.empty()) {
       rules_dir = cfg.rules_dir;
     }
+  }
+  if (!a.kube.server.empty()) {
+    kube = a.kube;
   }
   if (a.apply && !kube) {
     kube = KubeConfig::inCluster();
@@ -227,7 +240,12 @@ int runCli(int argc, char** argv) {
   rp->add_option("--year", ra.year, "Year of syslog 'Mon DD' stamps (default: the current year)");
   rp->add_option("--rules", ra.rules, "Rule directory (default: the embedded bank)");
   rp->add_option("--decisions", ra.decisions, "Decision log file (default: stdout)");
+  rp->add_option("--kernel-label", ra.kernel_labels,
+                 "NAME=VALUE: records with this label are kernel streams (repeatable)");
   rp->add_flag("--apply", ra.apply, "Also apply taints through the Kubernetes API");
+  rp->add_option("--kube-server", ra.kube.server, "API server URL (default: in-cluster)");
+  rp->add_option("--kube-token-file", ra.kube.token_file, "Bearer token file");
+  rp->add_option("--kube-ca-file", ra.kube.ca_file, "CA bundle to verify the API server");
   rp->add_option("--config", ra.config, "Service config for taint and kubernetes settings");
 
   std::string config;

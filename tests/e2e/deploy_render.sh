@@ -25,18 +25,18 @@ trap 'rm -rf "$tmp"' EXIT
 export HOME="$tmp/home" KUBECONFIG="$tmp/no-kubeconfig" KUBECACHEDIR="$tmp/kube-cache"
 mkdir -p "$HOME"
 
-# YAML stream on stdin -> JSON array of objects on stdout.
+# YAML stream on stdin -> JSON array of objects on stdout; $1 names the input for errors.
 to_json() {
   kubectl annotate --local -o json -f - faultline.dev/render-check=1 2>"$tmp/annotate.err" |
     jq -s '[.[] | if .kind == "List" then .items[] else . end
             | del(.metadata.annotations["faultline.dev/render-check"])]' ||
-    fail "YAML to JSON conversion failed: $(cat "$tmp/annotate.err")"
+    fail "$1: YAML to JSON conversion failed: $(cat "$tmp/annotate.err")"
 }
 
 # Plain YAML file (not a Kubernetes object) -> JSON, by wrapping it as the spec of one.
 yaml_file_json() {
   { printf 'apiVersion: v1\nkind: FaultlineYaml\nmetadata:\n  name: wrapped\nspec:\n'
-    sed 's/^/  /' "$1"; } | to_json | jq '.[0].spec'
+    sed 's/^/  /' "$1"; } | to_json "${1#"$src/"}" | jq '.[0].spec'
 }
 
 render() {  # $1 = dir relative to deploy/, $2 = output JSON
@@ -44,7 +44,7 @@ render() {  # $1 = dir relative to deploy/, $2 = output JSON
     fail "kubectl kustomize deploy/$1: $(cat "$tmp/kustomize.err")"
   # Deprecation warnings (e.g. commonLabels) are failures too: keep the layout current.
   [[ ! -s $tmp/kustomize.err ]] || fail "kubectl kustomize deploy/$1 warned: $(cat "$tmp/kustomize.err")"
-  to_json <"$tmp/out.yaml" >"$2"
+  to_json "kubectl kustomize deploy/$1" <"$tmp/out.yaml" >"$2"
 }
 
 # jq expression over the render must be true; $2 names the check.
@@ -132,7 +132,8 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected
   # PodDisruptionBudget.
   expect "$j" "PDB maxUnavailable 1 selecting the pods" \
     "($d | .spec.template.metadata.labels) as \$l | .[] | select(.kind == \"PodDisruptionBudget\")
-     | .spec.maxUnavailable == 1 and (\$l | contains(.spec.selector.matchLabels // {}) ) and (.spec.selector.matchLabels | length > 0)"
+     | .spec.selector.matchLabels as \$sel
+     | .spec.maxUnavailable == 1 and (\$sel | length > 0) and (\$l | contains(\$sel))"
 
   # The rules ConfigMap: one key per rules/*.yaml, identical content.
   local rules_cm='(.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("faultline-rules-"))))'
@@ -242,8 +243,8 @@ expect "$p" "Service ports 3100 loki-push and 4318 otlp-http" \
        {"name":"otlp-http","port":4318,"targetPort":"otlp-http"}]'
 expect "$p" "Service selects the pods and targets declared container ports" \
   '(.[] | select(.kind == "Deployment") | .spec.template) as $t
-   | .[] | select(.kind == "Service")
-   | ($t.metadata.labels | contains(.spec.selector)) and (.spec.selector | length > 0)
+   | .[] | select(.kind == "Service") | .spec.selector as $sel
+   | ($t.metadata.labels | contains($sel)) and ($sel | length > 0)
      and all(.spec.ports[].targetPort; . as $n | $t.spec.containers[0].ports | any(.name == $n))'
 expect "$tmp/push.collector.json" "push collector: otlphttp to the Service on 4318" \
   '[.exporters | to_entries[] | select(.key | startswith("otlphttp")) | .value.endpoint]

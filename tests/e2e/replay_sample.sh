@@ -39,4 +39,26 @@ rc=0
 "$FAULTLINE" rules test "$tmp/rules" 2>"$tmp/bad.txt" || rc=$?
 [[ $rc == 2 ]] || fail "bad bank exit code $rc"
 grep -q "bad.yaml:5: signature broken: pattern does not compile" "$tmp/bad.txt" || fail "bad bank message: $(cat "$tmp/bad.txt")"
+# A configured label and value marks kernel streams (here a Loki label a site relabels to).
+echo '{"labels":{"source":"dmesg","node_name":"gpu-9"},"line":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus","timestamp":"1741000000000000000"}' >"$tmp/site.jsonl"
+"$FAULTLINE" replay "$tmp/site.jsonl" --decisions "$tmp/site0.jsonl" 2>>"$tmp/replay.log"
+[[ ! -s "$tmp/site0.jsonl" ]] || fail "an unlabelled stream matched a kernel signature"
+"$FAULTLINE" replay "$tmp/site.jsonl" --kernel-label source=dmesg --decisions "$tmp/site1.jsonl" 2>>"$tmp/replay.log"
+[[ "$(decided "$tmp/site1.jsonl")" == "gpu-9 xid-fatal" ]] || fail "--kernel-label"
+
+# --apply writes the taints through the API server (the fake one, given explicitly); without it
+# replay never calls the API.
+nodes=gpu-node-01,gpu-node-02,gpu-node-03,gpu-node-04,gpu-node-05,gpu-node-06,gpu-node-07,gpu-node-08,trn-node-01,trn-node-02
+"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes "$nodes" 2>"$tmp/apiserver.log" &
+pids+=($!)
+wait_file "$tmp/port" 20
+api="http://127.0.0.1:$(cat "$tmp/port")"
+"$FAULTLINE" replay --year 2025 --decisions /dev/null --kube-server "$api" 2>>"$tmp/replay.log"
+[[ $(curl -fsS "$api/_test/requests" | jq '[.[] | select(.method == "PATCH")] | length') == 0 ]] ||
+  fail "replay without --apply wrote to the API"
+"$FAULTLINE" replay --year 2025 --decisions /dev/null --apply --kube-server "$api" 2>>"$tmp/replay.log"
+tainted=$(for n in ${nodes//,/ }; do
+  curl -fsS "$api/api/v1/nodes/$n" | jq -r 'select([.spec.taints[]? | select(.key == "faultline.dev/faulty" and .effect == "NoSchedule")] | length == 1) | .metadata.name'
+done | sort | tr '\n' ' ')
+[[ "$tainted" == "gpu-node-01 gpu-node-02 gpu-node-05 gpu-node-06 trn-node-01 " ]] || fail "--apply tainted: $tainted"
 echo "PASS"
