@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,14 +25,22 @@ struct Evidence {
 };
 
 struct Decision {
-  enum class Action : uint8_t { kTaint };
+  enum class Action : uint8_t {
+    kTaint,       // add `taint` to the node
+    kUntaint,     // the node recovered: remove the taint faultline set
+    kSuppressed,  // a taint that a safety limit refused; `reason` says which
+  };
   int64_t time_ns = 0;  // event time of the hit that completed the rule
   std::string node;
   Action action = Action::kTaint;
   Taint taint;
-  std::string rule;  // rule id
+  std::string rule;    // rule id
+  std::string reason;  // why, in words, when the action needs one (suppressed, untaint)
   std::vector<Evidence> evidence;
 };
+
+// "taint" | "untaint" | "suppressed"
+std::string_view actionName(Decision::Action action);
 
 // A stage that receives decisions. write() is called from the pipeline thread; a sink that talks
 // to the network must queue and return quickly. flush() blocks until every decision written so

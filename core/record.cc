@@ -1,5 +1,7 @@
 #include "core/record.h"
 
+#include "core/decision.h"
+
 namespace faultline {
 
 std::string_view streamKindName(StreamKind kind) {
@@ -12,6 +14,18 @@ std::string_view streamKindName(StreamKind kind) {
       break;
   }
   return "other";
+}
+
+std::string_view actionName(Decision::Action action) {
+  switch (action) {
+    case Decision::Action::kUntaint:
+      return "untaint";
+    case Decision::Action::kSuppressed:
+      return "suppressed";
+    case Decision::Action::kTaint:
+      break;
+  }
+  return "taint";
 }
 
 bool parseStreamKind(std::string_view name, StreamKind* kind) {

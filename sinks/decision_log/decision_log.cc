@@ -14,9 +14,12 @@ std::string decisionToJson(const Decision& d) {
   nlohmann::ordered_json j;
   j["time"] = formatRfc3339(d.time_ns);
   j["node"] = d.node;
-  j["action"] = "taint";
+  j["action"] = actionName(d.action);
   j["taint"] = {{"key", d.taint.key}, {"value", d.taint.value}, {"effect", d.taint.effect}};
   j["rule"] = d.rule;
+  if (!d.reason.empty()) {
+    j["reason"] = d.reason;
+  }
   nlohmann::ordered_json evidence = nlohmann::ordered_json::array();
   for (const Evidence& e : d.evidence) {
     nlohmann::ordered_json fields = nlohmann::ordered_json::object();

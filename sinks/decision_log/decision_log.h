@@ -9,8 +9,9 @@
 namespace faultline {
 
 // Renders a decision as one line of JSON (no newline):
-// {"time": RFC 3339 with ns, "node", "action": "taint", "taint": {"key","value","effect"},
-//  "rule", "evidence": [{"time", "signature", "line", "fields": {...}}]}
+// {"time": RFC 3339 with ns, "node", "action": "taint" | "untaint" | "suppressed",
+//  "taint": {"key","value","effect"}, "rule", ["reason",]
+//  "evidence": [{"time", "signature", "line", "fields": {...}}]}
 std::string decisionToJson(const Decision& d);
 
 class DecisionLog : public DecisionSink {

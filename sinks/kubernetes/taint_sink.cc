@@ -80,6 +80,9 @@ TaintSink::~TaintSink() {
 }
 
 void TaintSink::write(const Decision& decision) {
+  if (decision.action != Decision::Action::kTaint) {
+    return;  // only taints are written to the API server so far
+  }
   {
     std::lock_guard lock(mu_);
     queue_.push_back(decision);
