@@ -1,5 +1,6 @@
 // The kernel ring buffer as dmesg(1) and /dev/kmsg print it (util-linux dmesg(1),
 // Documentation/ABI/testing/dev-kmsg).
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -21,7 +22,7 @@ bool parseSeconds(std::string_view s, int64_t* ns) {
   while (i < s.size() && isDigit(s[i])) {
     sec = sec * 10 + (s[i++] - '0');
   }
-  if (i == 0) {
+  if (i == 0 || i > 10) {  // over 10 digits (317 years) would overflow int64 nanoseconds
     return false;
   }
   int64_t frac = 0;
@@ -78,9 +79,14 @@ Head parseHead(std::string_view line) {
     const size_t c2 = c1 == std::string_view::npos ? c1 : s.find(',', c1 + 1);
     const size_t c3 = c2 == std::string_view::npos ? c2 : s.find(',', c2 + 1);
     if (semi != std::string_view::npos && c3 != std::string_view::npos && c3 < semi) {
-      int64_t us = 0;
-      if (parseSeconds(s.substr(c2 + 1, c3 - c2 - 1), &us)) {
-        h = {Stamp::kUptime, us / 1'000'000, s.substr(semi + 1)};  // value was µs, read as s
+      const std::string_view us = s.substr(c2 + 1, c3 - c2 - 1);  // µs since boot
+      int64_t v = 0;
+      if (!us.empty() && us.size() <= 15 &&
+          std::all_of(us.begin(), us.end(), [](char c) { return isDigit(c); })) {
+        for (char c : us) {
+          v = v * 10 + (c - '0');
+        }
+        h = {Stamp::kUptime, v * 1000, s.substr(semi + 1)};
       }
     }
     return h;

@@ -61,6 +61,17 @@ TEST(Dmesg, ReadsCtimeKmsgAndIsoForms) {
   EXPECT_EQ(b.records[2].line.substr(0, 14), "nvidia-peermem");
 }
 
+TEST(Dmesg, KmsgMicrosecondsPastHoursOfUptime) {
+  // 39 days of uptime in µs: more than fits int64 ns if read as seconds.
+  const RecordBatch b =
+      parseAll(Format::kDmesg, {"6,3973,3400000000000,-;a", "6,3974,3400000000001,-;b"});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[1].time_ns - b.records[0].time_ns, 1000);
+  auto p = makeParser(Format::kDmesg, {});
+  RecordBatch overflow;
+  EXPECT_FALSE(p->parse("[20190531857123.5] absurd uptime", &overflow));
+}
+
 TEST(Dmesg, JoinsPrintkContinuationLines) {
   // NVIDIA/NVSentinel#155: one printk record over three lines.
   const RecordBatch b = parseAll(
