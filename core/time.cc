@@ -2,6 +2,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 
 namespace faultline {
@@ -86,7 +87,9 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
       !digits(s, 17, 2, &sec)) {
     return false;
   }
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) {
+  // int64 nanoseconds since the epoch span 1677..2262.
+  if (y < 1678 || y > 2261 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
+      sec > 60) {
     return false;
   }
   size_t i = 19;
@@ -140,7 +143,7 @@ bool parseDuration(std::string_view s, int64_t* nanos) {
   while (i < s.size()) {
     int64_t v = 0;
     const size_t start = i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - start < 12) {
       v = v * 10 + (s[i] - '0');
       ++i;
     }
@@ -169,6 +172,9 @@ bool parseDuration(std::string_view s, int64_t* nanos) {
           return false;
       }
       ++i;
+    }
+    if (v > (INT64_MAX - total) / unit) {
+      return false;  // longer than int64 nanoseconds hold
     }
     total += v * unit;
   }

@@ -18,7 +18,8 @@ std::string formatRfc3339(int64_t time_ns);
 
 // Parses RFC 3339 / ISO 8601 timestamps: "2025-02-23T16:24:18Z", with a fraction of up to 9
 // digits after '.' or ',', and a "Z" or "+hh:mm"/"+hhmm" offset (no offset = UTC). Also accepts a
-// space instead of 'T'. On success stores ns and the number of characters consumed.
+// space instead of 'T'. Years outside 1678..2261 (beyond int64 ns) are rejected. On success
+// stores ns and the number of characters consumed.
 bool parseRfc3339(std::string_view text, int64_t* time_ns, size_t* consumed = nullptr);
 
 // Parses a duration such as "90s", "10m", "1h", "500ms", "2d" or "1h30m". Returns false on

@@ -1,6 +1,7 @@
 // The kernel ring buffer as dmesg(1) and /dev/kmsg print it (util-linux dmesg(1),
 // Documentation/ABI/testing/dev-kmsg).
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -22,7 +23,7 @@ bool parseSeconds(std::string_view s, int64_t* ns) {
   while (i < s.size() && isDigit(s[i])) {
     sec = sec * 10 + (s[i++] - '0');
   }
-  if (i == 0 || i > 10) {  // over 10 digits (317 years) would overflow int64 nanoseconds
+  if (i == 0 || i > 9) {  // over 9 digits (31 years) could overflow int64 nanoseconds
     return false;
   }
   int64_t frac = 0;
@@ -53,7 +54,7 @@ bool parseCtime(std::string_view s, int64_t* ns) {
   const int min = (s[14] - '0') * 10 + (s[15] - '0');
   const int sec = (s[17] - '0') * 10 + (s[18] - '0');
   const int year = std::atoi(std::string(s.substr(20, 4)).c_str());
-  if (month == 0 || day < 1 || year < 1970) {
+  if (month == 0 || day < 1 || year < 1970 || year > 2261) {  // int64 ns ends in 2262
     return false;
   }
   *ns = civilToNanos(year, month, day, hour, min, sec);
@@ -168,6 +169,9 @@ class DmesgParser : public LineParser {
         t = h.ns - *first_uptime_ns_;
       }
     } else if (h.stamp == Stamp::kDelta) {
+      if (last_ns_ > INT64_MAX - h.ns) {
+        return false;  // deltas adding up past the year 2262: not a real log
+      }
       t = last_ns_ + h.ns;
     }
     last_ns_ = t;

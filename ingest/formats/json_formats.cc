@@ -68,7 +68,8 @@ class JournalJsonParser : public LineParser {
       return false;
     }
     LogRecord& r = batch->records.emplace_back();
-    r.time_ns = intOf(entry.value("__REALTIME_TIMESTAMP", json())) * 1000;  // µs
+    const int64_t us = intOf(entry.value("__REALTIME_TIMESTAMP", json()));
+    r.time_ns = us > 0 && us < INT64_MAX / 1000 ? us * 1000 : 0;  // µs; absurd values read as 0
     r.line = batch->copy(message);
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
     for (const auto& [key, value] : entry.items()) {
@@ -130,56 +131,56 @@ void addAttributes(const json& attrs, RecordBatch* batch) {
   }
 }
 
+// Appends the record; false (batch unchanged) if it has no usable line.
+bool addOtlpRecord(const json& lr, const json& resource_attrs, const StreamRules& rules,
+                   RecordBatch* batch) {
+  const json body = lr.value("body", json::object());
+  std::string message;
+  const size_t labels_begin = batch->labels.size();
+  addAttributes(resource_attrs, batch);
+  addAttributes(lr.value("attributes", json()), batch);
+  if (const auto kv = body.find("kvlistValue"); kv != body.end()) {
+    // journald receiver: the body is a map of journal fields; the line is MESSAGE.
+    const size_t body_begin = batch->labels.size();
+    addAttributes(kv->value("values", json()), batch);
+    bool found = false;
+    for (size_t i = body_begin; i < batch->labels.size(); ++i) {
+      if (batch->labels[i].name == "MESSAGE") {
+        message = batch->labels[i].value;
+        found = true;
+      }
+    }
+    if (!found) {
+      batch->labels.resize(labels_begin);
+      return false;
+    }
+  } else if (!anyValueString(body, &message)) {
+    batch->labels.resize(labels_begin);
+    return false;
+  }
+  LogRecord& r = batch->records.emplace_back();
+  r.time_ns = intOf(lr.value("timeUnixNano", json()));
+  if (r.time_ns == 0) {
+    r.time_ns = intOf(lr.value("observedTimeUnixNano", json()));
+  }
+  r.line = batch->copy(message);
+  r.labels_begin = static_cast<uint32_t>(labels_begin);
+  r.labels_end = static_cast<uint32_t>(batch->labels.size());
+  classify(rules, *batch, &r);
+  return true;
+}
+
 class OtlpJsonParser : public LineParser {
  public:
   explicit OtlpJsonParser(const ParseOptions& o) : rules_(o.streams) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
-    const json req = json::parse(line, nullptr, false);
-    if (!req.is_object() || !req.contains("resourceLogs") || !req["resourceLogs"].is_array()) {
-      return false;
-    }
-    for (const json& rl : req["resourceLogs"]) {
-      const json resource_attrs = rl.value("resource", json::object()).value("attributes", json());
-      for (const json& sl : rl.value("scopeLogs", json::array())) {
-        for (const json& lr : sl.value("logRecords", json::array())) {
-          addRecord(lr, resource_attrs, batch);
-        }
-      }
-    }
-    return true;
+    uint64_t rejected = 0;
+    std::string error;
+    return decodeOtlpJson(line, rules_, batch, &rejected, &error);
   }
 
  private:
-  void addRecord(const json& lr, const json& resource_attrs, RecordBatch* batch) {
-    const json body = lr.value("body", json::object());
-    std::string message;
-    const size_t labels_begin = batch->labels.size();
-    addAttributes(resource_attrs, batch);
-    addAttributes(lr.value("attributes", json()), batch);
-    if (const auto kv = body.find("kvlistValue"); kv != body.end()) {
-      // journald receiver: the body is a map of journal fields; the line is MESSAGE.
-      addAttributes(kv->value("values", json()), batch);
-      for (size_t i = labels_begin; i < batch->labels.size(); ++i) {
-        if (batch->labels[i].name == "MESSAGE") {
-          message = batch->labels[i].value;
-        }
-      }
-    } else if (!anyValueString(body, &message)) {
-      batch->labels.resize(labels_begin);
-      return;
-    }
-    LogRecord& r = batch->records.emplace_back();
-    r.time_ns = intOf(lr.value("timeUnixNano", json()));
-    if (r.time_ns == 0) {
-      r.time_ns = intOf(lr.value("observedTimeUnixNano", json()));
-    }
-    r.line = batch->copy(message);
-    r.labels_begin = static_cast<uint32_t>(labels_begin);
-    r.labels_end = static_cast<uint32_t>(batch->labels.size());
-    classify(rules_, *batch, &r);
-  }
-
   StreamRules rules_;
 };
 
@@ -217,6 +218,41 @@ class LokiJsonlParser : public LineParser {
 };
 
 }  // namespace
+
+bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, RecordBatch* batch,
+                    uint64_t* rejected, std::string* error) {
+  const json req = json::parse(doc, nullptr, /*allow_exceptions=*/false);
+  if (!req.is_object()) {
+    *error = "not a JSON object";
+    return false;
+  }
+  const auto resource_logs = req.find("resourceLogs");
+  if (resource_logs == req.end()) {
+    return true;  // an empty request is valid (OTLP specification, "OTLP/HTTP Request")
+  }
+  if (!resource_logs->is_array()) {
+    *error = "resourceLogs is not an array";
+    return false;
+  }
+  for (const json& rl : *resource_logs) {
+    if (!rl.is_object()) {
+      continue;
+    }
+    const json resource = rl.value("resource", json::object());
+    const json resource_attrs =
+        resource.is_object() ? resource.value("attributes", json()) : json();
+    const json scope_logs = rl.value("scopeLogs", json::array());
+    for (const json& sl : scope_logs.is_array() ? scope_logs : json::array()) {
+      const json records = sl.is_object() ? sl.value("logRecords", json::array()) : json();
+      for (const json& lr : records.is_array() ? records : json::array()) {
+        if (!lr.is_object() || !addOtlpRecord(lr, resource_attrs, rules, batch)) {
+          ++*rejected;
+        }
+      }
+    }
+  }
+  return true;
+}
 
 std::unique_ptr<LineParser> makeJournalJsonParser(const ParseOptions& options) {
   return std::make_unique<JournalJsonParser>(options);
