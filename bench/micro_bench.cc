@@ -1,5 +1,7 @@
-// Micro-benchmarks of the hot paths: the matcher with the embedded bank (quiet and storm inputs),
-// the correlator under a flood of one line, and the dmesg / syslog / journal-json line parsers.
+// Micro-benchmarks of the hot paths: the matcher with the embedded bank (quiet and storm inputs)
+// and with the bench bank of 20/100/300 patterns (bench_bank.h), the memchr line split of the same
+// bytes (the floor to compare with), the correlator under a flood of one line, and the dmesg /
+// syslog / journal-json line parsers. Compare rates within one run: the machines are shared.
 //
 // Background lines are generated from a seeded std::mt19937 out of templates shaped like the
 // kernel lines of the leptonai/gpud test captures (Apache-2.0, /work/shared/corpora/gpud), with
@@ -7,6 +9,7 @@
 // matches is drawn again, so only the fault lines below match. Fault lines are real ones.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,6 +17,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_bank.h"
 #include "core/decision.h"
 #include "core/record.h"
 #include "ingest/formats/formats.h"
@@ -158,8 +162,15 @@ std::vector<std::string> messages(size_t n, size_t fault_every) {
   return out;
 }
 
-void runMatcher(benchmark::State& state, size_t fault_every) {
-  const std::vector<std::string> lines = messages(200000, fault_every);
+// `repeat`: the fault lines are all the first one, from one node (a storm of one line).
+void runMatcher(benchmark::State& state, size_t fault_every,
+                const std::shared_ptr<const Bank>& matcher_bank = bank(), bool repeat = false) {
+  std::vector<std::string> lines = messages(200000, fault_every);
+  if (repeat) {
+    for (size_t i = fault_every / 2; i < lines.size(); i += fault_every) {
+      lines[i] = kFaultLines[0];
+    }
+  }
   RecordBatch batch;
   int64_t bytes = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -170,7 +181,7 @@ void runMatcher(benchmark::State& state, size_t fault_every) {
     r.stream = StreamKind::kKernel;
     bytes += static_cast<int64_t>(lines[i].size());
   }
-  Matcher matcher(bank());
+  Matcher matcher(matcher_bank);
   std::vector<Hit> hits;
   for (auto _ : state) {
     hits.clear();
@@ -194,6 +205,44 @@ void BM_MatcherStorm(benchmark::State& state) {
   runMatcher(state, 100);
 }
 BENCHMARK(BM_MatcherStorm)->Unit(benchmark::kMillisecond);
+
+// 1% of lines match, all the same Xid line from one node.
+void BM_MatcherStormOneLine(benchmark::State& state) {
+  runMatcher(state, 100, bank(), true);
+}
+BENCHMARK(BM_MatcherStormOneLine)->Unit(benchmark::kMillisecond);
+
+// The bench bank of N patterns on the quiet corpus: N=300 should run as fast as N=20.
+void BM_MatcherBankSize(benchmark::State& state) {
+  runMatcher(state, 100000, loadBank(benchBank(static_cast<size_t>(state.range(0)))));
+}
+BENCHMARK(BM_MatcherBankSize)->Arg(20)->Arg(100)->Arg(300)->Unit(benchmark::kMillisecond);
+
+// The same, 1% of lines matching (the four real fault lines in turn).
+void BM_MatcherBankSizeStorm(benchmark::State& state) {
+  runMatcher(state, 100, loadBank(benchBank(static_cast<size_t>(state.range(0)))));
+}
+BENCHMARK(BM_MatcherBankSizeStorm)->Arg(300)->Unit(benchmark::kMillisecond);
+
+// memchr over the quiet corpus joined by newlines: the floor for any per-line matcher.
+void BM_LineSplit(benchmark::State& state) {
+  std::string text;
+  for (const std::string& l : messages(200000, 100000)) {
+    text += l;
+    text += '\n';
+  }
+  size_t lines = 0;
+  for (auto _ : state) {
+    lines = 0;
+    for (const char* p = text.data(); p < text.data() + text.size(); ++lines) {
+      p = static_cast<const char*>(std::memchr(p, '\n', text.data() + text.size() - p)) + 1;
+    }
+    benchmark::DoNotOptimize(lines);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(lines));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+}
+BENCHMARK(BM_LineSplit)->Unit(benchmark::kMillisecond);
 
 // One node repeating one Xid line: the cost of each hit after the first.
 //   /0: fatal Xid 119, 1 ms apart: the first hit taints the node, the rest meet a tainted node.

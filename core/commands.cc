@@ -3,8 +3,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +15,7 @@
 
 #include "core/config.h"
 #include "core/pipeline.h"
+#include "core/serve_loop.h"
 #include "core/time.h"
 #include "ingest/kafka/kafka_source.h"
 #include "sinks/decision_log/decision_log.h"
@@ -78,11 +81,13 @@ int replay(const ReplayArgs& a) {
   }
   Taint taint;
   std::optional<KubeConfig> kube;
+  TaintSinkOptions sink_options;
   std::string rules_dir = a.rules;
   if (!a.config.empty()) {
     const ServiceConfig cfg = loadServiceConfig(a.config);
     taint = cfg.taint;
     kube = cfg.kubernetes;
+    sink_options = cfg.taint_sink;
     if (rules_dir.empty()) {
       rules_dir = cfg.rules_dir;
     }
@@ -98,7 +103,9 @@ int replay(const ReplayArgs& a) {
   std::vector<DecisionSink*> sinks = {&log};
   std::unique_ptr<TaintSink> taints;
   if (a.apply) {
-    taints = std::make_unique<TaintSink>(*kube);
+    TaintSink::Hooks hooks;
+    hooks.on_suppressed = [&log](const Decision& d) { log.write(d); };
+    taints = std::make_unique<TaintSink>(*kube, sink_options, std::move(hooks));
     sinks.push_back(taints.get());
   }
   std::vector<ArchiveInput> inputs;
@@ -131,6 +138,30 @@ int rulesTest(const std::string& dir) {
   return testBank(*bank) == 0 ? 0 : 1;
 }
 
+// /readyz: the API server answers (any HTTP status: it is reachable), checked at most every 10 s.
+std::function<bool()> sinksReady(const ServiceConfig& cfg) {
+  if (!cfg.kubernetes) {
+    return [] { return true; };
+  }
+  struct Probe {
+    std::mutex mu;
+    KubeClient client;
+    int64_t checked_ns = 0;
+    bool ok = false;
+    explicit Probe(const KubeConfig& c) : client(c) {}
+  };
+  auto probe = std::make_shared<Probe>(*cfg.kubernetes);
+  return [probe] {
+    std::lock_guard lock(probe->mu);
+    const int64_t now = nowNanos();
+    if (probe->checked_ns == 0 || now - probe->checked_ns > 10 * kNanosPerSecond) {
+      probe->ok = probe->client.get("/version").status != 0;
+      probe->checked_ns = now;
+    }
+    return probe->ok;
+  };
+}
+
 std::stop_source* g_stop = nullptr;
 extern "C" void onSignal(int /*sig*/) {
   if (g_stop != nullptr) {
@@ -140,29 +171,65 @@ extern "C" void onSignal(int /*sig*/) {
 
 int serve(const std::string& config_path) {
   const ServiceConfig cfg = loadServiceConfig(config_path);
-  if (!cfg.kafka) {
-    std::cerr << "faultline: " << config_path << ": no source configured (kafka)\n";
+  if (!cfg.kafka && !cfg.http) {
+    std::cerr << "faultline: " << config_path << ": no source configured (kafka, http)\n";
     return 2;
   }
   const auto bank = loadRules(cfg.rules_dir);
   spdlog::info("loaded {} signatures and {} rules", bank->signatures.size(), bank->rules.size());
   DecisionLog log(cfg.decisions_path);
-  std::vector<DecisionSink*> sinks = {&log};
+  Metrics metrics;
+  DecisionCounter counter(&metrics);
+  std::vector<DecisionSink*> sinks = {&log, &counter};
+  // Leader election has its own connection so that a slow taint never delays a Lease renewal.
+  std::unique_ptr<KubeClient> lease_client;
+  std::unique_ptr<LeaderElector> elector;
   std::unique_ptr<TaintSink> taints;
   if (cfg.kubernetes) {
-    taints = std::make_unique<TaintSink>(*cfg.kubernetes);
+    TaintSink::Hooks hooks;
+    // A refused taint is a decision too: logged and counted (faultline_decisions_total).
+    hooks.on_suppressed = [&log, &counter](const Decision& d) {
+      log.write(d);
+      counter.write(d);
+    };
+    if (cfg.leader_election) {
+      lease_client = std::make_unique<KubeClient>(*cfg.kubernetes);
+      elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election);
+      hooks.may_write = [e = elector.get()] { return e->isLeader(); };
+    }
+    taints = std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks));
     sinks.push_back(taints.get());
   } else {
     spdlog::warn("no kubernetes section: decisions are logged, no taint is applied");
   }
+  if (taints) {
+    metrics.declare("faultline_taint_outcomes_total", Metrics::Type::kCounter,
+                    "Kubernetes taint sink outcomes (sinks/kubernetes/taint_sink.h Counters)");
+    metrics.onRender([t = taints.get()](Metrics& m) {
+      const TaintSink::Counters c = t->counters();
+      for (const auto& [outcome, n] :
+           {std::pair{"applied", c.applied}, std::pair{"untainted", c.untainted},
+            std::pair{"already_present", c.already_present},
+            std::pair{"conflicts_retried", c.conflicts_retried},
+            std::pair{"suppressed", c.suppressed}, std::pair{"dry_run", c.dry_run},
+            std::pair{"failed", c.failed}}) {
+        m.set("faultline_taint_outcomes_total", Metrics::label("outcome", outcome),
+              static_cast<double>(n));
+      }
+    });
+  }
   Pipeline pipeline(bank, cfg.taint, sinks);
-  KafkaSource source(*cfg.kafka);
+  ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes};
+  if (elector && sources.kafka) {
+    // Every replica reads every partition (its own consumer group), so a follower holds the
+    // same correlation windows as the leader and takes over without a gap (README "Deploy").
+    sources.kafka->group_id += "-" + elector->identity();
+  }
   std::stop_source stop;
   g_stop = &stop;
   std::signal(SIGTERM, onSignal);
   std::signal(SIGINT, onSignal);
-  source.run([&](RecordBatch& batch) { pipeline.process(batch); }, stop.get_token());
-  pipeline.flush();
+  runServe(sources, pipeline, metrics, sinksReady(cfg), stop.get_token());
   g_stop = nullptr;
   spdlog::info("stopped: {} lines, {} hits, {} decisions", pipeline.matcherStats().lines,
                pipeline.matcherStats().hits, pipeline.decisions());

@@ -41,9 +41,22 @@ ServiceConfig loadServiceConfig(const std::string& path) {
     validateTaint(cfg.taint);
     if (const YAML::Node k = root["kubernetes"]) {
       cfg.kubernetes = KubeConfig::fromYaml(k);
+      cfg.taint_sink = TaintSinkOptions::fromYaml(k);
+      if (const YAML::Node le = k["leader_election"]) {
+        cfg.leader_election = LeaderElectionConfig::fromYaml(le);
+      }
     }
     if (const YAML::Node k = root["kafka"]) {
       cfg.kafka = KafkaConfig::fromYaml(k);
+    }
+    if (const YAML::Node h = root["http"]) {
+      cfg.http = PushConfig::fromYaml(h);
+    }
+    if (const YAML::Node q = root["queue_bytes"]) {
+      if (!q.IsScalar() || !YAML::convert<size_t>::decode(q, cfg.queue_bytes) ||
+          cfg.queue_bytes == 0) {
+        throw std::runtime_error("queue_bytes: expected a positive integer");
+      }
     }
     return cfg;
   } catch (const YAML::Exception& e) {

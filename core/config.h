@@ -3,9 +3,14 @@
 //   rules: /etc/faultline/rules      # optional: rule directory; default: the embedded bank
 //   decisions: /dev/stdout           # optional: decision log path; default stdout
 //   taint: {key: faultline.dev/faulty, value: "true", effect: NoSchedule}
-//   kubernetes: {server: https://..., token_file: ..., ca_file: ...}
+//   kubernetes: {server: https://..., token_file: ..., ca_file: ..., qps: 5, burst: 10,
+//                ...safety keys (sinks/kubernetes/taint_sink.h TaintSinkOptions::fromYaml),
+//                leader_election: {...}}   (sinks/kubernetes/leader_elector.h)
 //                                    # optional: absent = no API writes; {} = in-cluster config
 //   kafka: {brokers: ..., group_id: ..., topics: [...]}   # see ingest/kafka/kafka_source.h
+//   http: {listen: "0.0.0.0:3100", ...}   # Loki and OTLP push endpoints, ingest/push/push_source.h
+//   queue_bytes: 268435456           # optional: bound of the ingest → pipeline queue (bytes)
+// At least one source (kafka, http) is required by `serve`.
 #pragma once
 
 #include <optional>
@@ -13,7 +18,10 @@
 
 #include "core/decision.h"
 #include "ingest/kafka/kafka_source.h"
+#include "ingest/push/push_source.h"
 #include "sinks/kubernetes/kube_client.h"
+#include "sinks/kubernetes/leader_elector.h"
+#include "sinks/kubernetes/taint_sink.h"
 
 namespace faultline {
 
@@ -22,7 +30,11 @@ struct ServiceConfig {
   std::string decisions_path;
   Taint taint;
   std::optional<KubeConfig> kubernetes;
+  TaintSinkOptions taint_sink;                          // the safety keys of `kubernetes`
+  std::optional<LeaderElectionConfig> leader_election;  // kubernetes.leader_election
   std::optional<KafkaConfig> kafka;
+  std::optional<PushConfig> http;
+  size_t queue_bytes = 256 << 20;  // core/batch_queue.h
 };
 
 // Reads and validates the file. Throws std::runtime_error("FILE: cause") on any problem.

@@ -12,10 +12,42 @@ void Pipeline::process(const RecordBatch& batch) {
   matcher_.match(batch, &hits_);
   correlate(hits_);
   hits_.clear();
+  int64_t newest = INT64_MIN;
+  for (const LogRecord& rec : batch.records) {
+    newest = std::max(newest, rec.time_ns);
+  }
+  out_.clear();
+  correlator_.advance(newest, &out_);  // quiet and recovery timers move with the logs' time
+  emit(out_);
 }
 
 void Pipeline::collect(const RecordBatch& batch) {
+  for (const LogRecord& rec : batch.records) {
+    max_time_ns_ = std::max(max_time_ns_, rec.time_ns);
+  }
+  const size_t first = hits_.size();
   matcher_.match(batch, &hits_);
+  size_t keep = first;
+  for (size_t i = first; i < hits_.size(); ++i) {
+    Hit& h = hits_[i];
+    std::string key = h.node;
+    key += '\x1f';
+    key += std::to_string(h.signature);
+    key += '\x1f';
+    key += std::to_string(h.time_ns / 1'000'000'000 - (h.time_ns < 0 ? 1 : 0));
+    key += '\x1f';
+    key += h.line;
+    const auto [it, added] = kept_.try_emplace(std::move(key), keep);
+    if (added) {
+      if (keep != i) {
+        hits_[keep] = std::move(h);
+      }
+      ++keep;
+    } else if (h.time_ns < hits_[it->second].time_ns) {
+      hits_[it->second] = std::move(h);  // the earliest, whatever the input order
+    }
+  }
+  hits_.resize(keep);
 }
 
 void Pipeline::finishReplay() {
@@ -33,6 +65,11 @@ void Pipeline::finishReplay() {
   });
   correlate(hits_);
   hits_.clear();
+  kept_.clear();
+  out_.clear();
+  correlator_.advance(max_time_ns_, &out_);
+  correlator_.finish(&out_);
+  emit(out_);
   flush();
 }
 
@@ -40,11 +77,15 @@ void Pipeline::correlate(const std::vector<Hit>& hits) {
   for (const Hit& hit : hits) {
     out_.clear();
     correlator_.observe(hit, &out_);
-    for (const Decision& d : out_) {
-      ++decisions_;
-      for (DecisionSink* sink : sinks_) {
-        sink->write(d);
-      }
+    emit(out_);
+  }
+}
+
+void Pipeline::emit(const std::vector<Decision>& decisions) {
+  for (const Decision& d : decisions) {
+    ++decisions_;
+    for (DecisionSink* sink : sinks_) {
+      sink->write(d);
     }
   }
 }

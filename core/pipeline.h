@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/decision.h"
@@ -22,6 +24,9 @@ class Pipeline {
   void process(const RecordBatch& batch);
 
   // Replay: matches the batch and keeps its hits; nothing is decided until finishReplay().
+  // Memory stays bounded under a flood: identical hits (node, signature, line without its
+  // timestamp envelope) within one second of event time are kept once (the earliest), which no
+  // rule can tell apart since every dedup, burst and flap window is longer than a second.
   void collect(const RecordBatch& batch);
   // Replay: sorts the kept hits by event time (ties: node, line, input order) and correlates
   // them, so the outcome does not depend on the order of the input files or lines.
@@ -35,11 +40,15 @@ class Pipeline {
 
  private:
   void correlate(const std::vector<Hit>& hits);
+  void emit(const std::vector<Decision>& decisions);
 
   Matcher matcher_;
   Correlator correlator_;
   std::vector<DecisionSink*> sinks_;
   std::vector<Hit> hits_;
+  // collect(): (node, signature, line, second) -> index into hits_ of the hit kept for it.
+  std::unordered_map<std::string, size_t> kept_;
+  int64_t max_time_ns_ = INT64_MIN;  // newest record time seen by collect(), for timers
   std::vector<Decision> out_;
   uint64_t decisions_ = 0;
 };

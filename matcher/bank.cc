@@ -137,7 +137,85 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
   bank->signatures.push_back(std::move(sig));
 }
 
-void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problems* problems) {
+// The fields a rule on `sig` may name: its captures and the columns of its tables.
+bool hasField(const Bank& bank, const Signature& sig, const std::string& field) {
+  if (std::find(sig.fields.begin(), sig.fields.end(), field) != sig.fields.end()) {
+    return true;
+  }
+  return std::any_of(sig.tables.begin(), sig.tables.end(), [&](uint32_t t) {
+    const auto& cols = bank.tables[t].columns;
+    return std::find(cols.begin(), cols.end(), field) != cols.end();
+  });
+}
+
+std::vector<std::string> scalars(const YAML::Node& n) {
+  std::vector<std::string> out;
+  if (n.IsSequence()) {
+    for (const YAML::Node& v : n) {
+      out.push_back(scalar(v));
+    }
+  } else if (n.IsDefined() && n.IsScalar()) {
+    out.push_back(scalar(n));
+  }
+  return out;
+}
+
+// Rule ids a rule names (attach_to, ...), resolved once every rule is parsed.
+struct RuleRefs {
+  size_t rule = 0;
+  std::string key;
+  YAML::Node at;
+  std::vector<std::string> ids;
+};
+
+void parseTable(const YAML::Node& n, const std::string& file, Bank* bank, Problems* problems) {
+  Table t;
+  t.id = scalar(n["id"]);
+  const std::string where = "table " + t.id;
+  const Signature* sig = bank->find(scalar(n["signature"]));
+  if (t.id.empty() || sig == nullptr) {
+    problems->add(file, n, where + ": needs an id and a known signature");
+    return;
+  }
+  t.signature = static_cast<uint32_t>(sig - bank->signatures.data());
+  t.key = scalars(n["key"]);
+  t.columns = scalars(n["columns"]);
+  if (t.key.empty() || t.columns.empty()) {
+    problems->add(file, n, where + ": needs key and columns lists");
+    return;
+  }
+  for (const std::string& k : t.key) {
+    if (std::find(sig->fields.begin(), sig->fields.end(), k) == sig->fields.end()) {
+      problems->add(file, n["key"], where + ": signature " + sig->id + " has no field " + k);
+      return;
+    }
+  }
+  if (!n["rows"].IsSequence()) {
+    problems->add(file, n, where + ": rows must be a list of lists");
+    return;
+  }
+  for (const YAML::Node& r : n["rows"]) {
+    std::vector<std::string> v = scalars(r);
+    if (!r.IsSequence() || v.size() != t.key.size() + t.columns.size()) {
+      problems->add(file, r, where + ": a row holds the key values then one value per column");
+      return;
+    }
+    std::string key;
+    for (size_t i = 0; i < t.key.size(); ++i) {
+      key += (i == 0 ? "" : "\x1f") + v[i];
+    }
+    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(t.key.size()));
+    if (!t.rows.emplace(std::move(key), std::move(v)).second) {
+      problems->add(file, r, where + ": duplicate row key");
+      return;
+    }
+  }
+  bank->signatures[t.signature].tables.push_back(static_cast<uint32_t>(bank->tables.size()));
+  bank->tables.push_back(std::move(t));
+}
+
+void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problems* problems,
+               std::vector<RuleRefs>* refs) {
   Rule rule;
   rule.file = file;
   rule.file_line = n.Mark().line + 1;
@@ -167,7 +245,7 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     }
     for (const auto& kv : w) {
       const auto field = kv.first.as<std::string>();
-      if (std::find(it->fields.begin(), it->fields.end(), field) == it->fields.end()) {
+      if (!hasField(*bank, *it, field)) {
         problems->add(file, kv.first, where + ": signature " + sig_id + " has no field " + field);
         return;
       }
@@ -185,9 +263,9 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
   if (const YAML::Node e = n["entity"]) {
     for (const YAML::Node& f : e) {
       const std::string field = scalar(f);
-      if (std::find(it->fields.begin(), it->fields.end(), field) == it->fields.end()) {
-        problems->add(file, f, where + ": entity field " + field + " is not captured by " + sig_id);
-        return;
+      if (!hasField(*bank, *it, field)) {
+        // May still come from an alias or a joined line: checked once every rule is known.
+        refs->push_back({bank->rules.size(), "entity", f, {field}});
       }
       rule.entity.push_back(field);
     }
@@ -199,18 +277,87 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
       return;
     }
   }
-  auto duration = [&](const char* key, int64_t* out) {
-    if (!n[key]) {
+  auto durationAt = [&](const YAML::Node& node, const std::string& key, int64_t* out) {
+    if (!node[key]) {
       return true;
     }
-    if (!parseDuration(scalar(n[key]), out)) {
-      problems->add(file, n[key], where + ": " + key + " is not a duration (like 90s, 10m, 1h)");
+    if (!parseDuration(scalar(node[key]), out) || *out < 0) {
+      problems->add(file, node[key], where + ": " + key + " is not a duration (like 90s, 10m, 1h)");
       return false;
     }
     return true;
   };
-  if (!duration("window", &rule.window_ns) || !duration("dedup", &rule.dedup_ns)) {
+  auto duration = [&](const char* key, int64_t* out) { return durationAt(n, key, out); };
+  if (!duration("window", &rule.window_ns) || !duration("dedup", &rule.dedup_ns) ||
+      !duration("burst", &rule.burst_ns)) {
     return;
+  }
+  // Map-valued keys: each is {rules: [...], within: DUR} or a documented variant.
+  auto refsAt = [&](const char* key, const char* list, int64_t* within) {
+    const YAML::Node m = n[key];
+    if (!m) {
+      return true;
+    }
+    if (!m.IsMap() || !m[list] || !m["within"]) {
+      problems->add(file, m, where + ": " + key + " is {" + list + ": [...], within: DUR}");
+      return false;
+    }
+    refs->push_back({bank->rules.size(), key, m[list], scalars(m[list])});
+    return durationAt(m, "within", within);
+  };
+  if (!refsAt("attach_to", "rules", &rule.attach_within_ns) ||
+      !refsAt("suppressed_by", "rules", &rule.suppress_within_ns) ||
+      !refsAt("corroborated_by", "rules", &rule.corroborate_within_ns)) {
+    return;
+  }
+  if (const YAML::Node j = n["joins"]) {
+    if (!j.IsMap() || !j["rule"] || !j["within"]) {
+      problems->add(file, j, where + ": joins is {rule: ID, within: DUR}");
+      return;
+    }
+    refs->push_back({bank->rules.size(), "joins", j["rule"], {scalar(j["rule"])}});
+    if (!durationAt(j, "within", &rule.join_within_ns)) {
+      return;
+    }
+  }
+  if (const YAML::Node a = n["alias"]) {
+    rule.alias_from = scalar(a["from"]);
+    rule.alias_to = scalar(a["to"]);
+    if (!hasField(*bank, *it, rule.alias_from) || !hasField(*bank, *it, rule.alias_to)) {
+      problems->add(file, a,
+                    where + ": alias is {from: FIELD, to: FIELD}, both captured by " + sig_id);
+      return;
+    }
+  }
+  if (const YAML::Node f = n["flap"]) {
+    rule.flap_field = scalar(f["field"]);
+    rule.flap_down = scalars(f["down"]);
+    rule.flap_up = scalars(f["up"]);
+    if (!hasField(*bank, *it, rule.flap_field) || rule.flap_down.empty() || rule.flap_up.empty() ||
+        !f["within"] || !durationAt(f, "within", &rule.flap_within_ns)) {
+      problems->add(file, f, where + ": flap is {field: F, down: [...], up: [...], within: DUR}");
+      return;
+    }
+  }
+  if (const YAML::Node c = n["cluster"]) {
+    rule.cluster_nodes = c["nodes"].IsScalar() ? c["nodes"].as<int>(0) : 0;
+    if (rule.cluster_nodes < 2 || !c["within"] ||
+        !durationAt(c, "within", &rule.cluster_within_ns)) {
+      problems->add(file, c, where + ": cluster is {nodes: N >= 2, within: DUR}");
+      return;
+    }
+  }
+  if (const YAML::Node r = n["recovery"]) {
+    if (!r.IsMap()) {
+      problems->add(file, r, where + ": recovery is {by: [...], stable: DUR, quiet: DUR}");
+      return;
+    }
+    if (r["by"]) {
+      refs->push_back({bank->rules.size(), "recovery.by", r["by"], scalars(r["by"])});
+    }
+    if (!durationAt(r, "stable", &rule.stable_ns) || !durationAt(r, "quiet", &rule.quiet_ns)) {
+      return;
+    }
   }
   if (rule.severity == Severity::kWarning && (rule.count < 2 || rule.window_ns <= 0)) {
     problems->add(file, n, where + ": a warning rule needs count >= 2 and a window");
@@ -220,7 +367,53 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     problems->add(file, n, where + ": a fatal rule acts on the first hit; use severity warning");
     return;
   }
+  if (rule.severity == Severity::kFatal && rule.quiet_ns > 0) {
+    problems->add(file, n, where + ": a fatal fault needs repair; recovery.quiet is for warnings");
+    return;
+  }
   bank->rules.push_back(std::move(rule));
+}
+
+void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* problems) {
+  for (const RuleRefs& r : refs) {
+    Rule& rule = bank->rules[r.rule];
+    if (r.key == "entity") {
+      const std::string& field = r.ids[0];
+      const bool aliased = std::any_of(bank->rules.begin(), bank->rules.end(),
+                                       [&](const Rule& x) { return x.alias_to == field; });
+      const bool joined =
+          rule.joins >= 0 &&
+          hasField(*bank, bank->signatures[bank->rules[static_cast<size_t>(rule.joins)].signature],
+                   field);
+      if (!aliased && !joined) {
+        problems->add(rule.file, r.at,
+                      "rule " + rule.id + ": entity field " + field + " is not captured by " +
+                          bank->signatures[rule.signature].id + " nor given by an alias or join");
+      }
+      continue;
+    }
+    for (const std::string& id : r.ids) {
+      const auto it = std::find_if(bank->rules.begin(), bank->rules.end(),
+                                   [&](const Rule& x) { return x.id == id; });
+      if (it == bank->rules.end()) {
+        problems->add(rule.file, r.at,
+                      "rule " + rule.id + ": " + r.key + ": unknown rule '" + id + "'");
+        continue;
+      }
+      const auto index = static_cast<uint32_t>(it - bank->rules.begin());
+      if (r.key == "attach_to") {
+        rule.attach_to.push_back(index);
+      } else if (r.key == "suppressed_by") {
+        rule.suppressed_by.push_back(index);
+      } else if (r.key == "corroborated_by") {
+        rule.corroborated_by.push_back(index);
+      } else if (r.key == "joins") {
+        rule.joins = static_cast<int>(index);
+      } else {
+        rule.recovered_by.push_back(index);
+      }
+    }
+  }
 }
 
 void compileSets(Bank* bank, Problems* problems) {
@@ -241,16 +434,16 @@ void compileSets(Bank* bank, Problems* problems) {
       }
       cs.signature.push_back(i);
     }
-    if (!cs.signature.empty()) {
-      if (!set->Compile()) {
-        problems->addAt("(bank)", 0,
-                        "RE2::Set for stream kind " +
-                            std::string(streamKindName(static_cast<StreamKind>(k))) +
-                            " does not compile (out of memory)");
-        continue;
-      }
-      cs.set = std::move(set);
+    if (cs.signature.empty()) {
+      continue;
     }
+    const std::string kind(streamKindName(static_cast<StreamKind>(k)));
+    if (!set->Compile()) {
+      problems->addAt("(bank)", 0,
+                      "RE2::Set for stream kind " + kind + " does not compile (out of memory)");
+      continue;
+    }
+    cs.set = std::move(set);
   }
 }
 
@@ -310,15 +503,33 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   }
   for (const auto& [name, doc] : docs) {
     if (doc.IsMap()) {
-      for (const YAML::Node& r : doc["rules"]) {
+      for (const YAML::Node& t : doc["tables"]) {
         try {
-          parseRule(r, name, bank.get(), &problems);
+          parseTable(t, name, bank.get(), &problems);
         } catch (const YAML::Exception& e) {
-          problems.add(name, r, "rule: " + e.msg);
+          problems.add(name, t, "table: " + e.msg);
         }
       }
     }
   }
+  std::vector<RuleRefs> refs;
+  for (const auto& [name, doc] : docs) {
+    if (doc.IsMap()) {
+      for (const YAML::Node& r : doc["rules"]) {
+        const size_t refs_before = refs.size();
+        const size_t rules_before = bank->rules.size();
+        try {
+          parseRule(r, name, bank.get(), &problems, &refs);
+        } catch (const YAML::Exception& e) {
+          problems.add(name, r, "rule: " + e.msg);
+        }
+        if (bank->rules.size() == rules_before) {
+          refs.resize(refs_before);  // the rule was refused: its references go with it
+        }
+      }
+    }
+  }
+  resolveRefs(refs, bank.get(), &problems);
   ids.clear();
   for (const Rule& r : bank->rules) {
     if (!ids.insert(r.id).second) {

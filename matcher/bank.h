@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,22 +39,78 @@ struct Signature {
   std::vector<Example> no_match_examples;
   std::unique_ptr<RE2> re;          // run only on a Set hit, to extract fields
   std::vector<std::string> fields;  // capture group names by group index - 1 ("" if unnamed)
+  std::vector<uint32_t> tables;     // indexes into Bank::tables that add fields to its hits
 
   bool appliesTo(StreamKind k) const { return (streams & (1U << static_cast<unsigned>(k))) != 0; }
 };
 
+// A table of values keyed by fields of one signature's hits (format: rules/README.md, "Tables").
+// Hits of `signature` whose `key` fields equal a row's key get the row's `columns` as extra fields
+// (e.g. an Xid code's catalog action), which rules may test with `where` like captured fields.
+struct Table {
+  std::string id;
+  uint32_t signature = 0;            // index into Bank::signatures
+  std::vector<std::string> key;      // field names of the key, in order
+  std::vector<std::string> columns;  // names of the fields a row adds
+  // Key values joined with '\x1f' -> column values (as many as `columns`).
+  std::unordered_map<std::string, std::vector<std::string>> rows;
+};
+
+// Rule semantics are documented in rules/README.md and matcher/correlator.h. Durations are ns of
+// event time; rule references are indexes into Bank::rules.
 struct Rule {
   std::string id;
   std::string file;
   int file_line = 0;
   uint32_t signature = 0;  // index into Bank::signatures
   Severity severity = Severity::kFatal;
-  // Every listed field must equal one of its values for a hit to count.
+  // Every listed field must equal one of its values for a hit to count ("" = field absent).
   std::vector<std::pair<std::string, std::vector<std::string>>> where;
   std::vector<std::string> entity;  // fields forming the entity key (empty: the node itself)
   int count = 1;                    // hits within `window_ns` needed (warning rules)
   int64_t window_ns = 0;
   int64_t dedup_ns = 0;  // repeats of (node, rule, entity) inside this window count once
+  int64_t burst_ns = 0;  // a hit closer than this to the key's previous hit, counted or not, is
+                         // part of the same burst and does not count
+
+  // Cause and effect: hits attach to a recent hit of one of `attach_to` (same node, equal shared
+  // entity fields, within attach_within_ns) and then never count; `suppressed_by` drops a hit
+  // when one of those rules hit first under the same conditions.
+  std::vector<uint32_t> attach_to;
+  int64_t attach_within_ns = 0;
+  std::vector<uint32_t> suppressed_by;
+  int64_t suppress_within_ns = 0;
+  // Continuation join: a hit takes the fields it lacks from the node's newest hit of `joins`
+  // within join_within_ns (a printk report split into one record per line).
+  int joins = -1;
+  int64_t join_within_ns = 0;
+  // A (node, uuid) -> pci style map: this rule's hits record alias_from's value as a name of
+  // alias_to's value; later hits on the node that carry alias_from but not alias_to get it.
+  std::string alias_from;
+  std::string alias_to;
+
+  // Flap: a hit whose `flap_field` is in flap_down, then one in flap_up on the same entity within
+  // flap_within_ns, count as one hit (e.g. an IB port DOWN then ACTIVE).
+  std::string flap_field;
+  std::vector<std::string> flap_down;
+  std::vector<std::string> flap_up;
+  int64_t flap_within_ns = 0;
+
+  // Cluster-wide event: when this rule hits on at least cluster_nodes nodes within
+  // cluster_within_ns, those hits are one job's event and count for no node.
+  int cluster_nodes = 0;
+  int64_t cluster_within_ns = 0;
+  // Corroboration: a counted hit with a hit of one of these rules on the same node within
+  // corroborate_within_ns (before or after) decides at once.
+  std::vector<uint32_t> corroborated_by;
+  int64_t corroborate_within_ns = 0;
+
+  // Recovery: a fault of this rule clears on a hit of one of `recovered_by` (equal shared entity
+  // fields), once no hit of this rule follows for stable_ns; or after quiet_ns without a hit of
+  // this rule (recoverable faults only: fatal rules may not set it).
+  std::vector<uint32_t> recovered_by;
+  int64_t stable_ns = 0;
+  int64_t quiet_ns = 0;
 };
 
 // One RE2::Set per stream kind over the signatures that apply to it.
@@ -65,6 +122,7 @@ struct CompiledSet {
 struct Bank {
   std::vector<Signature> signatures;
   std::vector<Rule> rules;
+  std::vector<Table> tables;
   std::array<CompiledSet, kStreamKinds> sets;
 
   const Signature* find(std::string_view id) const;

@@ -5,29 +5,73 @@
 namespace faultline {
 namespace {
 
-bool ruleApplies(const Rule& rule, const Hit& hit) {
-  return std::all_of(rule.where.begin(), rule.where.end(), [&](const auto& cond) {
-    const std::string_view v = hit.field(cond.first);
-    return std::find(cond.second.begin(), cond.second.end(), v) != cond.second.end();
-  });
+// A driver load or reset report printed with the failure itself (NVIDIA/NVSentinel#155 logs
+// `NVRM: loading NVIDIA UNIX ...` 130 ms after "fallen off the bus") is not a recovery.
+constexpr int64_t kRecoveryGuardNs = 60'000'000'000;
+// Newest hits kept per (node, rule) for attach, suppress, join and corroborate lookups.
+constexpr size_t kRecentPerRule = 8;
+// Evidence lines a decision carries at most (a corroborated or attached incident).
+constexpr size_t kMaxEvidence = 8;
+
+std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>& fields,
+                         std::string_view name) {
+  for (const auto& [k, v] : fields) {
+    if (k == name) {
+      return v;
+    }
+  }
+  return {};
 }
 
-std::string counterKey(uint32_t rule_index, const Rule& rule, const Hit& hit) {
+bool has(const std::vector<std::string>& values, std::string_view v) {
+  return std::find(values.begin(), values.end(), v) != values.end();
+}
+
+bool ruleApplies(const Rule& rule, const std::vector<std::pair<std::string, std::string>>& f) {
+  return std::all_of(rule.where.begin(), rule.where.end(),
+                     [&](const auto& cond) { return has(cond.second, fieldOf(f, cond.first)); });
+}
+
+std::string entityKey(uint32_t rule_index, const Rule& rule,
+                      const std::vector<std::pair<std::string, std::string>>& f) {
   std::string key = std::to_string(rule_index);
-  for (const std::string& f : rule.entity) {
+  for (const std::string& name : rule.entity) {
     key += '\x1f';
-    key += hit.field(f);
+    key += fieldOf(f, name);
   }
   return key;
+}
+
+std::string describe(const std::vector<std::pair<std::string, std::string>>& entity) {
+  std::string s;
+  for (const auto& [k, v] : entity) {
+    s += (s.empty() ? " " : ", ") + k + "=" + v;
+  }
+  return s;
 }
 
 }  // namespace
 
 Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
     : bank_(std::move(bank)), taint_(std::move(taint)) {
+  const size_t n = bank_->rules.size();
   rules_by_signature_.resize(bank_->signatures.size());
-  for (uint32_t i = 0; i < bank_->rules.size(); ++i) {
-    rules_by_signature_[bank_->rules[i].signature].push_back(i);
+  corroborates_.resize(n);
+  recovers_.assign(n, false);
+  held_.resize(n);
+  job_until_.assign(n, INT64_MIN);
+  for (uint32_t i = 0; i < n; ++i) {
+    const Rule& r = bank_->rules[i];
+    rules_by_signature_[r.signature].push_back(i);
+    for (uint32_t c : r.corroborated_by) {
+      corroborates_[c].push_back(i);
+    }
+    if (!r.alias_from.empty()) {
+      alias_rules_.push_back(i);
+    }
+    for (uint32_t by : r.recovered_by) {
+      recovers_[by] = true;
+    }
   }
 }
 
@@ -36,42 +80,413 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
   if (rules.empty()) {
     return;
   }
-  NodeState& node = nodes_[hit.node];
-  if (node.tainted) {
-    return;
+  advance(hit.time_ns, out);
+  NodeData& node = nodes_[hit.node];
+  Fields fields = hit.fields;
+  const Signature& sig = bank_->signatures[hit.signature];
+  for (uint32_t t : sig.tables) {
+    const Table& table = bank_->tables[t];
+    std::string key;
+    for (size_t i = 0; i < table.key.size(); ++i) {
+      key += (i == 0 ? "" : "\x1f") + std::string(fieldOf(fields, table.key[i]));
+    }
+    if (const auto row = table.rows.find(key); row != table.rows.end()) {
+      for (size_t c = 0; c < table.columns.size(); ++c) {
+        fields.emplace_back(table.columns[c], row->second[c]);
+      }
+    }
+  }
+  for (uint32_t ai : alias_rules_) {  // a GPU UUID names the PCI address an alias rule mapped
+    const Rule& a = bank_->rules[ai];
+    if (fieldOf(fields, a.alias_to).empty()) {
+      if (const auto it = node.alias.find(std::string(fieldOf(fields, a.alias_from)));
+          it != node.alias.end()) {
+        fields.emplace_back(a.alias_to, it->second);
+      }
+    }
   }
   for (uint32_t ri : rules) {
     const Rule& rule = bank_->rules[ri];
-    if (rule.severity == Severity::kInfo || !ruleApplies(rule, hit)) {
+    if (!rule.alias_from.empty()) {
+      const std::string_view from = fieldOf(fields, rule.alias_from);
+      const std::string_view to = fieldOf(fields, rule.alias_to);
+      if (!from.empty() && !to.empty()) {
+        node.alias[std::string(from)] = std::string(to);
+      }
       continue;
     }
-    Counter& c = node.counters[counterKey(ri, rule, hit)];
-    if (c.last_counted_ns != INT64_MIN && hit.time_ns - c.last_counted_ns < rule.dedup_ns) {
+    Fields f = fields;
+    if (rule.joins >= 0) {
+      const std::vector<uint32_t> heads = {static_cast<uint32_t>(rule.joins)};
+      if (const Recent* head =
+              findRecent(node, heads, {}, f, hit.time_ns, rule.join_within_ns, 0)) {
+        for (const auto& kv : head->fields) {
+          if (fieldOf(f, kv.first).empty()) {
+            f.push_back(kv);
+          }
+        }
+      }
+    }
+    if (!ruleApplies(rule, f)) {
       continue;
     }
-    c.last_counted_ns = hit.time_ns;
-    c.times.push_back(hit.time_ns);
-    c.evidence.push_back({hit.time_ns, bank_->signatures[hit.signature].id, hit.line, hit.fields});
-    while (!c.times.empty() && rule.count > 1 && hit.time_ns - c.times.front() > rule.window_ns) {
-      c.times.pop_front();
+    Evidence ev{hit.time_ns, sig.id, hit.line, f};
+    observeRule(ri, node, hit.node, f, ev, out);
+  }
+}
+
+void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
+                             const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[ri];
+  const int64_t t = ev.time_ns;
+  std::deque<Recent>& recent = node.recent[ri];
+  recent.push_back({t, f, ev});
+  if (recent.size() > kRecentPerRule) {
+    recent.pop_front();
+  }
+  if (recovers_[ri]) {
+    recover(ri, node, node_name, f, ev, out);
+  }
+  for (uint32_t pod_rule : corroborates_[ri]) {
+    const std::vector<uint32_t> one = {pod_rule};
+    if (const Recent* r =
+            findRecent(node, one, {}, f, t, bank_->rules[pod_rule].corroborate_within_ns, 0)) {
+      const Recent copy = *r;  // fault() may reset the node's recent hits
+      fault(pod_rule, node, node_name, copy.fields, {copy.evidence, ev}, out);
     }
-    while (c.evidence.size() > c.times.size()) {
-      c.evidence.pop_front();
-    }
-    if (static_cast<int>(c.times.size()) < rule.count) {
-      continue;
-    }
-    Decision& d = out->emplace_back();
-    d.time_ns = hit.time_ns;
-    d.node = hit.node;
-    d.action = Decision::Action::kTaint;
-    d.taint = taint_;
-    d.rule = rule.id;
-    d.evidence.assign(c.evidence.begin(), c.evidence.end());
-    node.tainted = true;
-    node.counters.clear();  // state for a tainted node is no longer needed
+  }
+  if (!rule.attach_to.empty() &&
+      findRecent(node, rule.attach_to, rule.entity, f, t, rule.attach_within_ns, 0) != nullptr) {
+    ++stats_.attached;
     return;
   }
+  if (rule.severity == Severity::kInfo) {
+    return;
+  }
+  if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
+                                                rule.suppress_within_ns, 0) != nullptr) {
+    ++stats_.suppressed;
+    return;
+  }
+  const std::string key = entityKey(ri, rule, f);
+  Counter& c = node.counters[key];
+  const bool in_burst = c.last_seen_ns != INT64_MIN && t - c.last_seen_ns < rule.burst_ns;
+  c.last_seen_ns = t;
+  std::vector<Evidence> pair;
+  if (!rule.flap_field.empty()) {
+    const std::string_view state = fieldOf(f, rule.flap_field);
+    if (has(rule.flap_down, state)) {
+      c.down_ns = t;
+      c.down = ev;
+      if (const auto it = node.faults.find(key); it != node.faults.end()) {
+        it->second.last_ns = t;  // the port went down again: no recovery yet
+        it->second.recovering = false;
+        schedule(node_name, key, it->second, INT64_MAX);
+      }
+      return;
+    }
+    if (!has(rule.flap_up, state) || c.down_ns == INT64_MIN ||
+        t - c.down_ns > rule.flap_within_ns) {
+      return;
+    }
+    c.down_ns = INT64_MIN;
+    if (node.faults.count(key) != 0) {
+      return;  // the port back up is the recovery rule's signal, not a new hit of the fault
+    }
+    pair.push_back(c.down);
+  }
+  if (const auto it = node.faults.find(key); it != node.faults.end()) {
+    Fault& flt = it->second;  // an active fault: only its timers move
+    flt.last_ns = t;
+    flt.recovering = false;
+    schedule(node_name, key, flt,
+             rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+    return;
+  }
+  if (in_burst || (c.last_counted_ns != INT64_MIN && t - c.last_counted_ns < rule.dedup_ns)) {
+    return;
+  }
+  c.last_counted_ns = t;
+  if (rule.cluster_nodes > 0) {
+    held_[ri].push_back({node_name, f, ev});
+    return;
+  }
+  if (!pair.empty() && rule.count == 1) {
+    fault(ri, node, node_name, f, {pair[0], ev}, out);
+    return;
+  }
+  count(ri, node, node_name, f, ev, out);
+}
+
+void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
+                       const Evidence& ev, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[ri];
+  if (!rule.corroborated_by.empty() && corroborate(ri, node, node_name, f, ev, out)) {
+    return;
+  }
+  Counter& c = node.counters[entityKey(ri, rule, f)];
+  c.times.push_back(ev.time_ns);
+  c.evidence.push_back(ev);
+  while (!c.times.empty() && rule.count > 1 && ev.time_ns - c.times.front() > rule.window_ns) {
+    c.times.pop_front();
+  }
+  while (c.evidence.size() > c.times.size()) {
+    c.evidence.pop_front();
+  }
+  if (static_cast<int>(c.times.size()) < rule.count) {
+    return;
+  }
+  std::vector<Evidence> evidence(c.evidence.begin(), c.evidence.end());
+  c.times.clear();
+  c.evidence.clear();
+  fault(ri, node, node_name, f, std::move(evidence), out);
+}
+
+bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
+                             const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[pod_rule];
+  const Recent* r = findRecent(node, rule.corroborated_by, {}, f, ev.time_ns,
+                               rule.corroborate_within_ns, rule.corroborate_within_ns);
+  if (r == nullptr) {
+    return false;
+  }
+  const Evidence kernel = r->evidence;
+  fault(pod_rule, node, node_name, f, {ev, kernel}, out);
+  return true;
+}
+
+void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
+                       std::vector<Evidence> evidence, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[ri];
+  const std::string key = entityKey(ri, rule, f);
+  if (node.faults.count(key) != 0) {
+    return;
+  }
+  const int64_t t = evidence.back().time_ns;
+  Fault& flt = node.faults[key];
+  flt.rule = ri;
+  for (const std::string& name : rule.entity) {
+    flt.entity.emplace_back(name, std::string(fieldOf(f, name)));
+  }
+  flt.last_ns = t;
+  schedule(node_name, key, flt, rule.quiet_ns > 0 ? t + rule.quiet_ns : INT64_MAX);
+  node.counters.erase(key);
+  if (node.tainted) {
+    return;  // one taint per node; this fault must clear too before the node is untainted
+  }
+  node.tainted = true;
+  if (evidence.size() > kMaxEvidence) {
+    evidence.erase(evidence.begin(), evidence.end() - static_cast<std::ptrdiff_t>(kMaxEvidence));
+  }
+  Decision& d = out->emplace_back();
+  d.time_ns = t;
+  d.node = node_name;
+  d.action = Decision::Action::kTaint;
+  d.taint = taint_;
+  d.rule = rule.id;
+  d.evidence = std::move(evidence);
+}
+
+void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
+                         const Evidence& ev, std::vector<Decision>* out) {
+  const Rule& by = bank_->rules[ri];
+  for (const std::string& name : by.entity) {
+    if (fieldOf(f, name).empty()) {
+      return;  // e.g. a GPU reset of a UUID no `NVRM: GPU at PCI:` line named
+    }
+  }
+  std::vector<std::string> now;
+  for (auto& [key, flt] : node.faults) {
+    const Rule& rule = bank_->rules[flt.rule];
+    if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
+        ev.time_ns - flt.last_ns < kRecoveryGuardNs) {
+      continue;
+    }
+    const auto& entity = flt.entity;  // clang 14 cannot capture a structured binding
+    const bool same = std::all_of(by.entity.begin(), by.entity.end(), [&](const std::string& n) {
+      const std::string_view mine = fieldOf(entity, n);
+      return mine.empty() || mine == fieldOf(f, n);
+    });
+    if (!same) {
+      continue;
+    }
+    flt.recovery = ev;
+    flt.recovered_by = by.id;
+    if (rule.stable_ns == 0) {
+      now.push_back(key);
+    } else if (!flt.recovering) {
+      flt.recovering = true;
+      schedule(node_name, key, flt, ev.time_ns + rule.stable_ns);
+    }
+  }
+  for (const std::string& key : now) {
+    clearFault(node, node_name, key, ev.time_ns, "", out);
+  }
+}
+
+void Correlator::clearFault(NodeData& node, const std::string& node_name, const std::string& key,
+                            int64_t at_ns, std::string reason, std::vector<Decision>* out) {
+  const auto it = node.faults.find(key);
+  if (it == node.faults.end()) {
+    return;
+  }
+  Fault flt = std::move(it->second);
+  schedule(node_name, key, flt, INT64_MAX);
+  node.faults.erase(it);
+  const Rule& rule = bank_->rules[flt.rule];
+  if (reason.empty()) {
+    reason = "recovered by " + flt.recovered_by + ": " + rule.id + describe(flt.entity) +
+             (rule.stable_ns > 0 ? " stable since the recovery signal" : "");
+  }
+  if (!node.faults.empty() || !node.tainted) {
+    return;
+  }
+  Decision& d = out->emplace_back();
+  d.time_ns = at_ns;
+  d.node = node_name;
+  d.action = Decision::Action::kUntaint;
+  d.taint = taint_;
+  d.rule = rule.id;
+  d.reason = std::move(reason);
+  if (!flt.recovered_by.empty()) {
+    d.evidence.push_back(flt.recovery);
+  }
+  node.tainted = false;
+  node.counters.clear();
+  node.recent.clear();
+}
+
+void Correlator::schedule(const std::string& node_name, const std::string& key, Fault& f,
+                          int64_t due_ns) {
+  if (f.due_ns != INT64_MAX) {
+    timers_.erase({f.due_ns, node_name, key});
+  }
+  f.due_ns = due_ns;
+  if (due_ns != INT64_MAX) {
+    timers_.emplace(due_ns, node_name, key);
+  }
+}
+
+void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
+  now_ns_ = std::max(now_ns_, now_ns);
+  for (;;) {
+    // The earliest of the next timer and the next held cluster window to end.
+    int64_t due = INT64_MAX;
+    int held_rule = -1;
+    if (!timers_.empty()) {
+      due = std::get<0>(*timers_.begin());
+    }
+    for (uint32_t ri = 0; ri < held_.size(); ++ri) {
+      if (!held_[ri].empty()) {
+        const int64_t end = held_[ri].front().evidence.time_ns + bank_->rules[ri].cluster_within_ns;
+        if (end < due) {
+          due = end;
+          held_rule = static_cast<int>(ri);
+        }
+      }
+    }
+    if (due >= now_ns_) {
+      return;
+    }
+    if (held_rule >= 0) {
+      flushHeld(static_cast<uint32_t>(held_rule), out);
+      continue;
+    }
+    const auto [at, node_name, key] = *timers_.begin();
+    NodeData& node = nodes_[node_name];
+    Fault& flt = node.faults.at(key);
+    const Rule& rule = bank_->rules[flt.rule];
+    std::string reason;
+    if (!flt.recovering) {
+      flt.recovered_by.clear();
+      reason = "quiet: no " + rule.id + " hit" + describe(flt.entity) + " for the quiet period";
+    }
+    clearFault(node, node_name, key, at, std::move(reason), out);
+  }
+}
+
+void Correlator::finish(std::vector<Decision>* out) {
+  for (uint32_t ri = 0; ri < held_.size(); ++ri) {
+    while (!held_[ri].empty()) {
+      flushHeld(ri, out);
+    }
+  }
+}
+
+void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[ri];
+  std::deque<Held>& q = held_[ri];
+  const int64_t start = q.front().evidence.time_ns;
+  const int64_t end = start + rule.cluster_within_ns;
+  std::vector<Held> window;
+  std::set<std::string> nodes;
+  while (!q.empty() && q.front().evidence.time_ns <= end) {
+    nodes.insert(q.front().node);
+    window.push_back(std::move(q.front()));
+    q.pop_front();
+  }
+  const bool job = static_cast<int>(nodes.size()) >= rule.cluster_nodes || start < job_until_[ri];
+  if (job) {
+    job_until_[ri] = window.back().evidence.time_ns + rule.cluster_within_ns;
+    ++stats_.job_events;
+  }
+  for (const Held& h : window) {
+    NodeData& node = nodes_[h.node];
+    if (job) {
+      // The job's event, not the node's; only the node's own kernel evidence still decides.
+      if (!rule.corroborated_by.empty()) {
+        corroborate(ri, node, h.node, h.fields, h.evidence, out);
+      }
+      continue;
+    }
+    count(ri, node, h.node, h.fields, h.evidence, out);
+  }
+}
+
+const Correlator::Recent* Correlator::findRecent(const NodeData& node,
+                                                 const std::vector<uint32_t>& rules,
+                                                 const std::vector<std::string>& entity,
+                                                 const Fields& fields, int64_t time_ns,
+                                                 int64_t before_ns, int64_t after_ns) const {
+  const Recent* best = nullptr;
+  for (uint32_t ri : rules) {
+    const auto it = node.recent.find(ri);
+    if (it == node.recent.end()) {
+      continue;
+    }
+    for (const Recent& r : it->second) {
+      if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns) {
+        continue;
+      }
+      const bool same = std::all_of(entity.begin(), entity.end(), [&](const std::string& n) {
+        const std::string_view theirs = fieldOf(r.fields, n);
+        return theirs.empty() || theirs == fieldOf(fields, n);
+      });
+      if (same && (best == nullptr || r.time_ns > best->time_ns)) {
+        best = &r;
+      }
+    }
+  }
+  return best;
+}
+
+Correlator::NodeState Correlator::state(std::string_view node) const {
+  const auto it = nodes_.find(std::string(node));
+  if (it == nodes_.end()) {
+    return NodeState::kHealthy;
+  }
+  const NodeData& n = it->second;
+  if (n.tainted) {
+    const bool recovering = std::any_of(n.faults.begin(), n.faults.end(),
+                                        [](const auto& kv) { return kv.second.recovering; });
+    return recovering ? NodeState::kRecovering : NodeState::kTainted;
+  }
+  const bool counted = std::any_of(n.counters.begin(), n.counters.end(),
+                                   [](const auto& kv) { return !kv.second.times.empty(); });
+  const bool held = std::any_of(held_.begin(), held_.end(), [&](const std::deque<Held>& q) {
+    return std::any_of(q.begin(), q.end(), [&](const Held& h) { return h.node == node; });
+  });
+  return counted || held ? NodeState::kSuspect : NodeState::kHealthy;
 }
 
 }  // namespace faultline

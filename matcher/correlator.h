@@ -1,11 +1,17 @@
-// Per-node correlation over event time: turns signature hits into decisions by the bank's rules.
+// Per-node correlation over event time: turns signature hits into taint and untaint decisions by
+// the bank's rules (rule keys: rules/README.md).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/decision.h"
@@ -15,38 +21,118 @@
 namespace faultline {
 
 // Semantics, per rule and per (node, rule, entity) key, where the entity is the rule's `entity`
-// fields of the hit (e.g. the GPU's PCI address):
-//   - a hit counts only if every `where` field has one of the listed values;
-//   - a counted hit opens a dedup window of `dedup_ns`: further hits of the key inside it are
-//     ignored (a flood of one line counts once);
-//   - fatal rules decide on the first counted hit; warning rules when `count` counted hits fall
-//     within `window_ns`; info rules never decide;
-//   - a node gets one taint decision; later hits do not repeat it.
-// Hits must arrive in event-time order per node (replay sorts them; live streams are ordered).
+// fields of the hit (the GPU's PCI address, an HCA port, an NVSwitch link, ...):
+//   - a hit first gets the fields of its signature's tables (the Xid catalog's action and class)
+//     and, through `alias` rules, a PCI address for a GPU UUID; `joins` fills a continuation
+//     line's missing fields from its head line;
+//   - it counts only if every `where` field has one of the listed values, it is not attached to
+//     a cause (`attach_to`) or suppressed by one (`suppressed_by`), it is not inside the dedup
+//     window of the key's last counted hit nor within `burst` of the key's previous hit, and,
+//     for `flap` rules, it is the up half of a down-then-up pair;
+//   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
+//     one window are a job's event and count for no node; `corroborated_by` decides at once when
+//     one of those rules hit the same node within its window, before or after;
+//   - fatal rules fault on the first counted hit, warning rules when `count` counted hits fall
+//     within `window`, info rules never (their hits still attach, suppress, corroborate, join
+//     and recover);
+//   - a node's first fault taints it (one decision); later faults join silently;
+//   - a fault clears on a hit of a rule in its `recovery.by` with equal entity fields, at least
+//     a minute after the fault's last hit (a driver load printed with the failure is not a
+//     reboot), after `recovery.stable` with no new hit of the fault's rule, or after
+//     `recovery.quiet` without any hit; when the last fault of a tainted node clears, the node
+//     gets one untaint decision and is healthy again.
+// Hits must arrive in event-time order (replay sorts them; live streams are ordered per node).
+// Time moves with the hits and with advance(); nothing depends on the wall clock.
 class Correlator {
  public:
+  enum class NodeState : uint8_t { kHealthy, kSuspect, kTainted, kRecovering };
+  struct Stats {
+    uint64_t attached = 0;    // hits attached to their cause, not counted
+    uint64_t suppressed = 0;  // hits dropped by suppressed_by
+    uint64_t job_events = 0;  // cluster-wide windows that counted for no node
+  };
+
   Correlator(std::shared_ptr<const Bank> bank, Taint taint);
 
-  // Appends the decisions `hit` completes to `out`.
+  // Appends the decisions `hit` completes (and those of timers that fall due before it).
   void observe(const Hit& hit, std::vector<Decision>* out);
+  // Moves event time to `now_ns` (ns since the epoch): recovery and quiet timers and held
+  // cluster windows that end before it decide, in time order.
+  void advance(int64_t now_ns, std::vector<Decision>* out);
+  // End of input (replay): decides every held cluster window.
+  void finish(std::vector<Decision>* out);
 
+  NodeState state(std::string_view node) const;
+  const Stats& stats() const { return stats_; }
   size_t nodes() const { return nodes_.size(); }
 
  private:
+  using Fields = std::vector<std::pair<std::string, std::string>>;
   struct Counter {
     int64_t last_counted_ns = INT64_MIN;
+    int64_t last_seen_ns = INT64_MIN;
+    int64_t down_ns = INT64_MIN;  // flap rules: the pending down hit
+    Evidence down;
     std::deque<int64_t> times;      // counted hits inside the window
     std::deque<Evidence> evidence;  // the same hits, as evidence (at most `count`)
   };
-  struct NodeState {
-    bool tainted = false;
-    std::unordered_map<std::string, Counter> counters;  // key: rule index + entity
+  struct Recent {
+    int64_t time_ns = 0;
+    Fields fields;
+    Evidence evidence;
   };
+  struct Fault {
+    uint32_t rule = 0;
+    Fields entity;
+    int64_t last_ns = 0;
+    int64_t due_ns = INT64_MAX;  // recovery (stable) or quiet timer; INT64_MAX: none
+    bool recovering = false;
+    Evidence recovery;  // the recovery signal, when recovering
+    std::string recovered_by;
+  };
+  struct NodeData {
+    bool tainted = false;
+    std::unordered_map<std::string, Counter> counters;        // key: rule index + entity
+    std::unordered_map<uint32_t, std::deque<Recent>> recent;  // newest hits per rule
+    std::map<std::string, Fault> faults;                      // key: rule index + entity
+    std::unordered_map<std::string, std::string> alias;       // e.g. GPU UUID -> PCI address
+  };
+  struct Held {
+    std::string node;
+    Fields fields;
+    Evidence evidence;
+  };
+
+  void observeRule(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
+                   const Evidence& ev, std::vector<Decision>* out);
+  void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
+             const Evidence& ev, std::vector<Decision>* out);
+  void fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
+             std::vector<Evidence> evidence, std::vector<Decision>* out);
+  bool corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
+                   const Fields& fields, const Evidence& ev, std::vector<Decision>* out);
+  void recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
+               const Evidence& ev, std::vector<Decision>* out);
+  void clearFault(NodeData& node, const std::string& node_name, const std::string& key,
+                  int64_t at_ns, std::string reason, std::vector<Decision>* out);
+  void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
+  void flushHeld(uint32_t ri, std::vector<Decision>* out);
+  const Recent* findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
+                           const std::vector<std::string>& entity, const Fields& fields,
+                           int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
 
   std::shared_ptr<const Bank> bank_;
   Taint taint_;
   std::vector<std::vector<uint32_t>> rules_by_signature_;
-  std::unordered_map<std::string, NodeState> nodes_;
+  std::vector<std::vector<uint32_t>> corroborates_;  // rule -> the rules it corroborates
+  std::vector<bool> recovers_;                       // rule is named in some recovery.by
+  std::vector<uint32_t> alias_rules_;
+  std::unordered_map<std::string, NodeData> nodes_;
+  std::vector<std::deque<Held>> held_;  // cluster rules: hits held until their window ends
+  std::vector<int64_t> job_until_;      // cluster rules: a job event lasts until then
+  std::set<std::tuple<int64_t, std::string, std::string>> timers_;  // (due, node, fault key)
+  int64_t now_ns_ = INT64_MIN;
+  Stats stats_;
 };
 
 }  // namespace faultline

@@ -88,6 +88,16 @@ class JournalJsonParser : public LineParser {
   std::unordered_set<std::string> wanted_;
 };
 
+// obj[key] if obj is an object holding it, else null: a reference, where json::value() copies.
+const json& member(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) {
+    return kNull;
+  }
+  const auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
 // An OTLP AnyValue as a string, if it is a scalar.
 bool anyValueString(const json& v, std::string* out) {
   if (!v.is_object()) {
@@ -107,11 +117,16 @@ bool anyValueString(const json& v, std::string* out) {
   }
   if (const auto it = v.find("arrayValue"); it != v.end()) {  // journald MESSAGE as bytes
     out->clear();
-    for (const json& e : it->value("values", json::array())) {
-      if (!e.contains("intValue")) {
+    const json& values = member(*it, "values");
+    if (!values.is_array()) {
+      return false;
+    }
+    for (const json& e : values) {
+      const json& i = member(e, "intValue");
+      if (i.is_null()) {
         return false;
       }
-      out->push_back(static_cast<char>(intOf(e["intValue"])));
+      out->push_back(static_cast<char>(intOf(i)));
     }
     return true;
   }
@@ -124,9 +139,9 @@ void addAttributes(const json& attrs, RecordBatch* batch) {
   }
   std::string value;
   for (const json& kv : attrs) {
-    if (kv.is_object() && kv.contains("key") && kv["key"].is_string() &&
-        anyValueString(kv.value("value", json()), &value)) {
-      batch->labels.push_back({batch->copy(kv["key"].get<std::string>()), batch->copy(value)});
+    const json& key = member(kv, "key");
+    if (key.is_string() && anyValueString(member(kv, "value"), &value)) {
+      batch->labels.push_back({batch->copy(key.get_ref<const std::string&>()), batch->copy(value)});
     }
   }
 }
@@ -134,15 +149,15 @@ void addAttributes(const json& attrs, RecordBatch* batch) {
 // Appends the record; false (batch unchanged) if it has no usable line.
 bool addOtlpRecord(const json& lr, const json& resource_attrs, const StreamRules& rules,
                    RecordBatch* batch) {
-  const json body = lr.value("body", json::object());
+  const json& body = member(lr, "body");
   std::string message;
   const size_t labels_begin = batch->labels.size();
   addAttributes(resource_attrs, batch);
-  addAttributes(lr.value("attributes", json()), batch);
-  if (const auto kv = body.find("kvlistValue"); kv != body.end()) {
+  addAttributes(member(lr, "attributes"), batch);
+  if (const json& kv = member(body, "kvlistValue"); !kv.is_null()) {
     // journald receiver: the body is a map of journal fields; the line is MESSAGE.
     const size_t body_begin = batch->labels.size();
-    addAttributes(kv->value("values", json()), batch);
+    addAttributes(member(kv, "values"), batch);
     bool found = false;
     for (size_t i = body_begin; i < batch->labels.size(); ++i) {
       if (batch->labels[i].name == "MESSAGE") {
@@ -159,9 +174,9 @@ bool addOtlpRecord(const json& lr, const json& resource_attrs, const StreamRules
     return false;
   }
   LogRecord& r = batch->records.emplace_back();
-  r.time_ns = intOf(lr.value("timeUnixNano", json()));
+  r.time_ns = intOf(member(lr, "timeUnixNano"));
   if (r.time_ns == 0) {
-    r.time_ns = intOf(lr.value("observedTimeUnixNano", json()));
+    r.time_ns = intOf(member(lr, "observedTimeUnixNano"));
   }
   r.line = batch->copy(message);
   r.labels_begin = static_cast<uint32_t>(labels_begin);
@@ -235,16 +250,17 @@ bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, RecordBatch*
     return false;
   }
   for (const json& rl : *resource_logs) {
-    if (!rl.is_object()) {
+    const json& resource_attrs = member(member(rl, "resource"), "attributes");
+    const json& scope_logs = member(rl, "scopeLogs");
+    if (!scope_logs.is_array()) {
       continue;
     }
-    const json resource = rl.value("resource", json::object());
-    const json resource_attrs =
-        resource.is_object() ? resource.value("attributes", json()) : json();
-    const json scope_logs = rl.value("scopeLogs", json::array());
-    for (const json& sl : scope_logs.is_array() ? scope_logs : json::array()) {
-      const json records = sl.is_object() ? sl.value("logRecords", json::array()) : json();
-      for (const json& lr : records.is_array() ? records : json::array()) {
+    for (const json& sl : scope_logs) {
+      const json& records = member(sl, "logRecords");
+      if (!records.is_array()) {
+        continue;
+      }
+      for (const json& lr : records) {
         if (!lr.is_object() || !addOtlpRecord(lr, resource_attrs, rules, batch)) {
           ++*rejected;
         }

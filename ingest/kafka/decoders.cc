@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/time.h"
+#include "ingest/formats/formats.h"
+#include "ingest/otlp/otlp.h"
 
 namespace faultline {
 namespace {
@@ -150,8 +152,47 @@ bool KafkaDecoder::decode(const KafkaMessage& msg, int64_t receive_ns, RecordBat
   if (msg.value.empty()) {
     return false;
   }
-  return config_.encoding == KafkaEncoding::kRaw ? decodeRaw(msg, receive_ns, batch)
-                                                 : decodeJson(msg, receive_ns, batch);
+  switch (config_.encoding) {
+    case KafkaEncoding::kRaw:
+      return decodeRaw(msg, receive_ns, batch);
+    case KafkaEncoding::kJson:
+      return decodeJson(msg, receive_ns, batch);
+    case KafkaEncoding::kOtlpProto:
+    case KafkaEncoding::kOtlpJson:
+      break;
+  }
+  return decodeOtlp(msg, receive_ns, batch);
+}
+
+bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
+                              RecordBatch* batch) const {
+  const size_t first = batch->records.size();
+  uint64_t rejected = 0;
+  std::string error;
+  const bool ok = config_.encoding == KafkaEncoding::kOtlpProto
+                      ? decodeOtlpProto(msg.value, otlp_rules_, batch, &rejected, &error)
+                      : decodeOtlpJson(msg.value, otlp_rules_, batch, &rejected, &error);
+  if (!ok) {
+    batch->records.resize(first);
+    return false;
+  }
+  std::string_view fallback_node;
+  for (size_t i = first; i < batch->records.size(); ++i) {
+    LogRecord& rec = batch->records[i];
+    if (rec.time_ns == 0) {
+      rec.time_ns = messageTime(msg, receive_ns);
+    }
+    if (rec.node.empty()) {
+      if (fallback_node.empty()) {
+        fallback_node = batch->copy(headerOrKeyNode(msg));  // the message may not outlive us
+      }
+      rec.node = fallback_node;
+    }
+    if (rec.stream == StreamKind::kOther) {
+      rec.stream = config_.stream;
+    }
+  }
+  return true;
 }
 
 bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,

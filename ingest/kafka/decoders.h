@@ -1,4 +1,4 @@
-// Turns one Kafka message into LogRecords. Two encodings:
+// Turns one Kafka message into LogRecords. Four encodings, one per topic:
 //
 //  raw   The value is the log line. The OTel collector's kafka exporter `raw` encoding
 //        json.Marshal-s every non-bytes body, so a string body arrives as a quoted JSON string
@@ -8,6 +8,12 @@
 //  json  One JSON object per message, as written by Vector's kafka sink (`encoding.codec: json`),
 //        Fluent Bit's kafka output (`format json`) and rsyslog omkafka with a JSON template.
 //        Field names per shipper: /work/shared/protocols.md section 3.3.
+//  otlp_proto  The OTel collector kafka exporter's default: one message per export batch, the
+//        value is LogsData bytes (wire-identical to ExportLogsServiceRequest; contrib
+//        exporter/kafkaexporter internal/marshaler/pdata_marshaler.go), decoded by
+//        decodeOtlpProto() (ingest/otlp/otlp.h).
+//  otlp_json   The same message in the OTLP JSON mapping (plog.JSONMarshaler), decoded by
+//        decodeOtlpJson() (ingest/formats/formats.h).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +27,7 @@
 
 namespace faultline {
 
-enum class KafkaEncoding : uint8_t { kRaw, kJson };
+enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
 
 // Dotted field paths for the json encoding, each list tried in order; the first present wins.
 // A path "a.b" matches a flat key "a.b" as well as the nested {"a": {"b": ...}}.
@@ -70,22 +76,27 @@ class KafkaDecoder {
  public:
   explicit KafkaDecoder(KafkaTopicConfig config);
 
-  // Appends the message's record (none for a malformed one) to `batch`. Time: for json the first
-  // parseable time field, else (and always for raw) the message timestamp, else `receive_ns`
-  // (ns since the epoch). Node: for json the first node field, else the node header, else the
-  // key if it looks like a node name (OTel's resource-hash keys are binary). Stream: pod if a
-  // pod field is present; kernel if journald's _TRANSPORT or SYSLOG_IDENTIFIER, or rsyslog's
-  // programname, is "kernel"; else the topic's `stream`. Returns false if the message is
-  // malformed (empty value; json: not an object, or no string line field); the caller counts it.
+  // Appends the message's records (none for a malformed one) to `batch`: one for raw and json,
+  // one per LogRecord for the otlp encodings. Time: for json the first parseable time field,
+  // for otlp the record's time; else (and always for raw) the message timestamp, else
+  // `receive_ns` (ns since the epoch). Node: for json the first node field, for otlp the first
+  // of StreamRules::node_labels among the attributes; else the node header, else the key if it
+  // looks like a node name (OTel's resource-hash keys are binary). Stream: pod if a pod field
+  // or attribute is present; kernel if journald's _TRANSPORT or SYSLOG_IDENTIFIER (json also:
+  // rsyslog's programname) is "kernel"; else the topic's `stream`. Returns false if the message
+  // is malformed (empty value; json: not an object, or no string line field; otlp: does not
+  // decode); the caller counts it. OTLP LogRecords without a line are skipped.
   bool decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
 
  private:
   bool decodeRaw(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   bool decodeJson(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
+  bool decodeOtlp(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
 
   KafkaTopicConfig config_;
   StreamRules rules_;                      // pod labels = fields.pod; kernel labels + programname
   std::vector<std::string> label_fields_;  // json fields copied as labels for classify()
+  StreamRules otlp_rules_;                 // otlp: the defaults of ingest/formats/labels.h
 };
 
 }  // namespace faultline

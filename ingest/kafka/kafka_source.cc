@@ -1,6 +1,8 @@
 #include "ingest/kafka/kafka_source.h"
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <initializer_list>
 #include <stdexcept>
 #include <utility>
@@ -35,6 +37,9 @@ using MessagePtr = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
 using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
 
 constexpr int kIdlePollMs = 100;  // bounds how long a stop request waits for poll to return
+// A handler that has not returned by then is waited for with the partitions paused. Pausing
+// drops prefetched messages, so it is kept for real stalls.
+constexpr std::chrono::seconds kPauseAfter{1};
 constexpr const char kOffsetStore[] = "enable.auto.offset.store";
 
 // Builds the consumer configuration; throws naming the property librdkafka rejects.
@@ -139,8 +144,13 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
       topic.encoding = KafkaEncoding::kRaw;
     } else if (encoding == "json") {
       topic.encoding = KafkaEncoding::kJson;
+    } else if (encoding == "otlp_proto") {
+      topic.encoding = KafkaEncoding::kOtlpProto;
+    } else if (encoding == "otlp_json") {
+      topic.encoding = KafkaEncoding::kOtlpJson;
     } else {
-      fail(path + ".encoding", "expected raw or json, got '" + encoding + "'");
+      fail(path + ".encoding",
+           "expected raw, json, otlp_proto or otlp_json, got '" + encoding + "'");
     }
   }
   if (const YAML::Node n = node["stream"]) {
@@ -268,9 +278,43 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   size_t pending = 0;  // messages in the batch, malformed ones included
   int64_t deadline_ns = 0;
 
+  // Messages polled while a batch was being handled (from partitions a rebalance assigned in the
+  // meantime, which start unpaused); they open the next batch.
+  std::vector<MessagePtr> held_back;
+  // The handler may block for long (the pipeline queue is full). Past kPauseAfter the consumer
+  // pauses its partitions and keeps polling, so that it stays in its group
+  // (max.poll.interval.ms) without fetching more.
+  auto handleWhilePolling = [&] {
+    auto done = std::async(std::launch::async, [&] { handle(batch); });
+    if (done.wait_for(kPauseAfter) == std::future_status::ready) {
+      return;
+    }
+    auto setPaused = [&](bool paused) {
+      rd_kafka_topic_partition_list_t* raw = nullptr;
+      if (rd_kafka_assignment(rk.get(), &raw) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        ListPtr assigned(raw);
+        paused ? rd_kafka_pause_partitions(rk.get(), assigned.get())
+               : rd_kafka_resume_partitions(rk.get(), assigned.get());
+      }
+    };
+    setPaused(true);
+    spdlog::info("kafka: the pipeline is busy; partitions paused");
+    while (done.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+      MessagePtr msg(rd_kafka_consumer_poll(rk.get(), kIdlePollMs));
+      if (msg && !msg->err) {
+        ListPtr one(rd_kafka_topic_partition_list_new(1));
+        rd_kafka_topic_partition_list_add(one.get(), rd_kafka_topic_name(msg->rkt), msg->partition);
+        rd_kafka_pause_partitions(rk.get(), one.get());
+        held_back.push_back(std::move(msg));
+      }
+    }
+    setPaused(false);
+    spdlog::info("kafka: partitions resumed");
+  };
+
   auto flush = [&] {
     if (!batch.records.empty()) {
-      handle(batch);
+      handleWhilePolling();
     }
     ListPtr offsets(rd_kafka_topic_partition_list_new(static_cast<int>(next_offsets.size())));
     for (const auto& [tp, offset] : next_offsets) {
@@ -297,7 +341,61 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     pending = 0;
   };
 
+  auto consume = [&](MessagePtr msg, int64_t now) {
+    if (msg->err) {
+      if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("kafka: consume: {}", rd_kafka_message_errstr(msg.get()));
+      }
+      return;
+    }
+    const std::string_view topic = rd_kafka_topic_name(msg->rkt);
+    const auto it = std::find_if(config_.topics.begin(), config_.topics.end(),
+                                 [&](const KafkaTopicConfig& t) { return t.name == topic; });
+    if (it == config_.topics.end()) {
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("kafka: message from unsubscribed topic {}", topic);
+      return;
+    }
+    const size_t index = static_cast<size_t>(it - config_.topics.begin());
+    if (pending++ == 0) {
+      deadline_ns = now + int64_t{config_.batch_timeout_ms} * 1'000'000;
+    }
+    next_offsets[{index, msg->partition}] = msg->offset + 1;
+    counters_[index].messages.fetch_add(1, std::memory_order_relaxed);
+    counters_[index].bytes.fetch_add(msg->len, std::memory_order_relaxed);
+
+    KafkaMessage km;
+    km.value = {static_cast<const char*>(msg->payload), msg->len};
+    km.key = {static_cast<const char*>(msg->key), msg->key_len};
+    km.timestamp_ms = rd_kafka_message_timestamp(msg.get(), nullptr);
+    rd_kafka_headers_t* headers = nullptr;
+    if (!it->node_header.empty() && rd_kafka_message_headers(msg.get(), &headers) == 0) {
+      const void* value = nullptr;
+      size_t size = 0;
+      if (rd_kafka_header_get_last(headers, it->node_header.c_str(), &value, &size) == 0 &&
+          value != nullptr) {
+        km.node_header = {static_cast<const char*>(value), size};
+      }
+    }
+    if (it->encoding == KafkaEncoding::kRaw) {  // records point into the message: batch holds it
+      km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
+        rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
+      });
+    }
+    if (!decoders_[index].decode(km, now, &batch)) {
+      counters_[index].malformed.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+
   while (!stop.stop_requested()) {
+    if (!held_back.empty()) {
+      const int64_t now = nowNanos();
+      for (MessagePtr& m : held_back) {
+        consume(std::move(m), now);
+      }
+      held_back.clear();
+    }
     int timeout_ms = kIdlePollMs;
     if (pending > 0) {
       timeout_ms = static_cast<int>(
@@ -305,49 +403,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     MessagePtr msg(rd_kafka_consumer_poll(rk.get(), timeout_ms));
     const int64_t now = nowNanos();
-    if (msg && msg->err) {
-      if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        errors_.fetch_add(1, std::memory_order_relaxed);
-        spdlog::warn("kafka: consume: {}", rd_kafka_message_errstr(msg.get()));
-      }
-    } else if (msg) {
-      const std::string_view topic = rd_kafka_topic_name(msg->rkt);
-      const auto it = std::find_if(config_.topics.begin(), config_.topics.end(),
-                                   [&](const KafkaTopicConfig& t) { return t.name == topic; });
-      if (it == config_.topics.end()) {
-        errors_.fetch_add(1, std::memory_order_relaxed);
-        spdlog::warn("kafka: message from unsubscribed topic {}", topic);
-        continue;
-      }
-      const size_t index = static_cast<size_t>(it - config_.topics.begin());
-      if (pending++ == 0) {
-        deadline_ns = now + int64_t{config_.batch_timeout_ms} * 1'000'000;
-      }
-      next_offsets[{index, msg->partition}] = msg->offset + 1;
-      counters_[index].messages.fetch_add(1, std::memory_order_relaxed);
-      counters_[index].bytes.fetch_add(msg->len, std::memory_order_relaxed);
-
-      KafkaMessage km;
-      km.value = {static_cast<const char*>(msg->payload), msg->len};
-      km.key = {static_cast<const char*>(msg->key), msg->key_len};
-      km.timestamp_ms = rd_kafka_message_timestamp(msg.get(), nullptr);
-      rd_kafka_headers_t* headers = nullptr;
-      if (!it->node_header.empty() && rd_kafka_message_headers(msg.get(), &headers) == 0) {
-        const void* value = nullptr;
-        size_t size = 0;
-        if (rd_kafka_header_get_last(headers, it->node_header.c_str(), &value, &size) == 0 &&
-            value != nullptr) {
-          km.node_header = {static_cast<const char*>(value), size};
-        }
-      }
-      if (it->encoding == KafkaEncoding::kRaw) {  // records point into the message: batch holds it
-        km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
-          rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
-        });
-      }
-      if (!decoders_[index].decode(km, now, &batch)) {
-        counters_[index].malformed.fetch_add(1, std::memory_order_relaxed);
-      }
+    if (msg) {
+      consume(std::move(msg), now);
     }
     if (pending > 0 && (pending >= config_.batch_max_messages || now >= deadline_ns)) {
       flush();

@@ -40,7 +40,7 @@ struct KafkaConfig {
   //   properties: {session.timeout.ms: "6000"}
   //   topics:                          # required, non-empty
   //     - name: otlp_logs              # required
-  //       encoding: raw                # raw | json
+  //       encoding: raw                # raw | json | otlp_proto | otlp_json
   //       stream: kernel               # kernel | pod | other (default other)
   //       node_header: node            # "" disables
   //       fields: {line: [..], node: [..], time: [..], pod: [..]}   # json only; replace defaults

@@ -1,11 +1,16 @@
 #include "sinks/kubernetes/kube_client.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <thread>
 #include <utility>
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 namespace faultline {
@@ -41,6 +46,17 @@ size_t appendToString(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
+// Retry-After in delta-seconds form (RFC 9110 10.2.3), the only form the apiserver sends.
+size_t readRetryAfter(char* data, size_t size, size_t count, void* user) {
+  const size_t n = size * count;
+  constexpr std::string_view kName = "retry-after:";
+  if (n > kName.size() && strncasecmp(data, kName.data(), kName.size()) == 0) {
+    *static_cast<int*>(user) =
+        std::atoi(std::string(data + kName.size(), n - kName.size()).c_str());
+  }
+  return n;
+}
+
 }  // namespace
 
 KubeConfig KubeConfig::inCluster() {
@@ -66,10 +82,15 @@ KubeConfig KubeConfig::inCluster() {
 
 KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
   const std::string server = node["server"] ? node["server"].as<std::string>() : "";
-  if (server.empty()) {
-    return inCluster();
+  KubeConfig config = server.empty() ? inCluster() : KubeConfig{};
+  config.qps = node["qps"].as<double>(config.qps);
+  config.burst = node["burst"].as<int>(config.burst);
+  if (config.burst < 1) {
+    throw std::runtime_error("kubernetes.burst must be at least 1");
   }
-  KubeConfig config;
+  if (server.empty()) {
+    return config;
+  }
   config.server = server;
   while (!config.server.empty() && config.server.back() == '/') {
     config.server.pop_back();
@@ -86,7 +107,10 @@ KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
   return config;
 }
 
-KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {
+KubeClient::KubeClient(KubeConfig config)
+    : config_(std::move(config)),
+      tokens_(config_.burst),
+      refilled_(std::chrono::steady_clock::now()) {
   static std::once_flag global_init;
   std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   curl_ = curl_easy_init();
@@ -103,24 +127,94 @@ KubeClient::Response KubeClient::get(const std::string& path) {
   return perform("GET", path, nullptr, nullptr);
 }
 
+KubeClient::Response KubeClient::post(const std::string& path, const std::string& body) {
+  static const std::string kJson = "application/json";
+  return perform("POST", path, &kJson, &body);
+}
+
+KubeClient::Response KubeClient::put(const std::string& path, const std::string& body) {
+  static const std::string kJson = "application/json";
+  return perform("PUT", path, &kJson, &body);
+}
+
 KubeClient::Response KubeClient::patch(const std::string& path, const std::string& content_type,
                                        const std::string& body) {
   return perform("PATCH", path, &content_type, &body);
 }
 
+KubeClient::Response KubeClient::del(const std::string& path) {
+  return perform("DELETE", path, nullptr, nullptr);
+}
+
+uint64_t KubeClient::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+void KubeClient::waitForRateLimit() {
+  if (config_.qps <= 0) {
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  tokens_ = std::min<double>(
+      config_.burst,
+      tokens_ + std::chrono::duration<double>(now - refilled_).count() * config_.qps);
+  refilled_ = now;
+  if (tokens_ < 1) {
+    // Requests are serialised, so sleeping under the lock is the queue.
+    const auto wait = std::chrono::duration<double>((1 - tokens_) / config_.qps);
+    std::this_thread::sleep_for(wait);
+    refilled_ = std::chrono::steady_clock::now();
+    tokens_ = 1;
+  }
+  tokens_ -= 1;
+}
+
+bool KubeClient::loadToken(bool force, std::string* error) {
+  if (config_.token_file.empty()) {
+    return true;
+  }
+  struct stat st {};
+  if (stat(config_.token_file.c_str(), &st) != 0) {
+    *error = "cannot read token file " + config_.token_file;
+    return false;
+  }
+  // The kubelet swaps a symlink (new inode); a rewrite in place changes size or mtime.
+  const TokenStamp stamp{st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_size, st.st_ino};
+  if (!force && !token_.empty() && stamp == token_stamp_) {
+    return true;
+  }
+  std::string token;
+  if (!readFile(config_.token_file, &token)) {
+    *error = "cannot read token file " + config_.token_file;
+    return false;
+  }
+  token_ = trimWhitespace(token);
+  token_stamp_ = stamp;
+  return true;
+}
+
 KubeClient::Response KubeClient::perform(const char* method, const std::string& path,
                                          const std::string* content_type, const std::string* body) {
-  Response response;
-  std::string token;
-  if (!config_.token_file.empty()) {
-    if (!readFile(config_.token_file, &token)) {
-      response.error = "cannot read token file " + config_.token_file;
-      return response;
-    }
-    token = trimWhitespace(token);
-  }
-
   std::lock_guard lock(mu_);
+  Response response = performOnce(method, path, content_type, body, /*reload=*/false);
+  if (response.status == 401 && !config_.token_file.empty()) {
+    // The token may have rotated within the file's mtime granularity: re-read and retry once.
+    response = performOnce(method, path, content_type, body, /*reload=*/true);
+  }
+  return response;
+}
+
+KubeClient::Response KubeClient::performOnce(const char* method, const std::string& path,
+                                             const std::string* content_type,
+                                             const std::string* body, bool reload) {
+  Response response;
+  if (!loadToken(reload, &response.error)) {
+    return response;
+  }
+  const std::string& token = token_;
+  waitForRateLimit();
+  ++requests_;
   // Reset drops the previous request's options but keeps the connection and DNS caches.
   curl_easy_reset(curl_);
   const std::string url = config_.server + path;
@@ -134,6 +228,8 @@ KubeClient::Response KubeClient::perform(const char* method, const std::string& 
   curl_easy_setopt(curl_, CURLOPT_USERAGENT, "faultline");
   curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, appendToString);
   curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, readRetryAfter);
+  curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &response.retry_after_s);
   if (!config_.ca_file.empty()) {
     curl_easy_setopt(curl_, CURLOPT_CAINFO, config_.ca_file.c_str());
   }
@@ -150,9 +246,11 @@ KubeClient::Response KubeClient::perform(const char* method, const std::string& 
   }
   if (body != nullptr) {
     headers = curl_slist_append(headers, ("Content-Type: " + *content_type).c_str());
-    curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body->data());
     curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+  }
+  if (std::strcmp(method, "GET") != 0) {
+    curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method);
   }
   curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
 

@@ -1,8 +1,11 @@
-// Minimal Kubernetes API-server client: GET and PATCH over HTTP(S) with a bearer token.
-// Connection settings follow client-go rest.InClusterConfig (kubernetes/client-go
-// rest/config.go); see /work/shared/protocols.md section 4.5.
+// Minimal Kubernetes API-server client: GET, POST, PUT, PATCH and DELETE over HTTP(S) with a
+// bearer token, a client-side rate limit and Retry-After reporting. Connection settings follow
+// client-go rest.InClusterConfig (kubernetes/client-go rest/config.go); see
+// /work/shared/protocols.md section 4.5.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -17,26 +20,33 @@ struct KubeConfig {
   std::string token_file;  // bearer token file; empty = no Authorization header
   std::string ca_file;     // PEM CA bundle to verify the server; empty = system store
   bool insecure_skip_tls_verify = false;
+  // Client-side rate limit, like client-go's token bucket (rest.Config QPS and Burst): at most
+  // `burst` requests at once, refilled at `qps` per second. qps <= 0 disables it.
+  double qps = 5;
+  int burst = 10;
 
   // The pod's service account: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT with
   // /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}. Throws std::runtime_error when
   // either variable is unset or the token file is unreadable (not running in a pod).
   static KubeConfig inCluster();
 
-  // Keys: server, token_file, ca_file, insecure_skip_tls_verify (all optional). A missing or
-  // empty server means inCluster(). Throws YAML::Exception on a value of the wrong type.
+  // Keys: server, token_file, ca_file, insecure_skip_tls_verify, qps, burst (all optional). A
+  // missing or empty server means inCluster(). Throws YAML::Exception on a value of the wrong
+  // type, std::runtime_error on a negative burst.
   static KubeConfig fromYaml(const YAML::Node& node);
 };
 
 // One connection to the API server, safe to share between threads (requests are serialised).
-// The token file is re-read on every request so that rotated service-account tokens are picked
-// up (client-go re-reads it every minute). Requests time out after 15 s (connect: 5 s).
+// The bearer token is cached and re-read when the file changes (inode, size or mtime: the kubelet
+// rotates projected tokens by swapping the file) and once more on a 401, which is then retried
+// once with the fresh token. Requests time out after 15 s (connect: 5 s).
 class KubeClient {
  public:
   struct Response {
-    long status = 0;    // HTTP status; 0 when no response arrived (see error)
-    std::string body;   // response body, usually JSON (an object or a metav1.Status)
-    std::string error;  // transport or local error (token unreadable, TLS, timeout); else empty
+    long status = 0;        // HTTP status; 0 when no response arrived (see error)
+    std::string body;       // response body, usually JSON (an object or a metav1.Status)
+    std::string error;      // transport or local error (token unreadable, TLS, timeout); else empty
+    int retry_after_s = 0;  // Retry-After header in seconds (429 and 503 from APF), else 0
   };
 
   explicit KubeClient(KubeConfig config);
@@ -45,16 +55,41 @@ class KubeClient {
   KubeClient& operator=(const KubeClient&) = delete;
 
   // path is absolute and already URL-encoded, including any query: /api/v1/nodes/n1?x=y.
+  // Bodies are JSON; content_type names the patch flavour for PATCH.
   Response get(const std::string& path);
+  Response post(const std::string& path, const std::string& body);
+  Response put(const std::string& path, const std::string& body);
   Response patch(const std::string& path, const std::string& content_type, const std::string& body);
+  Response del(const std::string& path);
+
+  // Requests sent so far (after the rate limiter), for metrics and tests.
+  uint64_t requests() const;
 
  private:
   Response perform(const char* method, const std::string& path, const std::string* content_type,
                    const std::string* body);
+  Response performOnce(const char* method, const std::string& path, const std::string* content_type,
+                       const std::string* body, bool reload);
+  // Waits for a token of the rate limiter. Called with mu_ held.
+  void waitForRateLimit();
+  // Refreshes token_ from the file when it changed (or when forced). Called with mu_ held.
+  bool loadToken(bool force, std::string* error);
 
   const KubeConfig config_;
-  std::mutex mu_;  // guards curl_
+  mutable std::mutex mu_;  // guards everything below
   CURL* curl_;
+  struct TokenStamp {
+    int64_t mtime_s = 0;
+    int64_t mtime_ns = 0;
+    int64_t size = 0;
+    uint64_t inode = 0;
+    bool operator==(const TokenStamp&) const = default;
+  };
+  std::string token_;
+  TokenStamp token_stamp_;
+  double tokens_;  // rate limiter bucket
+  std::chrono::steady_clock::time_point refilled_;
+  uint64_t requests_ = 0;
 };
 
 }  // namespace faultline

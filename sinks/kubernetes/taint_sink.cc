@@ -1,20 +1,28 @@
 #include "sinks/kubernetes/taint_sink.h"
 
 #include <algorithm>
-#include <ctime>
+#include <cmath>
 #include <random>
 #include <string_view>
 #include <utility>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/time.h"
+#include "sinks/kubernetes/leader_elector.h"
 
 namespace faultline {
 namespace {
 
 using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxLoggedBody = 512;
+constexpr size_t kMaxMessage = 1000;  // Event and condition messages
+constexpr const char* kAnnotation = "faultline.dev/taint";
+constexpr const char* kEventNamespace = "default";  // legacy Events of cluster-scoped objects
+constexpr const char* kStrategicMerge = "application/strategic-merge-patch+json";
 
 // Node names are DNS-1123 subdomains (k8s.io/apimachinery validation IsDNS1123Subdomain):
 // at most 253 characters of dot-separated labels [a-z0-9]([-a-z0-9]*[a-z0-9])?. That also makes
@@ -43,32 +51,123 @@ bool isDns1123Subdomain(std::string_view name) {
 }
 
 // metav1.Time marshals as RFC 3339 with whole seconds.
-std::string nowRfc3339Seconds() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
+std::string rfc3339Seconds(int64_t time_ns) {
+  const std::string full = formatRfc3339(time_ns);  // ...SS.nnnnnnnnnZ
+  return full.substr(0, full.find('.')) + "Z";
 }
 
-// A 401 is retried because a rotated token is re-read on the next request.
-bool retryable(const KubeClient::Response& response) {
-  return response.status == 0 || response.status == 401 || response.status == 429 ||
-         response.status >= 500;
-}
-
-std::string describe(const KubeClient::Response& response) {
-  if (response.status == 0) {
-    return response.error;
+std::string percentEncode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
   }
-  return "HTTP " + std::to_string(response.status) + " " + response.body.substr(0, kMaxLoggedBody);
+  return out;
+}
+
+// A 401 is retried because the client re-reads a rotated token.
+bool retryable(const KubeClient::Response& r) {
+  return r.status == 0 || r.status == 401 || r.status == 429 || r.status >= 500;
+}
+
+std::string describe(const KubeClient::Response& r) {
+  if (r.status == 0) {
+    return r.error;
+  }
+  return "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, kMaxLoggedBody);
+}
+
+bool hasTaint(const json& node, const Taint& taint) {
+  const json taints = node.value(json::json_pointer("/spec/taints"), json::array());
+  return taints.is_array() && std::any_of(taints.begin(), taints.end(), [&](const json& t) {
+           return t.is_object() && t.value("key", "") == taint.key &&
+                  t.value("effect", "") == taint.effect;
+         });
+}
+
+// faultline's annotation on the node, or null.
+json annotation(const json& node) {
+  const json annotations = node.value(json::json_pointer("/metadata/annotations"), json());
+  const json value = annotations.is_object() ? annotations.value(kAnnotation, json()) : json();
+  if (!value.is_string()) {
+    return nullptr;
+  }
+  json parsed = json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  return parsed.is_object() ? parsed : json();
+}
+
+std::string evidenceText(const Decision& d) {
+  if (d.evidence.empty()) {
+    return "";
+  }
+  const Evidence& e = d.evidence.back();
+  return e.signature + ": " + e.line;
+}
+
+std::chrono::seconds secondsAt(const YAML::Node& node, const char* key,
+                               std::chrono::seconds fallback) {
+  if (!node[key]) {
+    return fallback;
+  }
+  int64_t ns = 0;
+  const std::string text = node[key].as<std::string>();
+  if (!parseDuration(text, &ns) || ns <= 0) {
+    throw std::runtime_error(std::string(key) + ": '" + text + "' is not a duration like 10m");
+  }
+  return std::chrono::seconds(std::max<int64_t>(1, ns / kNanosPerSecond));
 }
 
 }  // namespace
 
-TaintSink::TaintSink(const KubeConfig& config, TaintSinkOptions options)
-    : client_(config), options_(options), worker_([this] { run(); }) {}
+TaintSinkOptions TaintSinkOptions::fromYaml(const YAML::Node& k) {
+  TaintSinkOptions o;
+  if (k["eligible"]) {
+    o.eligible = k["eligible"].as<std::vector<std::string>>();
+  }
+  o.opt_out_label = k["opt_out_label"].as<std::string>(o.opt_out_label);
+  if (k["node_list_period"]) {
+    int64_t ns = 0;
+    if (!parseDuration(k["node_list_period"].as<std::string>(), &ns) || ns <= 0) {
+      throw std::runtime_error("node_list_period is not a duration like 30s");
+    }
+    o.node_list_period = std::chrono::milliseconds(ns / 1'000'000);
+  }
+  if (const YAML::Node g = k["guard"]) {
+    o.limits.max_tainted = g["max_tainted"].as<int>(o.limits.max_tainted);
+    o.limits.max_tainted_percent =
+        g["max_tainted_percent"].as<double>(o.limits.max_tainted_percent);
+    o.limits.max_new = g["max_new"].as<int>(o.limits.max_new);
+    o.limits.window = secondsAt(g, "window", o.limits.window);
+    if (o.limits.max_tainted < 0 || o.limits.max_new < 0 || o.limits.max_tainted_percent < 0 ||
+        o.limits.max_tainted_percent > 100) {
+      throw std::runtime_error("guard: limits are counts >= 0 and a percentage in [0, 100]");
+    }
+  }
+  o.breaker_namespace = k["namespace"].as<std::string>("");
+  if (o.breaker_namespace.empty()) {
+    o.breaker_namespace = podNamespace();
+  }
+  o.breaker_configmap = k["breaker_configmap"].as<std::string>(o.breaker_configmap);
+  o.dry_run = k["dry_run"].as<bool>(o.dry_run);
+  if (k["dry_run_rules"]) {
+    o.dry_run_rules = k["dry_run_rules"].as<std::vector<std::string>>();
+  }
+  o.reapply_after = secondsAt(k, "reapply_after", o.reapply_after);
+  o.condition_type = k["condition_type"].as<std::string>(o.condition_type);
+  return o;
+}
+
+TaintSink::TaintSink(const KubeConfig& config, TaintSinkOptions options, Hooks hooks)
+    : client_(config),
+      options_(std::move(options)),
+      hooks_(std::move(hooks)),
+      worker_([this] { run(); }) {}
 
 TaintSink::~TaintSink() {
   {
@@ -80,8 +179,8 @@ TaintSink::~TaintSink() {
 }
 
 void TaintSink::write(const Decision& decision) {
-  if (decision.action != Decision::Action::kTaint) {
-    return;  // only taints are written to the API server so far
+  if (decision.action == Decision::Action::kSuppressed) {
+    return;
   }
   {
     std::lock_guard lock(mu_);
@@ -96,22 +195,64 @@ void TaintSink::flush() {
 }
 
 TaintSink::Counters TaintSink::counters() const {
-  return Counters{applied_.load(), already_present_.load(), conflicts_retried_.load(),
-                  failed_.load()};
+  return Counters{
+      applied_.load(),    untainted_.load(), already_present_.load(), conflicts_retried_.load(),
+      suppressed_.load(), dry_run_.load(),   failed_.load()};
+}
+
+std::string TaintSink::breakerTripped() const {
+  std::lock_guard lock(mu_);
+  return breaker_;
 }
 
 void TaintSink::run() {
+  bool was_leader = false;
   std::unique_lock lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) {
-      return;  // stopping and drained
+    // Wakes at least twice a second to notice leadership and keep the node snapshot fresh.
+    work_cv_.wait_for(lock, std::chrono::milliseconds(500),
+                      [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_ && queue_.empty()) {
+      return;
     }
-    const Decision decision = std::move(queue_.front());
+    const bool leader = !hooks_.may_write || hooks_.may_write();
+    if (leader && !was_leader && !held_.empty()) {
+      // Decisions seen as a follower may be ones the old leader never wrote: re-check them.
+      const auto oldest = Clock::now() - options_.follower_hold;
+      for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+        if (it->first >= oldest) {
+          queue_.push_front(std::move(it->second));
+        }
+      }
+      spdlog::info("kubernetes: leading now; re-checking {} decisions seen as a follower",
+                   queue_.size());
+      held_.clear();
+    }
+    was_leader = leader;
+    if (queue_.empty()) {
+      if (leader) {
+        // Keeps the snapshot and the breaker current; not a decision, so flush() need not wait.
+        lock.unlock();
+        refresh(/*force=*/false);
+        lock.lock();
+      }
+      continue;
+    }
+    Decision decision = std::move(queue_.front());
     queue_.pop_front();
+    if (!leader) {
+      held_.emplace_back(Clock::now(), std::move(decision));
+      while (held_.front().first < Clock::now() - options_.follower_hold) {
+        held_.pop_front();
+      }
+      if (queue_.empty()) {
+        idle_cv_.notify_all();
+      }
+      continue;
+    }
     busy_ = true;
     lock.unlock();
-    apply(decision);
+    handle(decision);
     lock.lock();
     busy_ = false;
     if (queue_.empty()) {
@@ -120,7 +261,7 @@ void TaintSink::run() {
   }
 }
 
-void TaintSink::sleepBeforeRetry(int attempt) {
+void TaintSink::sleepBeforeRetry(int attempt, int retry_after_s) {
   static thread_local std::mt19937 rng{std::random_device{}()};
   const auto cap = options_.max_backoff.count();
   auto backoff = options_.initial_backoff.count();
@@ -130,89 +271,436 @@ void TaintSink::sleepBeforeRetry(int attempt) {
   backoff = std::min(backoff, cap);
   // Jitter keeps replicas and nodes that conflicted together from retrying in lockstep.
   std::uniform_int_distribution<decltype(backoff)> jitter(backoff / 2, backoff);
-  std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
+  auto wait = std::chrono::milliseconds(jitter(rng));
+  // API Priority and Fairness says when to come back; asking earlier only adds load.
+  wait = std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(retry_after_s));
+  std::this_thread::sleep_for(wait);
 }
 
-void TaintSink::apply(const Decision& decision) {
-  const std::string& node = decision.node;
-  const Taint& taint = decision.taint;
-  // kubectl's notation: key[=value]:effect.
-  const std::string what = taint.key + (taint.value.empty() ? "" : "=" + taint.value) + ":" +
-                           taint.effect + " on node " + node;
-  if (!isDns1123Subdomain(node)) {
-    spdlog::error("kubernetes: not applying taint {}: invalid node name (rule {})", what,
-                  decision.rule);
+KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>& request,
+                                     const std::string& what) {
+  KubeClient::Response r;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    if (attempt > 1) {
+      sleepBeforeRetry(attempt - 1, r.retry_after_s);
+    }
+    r = request();
+    if (!retryable(r)) {
+      return r;
+    }
+    spdlog::warn("kubernetes: {} failed (try {} of {}): {}", what, attempt, options_.max_attempts,
+                 describe(r));
+  }
+  return r;
+}
+
+bool TaintSink::refresh(bool force) {
+  if (!force && listed_once_ && Clock::now() - listed_ < options_.node_list_period) {
+    return true;
+  }
+  std::map<std::string, json> nodes;
+  const std::vector<std::string> selectors =
+      options_.eligible.empty() ? std::vector<std::string>{""} : options_.eligible;
+  for (const std::string& selector : selectors) {
+    const std::string path =
+        "/api/v1/nodes" + (selector.empty() ? "" : "?labelSelector=" + percentEncode(selector));
+    const KubeClient::Response r = send([&] { return client_.get(path); }, "GET " + path);
+    const json list = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+    if (!list.is_object() || !list.value("items", json()).is_array()) {
+      spdlog::error("kubernetes: cannot list eligible nodes: GET {}: {}", path, describe(r));
+      return listed_once_;  // keep the last snapshot; a taint without one is refused
+    }
+    for (const json& node : list["items"]) {
+      nodes[node.value(json::json_pointer("/metadata/name"), std::string())] = node;
+    }
+  }
+  nodes_ = std::move(nodes);
+  listed_ = Clock::now();
+  listed_once_ = true;
+
+  // The breaker lives in a ConfigMap so that it survives restarts and leader changes; deleting
+  // it is the operator's reset.
+  const std::string cm = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps/" +
+                         options_.breaker_configmap;
+  const KubeClient::Response r = send([&] { return client_.get(cm); }, "GET " + cm);
+  std::lock_guard lock(mu_);
+  if (r.status == 404) {
+    if (!breaker_.empty()) {
+      spdlog::warn("kubernetes: breaker reset by an operator (ConfigMap {}/{} deleted)",
+                   options_.breaker_namespace, options_.breaker_configmap);
+    }
+    breaker_.clear();
+  } else if (r.status == 200) {
+    const json obj = json::parse(r.body, nullptr, false);
+    const std::string reason =
+        obj.is_object() ? obj.value(json::json_pointer("/data/reason"), std::string()) : "";
+    breaker_ = reason.empty() ? "tripped (ConfigMap without a reason)" : reason;
+  }
+  return true;
+}
+
+void TaintSink::handle(const Decision& d) {
+  const bool dry =
+      options_.dry_run || std::find(options_.dry_run_rules.begin(), options_.dry_run_rules.end(),
+                                    d.rule) != options_.dry_run_rules.end();
+  if (dry) {
+    spdlog::info("kubernetes: dry run: would {} node {} (rule {})", actionName(d.action), d.node,
+                 d.rule);
+    ++dry_run_;
+    return;
+  }
+  if (!isDns1123Subdomain(d.node)) {
+    spdlog::error("kubernetes: not acting on node '{}': invalid node name (rule {})", d.node,
+                  d.rule);
     ++failed_;
     return;
   }
-  const std::string path = "/api/v1/nodes/" + node;
-  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    if (attempt > 1) {
-      sleepBeforeRetry(attempt - 1);
+  if (d.action == Decision::Action::kTaint) {
+    taint(d);
+  } else {
+    untaint(d);
+  }
+}
+
+void TaintSink::suppress(const Decision& d, const std::string& reason) {
+  spdlog::warn("kubernetes: suppressed taint of node {} (rule {}): {}", d.node, d.rule, reason);
+  ++suppressed_;
+  Decision s = d;
+  s.action = Decision::Action::kSuppressed;
+  s.reason = reason;
+  if (hooks_.on_suppressed) {
+    hooks_.on_suppressed(s);
+  }
+  if (nodes_.count(d.node) != 0) {
+    event(d.node, "Warning", "FaultlineSuppressed",
+          "rule " + d.rule + ": taint refused: " + reason + "; " + evidenceText(d));
+  }
+}
+
+std::string TaintSink::guard(const Decision& d) {
+  {
+    std::lock_guard lock(mu_);
+    if (!breaker_.empty()) {
+      return "blast-radius breaker is tripped (" + breaker_ + "); delete ConfigMap " +
+             options_.breaker_namespace + "/" + options_.breaker_configmap + " to reset it";
     }
-    const KubeClient::Response got = client_.get(path);
-    if (got.status != 200) {
-      if (retryable(got)) {
-        spdlog::warn("kubernetes: GET {} failed, will retry: {}", path, describe(got));
+  }
+  const BlastRadiusLimits& l = options_.limits;
+  const int64_t window_start =
+      nowNanos() - static_cast<int64_t>(l.window.count()) * kNanosPerSecond;
+  int tainted = 0;
+  int recent = 0;
+  for (const auto& [name, node] : nodes_) {
+    const json taints = node.value(json::json_pointer("/spec/taints"), json::array());
+    for (const json& t : taints.is_array() ? taints : json::array()) {
+      if (!t.is_object() || t.value("key", "") != d.taint.key) {
         continue;
       }
-      spdlog::error("kubernetes: dropping taint {}: GET {}: {}", what, path, describe(got));
-      ++failed_;
+      ++tainted;
+      int64_t added = 0;
+      if (parseRfc3339(t.value("timeAdded", ""), &added) && added >= window_start) {
+        ++recent;
+      }
+      break;
+    }
+  }
+  const int eligible = static_cast<int>(nodes_.size());
+  std::string reason;
+  if (l.max_tainted > 0 && tainted + 1 > l.max_tainted) {
+    reason = "would taint " + std::to_string(tainted + 1) + " nodes, over max_tainted " +
+             std::to_string(l.max_tainted);
+  } else if (l.max_tainted_percent > 0) {
+    const int allowed =
+        std::max(1, static_cast<int>(std::floor(eligible * l.max_tainted_percent / 100)));
+    if (tainted + 1 > allowed) {
+      reason = "would taint " + std::to_string(tainted + 1) + " of " + std::to_string(eligible) +
+               " eligible nodes, over max_tainted_percent " +
+               fmt::format("{:g}", l.max_tainted_percent) + " (" + std::to_string(allowed) +
+               " nodes)";
+    }
+  }
+  if (reason.empty() && l.max_new > 0 && recent + 1 > l.max_new) {
+    reason = "would be taint " + std::to_string(recent + 1) + " within " +
+             std::to_string(l.window.count()) + "s, over max_new " + std::to_string(l.max_new);
+  }
+  if (!reason.empty()) {
+    trip(reason);
+  }
+  return reason;
+}
+
+void TaintSink::trip(const std::string& reason) {
+  {
+    std::lock_guard lock(mu_);
+    breaker_ = reason;
+  }
+  spdlog::error(
+      "kubernetes: blast-radius breaker TRIPPED: {}; no node is tainted until an "
+      "operator deletes ConfigMap {}/{}",
+      reason, options_.breaker_namespace, options_.breaker_configmap);
+  const json cm = {
+      {"apiVersion", "v1"},
+      {"kind", "ConfigMap"},
+      {"metadata",
+       {{"name", options_.breaker_configmap}, {"namespace", options_.breaker_namespace}}},
+      {"data", {{"reason", reason}, {"time", rfc3339Seconds(nowNanos())}}}};
+  const std::string path = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps";
+  const KubeClient::Response r =
+      send([&] { return client_.post(path, cm.dump()); }, "POST " + path);
+  if (r.status != 201 && r.status != 409) {
+    spdlog::error("kubernetes: cannot record the tripped breaker: {}", describe(r));
+  }
+}
+
+void TaintSink::taint(const Decision& d) {
+  const std::string what = d.taint.key + (d.taint.value.empty() ? "" : "=" + d.taint.value) + ":" +
+                           d.taint.effect + " on node " + d.node;
+  if (!refresh(/*force=*/false)) {
+    spdlog::error("kubernetes: dropping taint {}: no node list from the API server", what);
+    ++failed_;
+    return;
+  }
+  const auto found = nodes_.find(d.node);
+  if (found == nodes_.end()) {
+    suppress(d,
+             "node is not eligible (no label matching the eligible selectors) or does not exist");
+    return;
+  }
+  json node = found->second;
+  bool guarded = false;
+  const std::string path = "/api/v1/nodes/" + d.node;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    const json labels = node.value(json::json_pointer("/metadata/labels"), json::object());
+    if (labels.is_object() && labels.value(options_.opt_out_label, "") == "true") {
+      suppress(d, "node opted out (label " + options_.opt_out_label + "=true)");
       return;
+    }
+    if (hasTaint(node, d.taint)) {
+      spdlog::info("kubernetes: taint {} already present (rule {})", what, d.rule);
+      ++already_present_;
+      return;
+    }
+    const json mark = annotation(node);
+    int64_t marked_ns = 0;
+    if (mark.is_object() && mark.value("rule", "") == d.rule &&
+        parseRfc3339(mark.value("time", ""), &marked_ns) &&
+        std::llabs(d.time_ns - marked_ns) <
+            static_cast<int64_t>(options_.reapply_after.count()) * kNanosPerSecond) {
+      suppress(d, "faultline's taint was removed by hand after " + mark.value("applied", "?") +
+                      "; not re-applied for the same incident (rule " + d.rule + ")");
+      return;
+    }
+    if (!guarded) {
+      if (const std::string refused = guard(d); !refused.empty()) {
+        suppress(d, refused);
+        return;
+      }
+      guarded = true;
     }
 
-    const json current = json::parse(got.body, nullptr, /*allow_exceptions=*/false);
-    const json rv = current.is_object()
-                        ? current.value(json::json_pointer("/metadata/resourceVersion"), json())
-                        : json();
-    if (!rv.is_string()) {
-      spdlog::error(
-          "kubernetes: dropping taint {}: GET {} returned no Node with a resourceVersion: {}", what,
-          path, got.body.substr(0, kMaxLoggedBody));
-      ++failed_;
-      return;
-    }
-    json taints = current.value(json::json_pointer("/spec/taints"), json::array());
+    json taints = node.value(json::json_pointer("/spec/taints"), json::array());
     if (!taints.is_array()) {
       taints = json::array();
     }
-    for (const json& existing : taints) {
-      if (existing.is_object() && existing.value("key", "") == taint.key &&
-          existing.value("effect", "") == taint.effect) {
-        spdlog::info("kubernetes: taint {} already present (rule {})", what, decision.rule);
-        ++already_present_;
-        return;
-      }
-    }
-
-    json added = {{"key", taint.key}, {"effect", taint.effect}, {"timeAdded", nowRfc3339Seconds()}};
-    if (!taint.value.empty()) {
-      added["value"] = taint.value;  // omitempty in core/v1 Taint
+    json added = {{"key", d.taint.key},
+                  {"effect", d.taint.effect},
+                  {"timeAdded", rfc3339Seconds(nowNanos())}};
+    if (!d.taint.value.empty()) {
+      added["value"] = d.taint.value;  // omitempty in core/v1 Taint
     }
     taints.push_back(std::move(added));
-    const json patch = {{"metadata", {{"resourceVersion", rv}}}, {"spec", {{"taints", taints}}}};
-    const KubeClient::Response patched = client_.patch(
-        path + "?fieldManager=faultline", "application/strategic-merge-patch+json", patch.dump());
+    const json mark_new = {{"rule", d.rule},
+                           {"key", d.taint.key},
+                           {"effect", d.taint.effect},
+                           {"time", formatRfc3339(d.time_ns)},
+                           {"applied", rfc3339Seconds(nowNanos())}};
+    const json patch = {
+        {"metadata",
+         {{"resourceVersion", node.value(json::json_pointer("/metadata/resourceVersion"), json())},
+          {"annotations", {{kAnnotation, mark_new.dump()}}}}},
+        {"spec", {{"taints", taints}}}};
+    const KubeClient::Response patched = send(
+        [&] {
+          return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
+        },
+        "PATCH " + path);
     if (patched.status == 200) {
-      spdlog::info("kubernetes: applied taint {} (rule {})", what, decision.rule);
+      spdlog::info("kubernetes: applied taint {} (rule {})", what, d.rule);
       ++applied_;
+      node = json::parse(patched.body, nullptr, false);
+      nodes_[d.node] = node;
+      const std::string message = "rule " + d.rule + ": " + evidenceText(d);
+      event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
+      condition(node, true, "FaultDetected", message);
       return;
     }
-    if (patched.status == 409) {
-      spdlog::info("kubernetes: node {} changed since GET (409), retrying", node);
-      ++conflicts_retried_;
-      continue;
+    if (patched.status != 409) {
+      spdlog::error("kubernetes: dropping taint {}: PATCH {}: {}", what, path, describe(patched));
+      ++failed_;
+      return;
     }
-    if (retryable(patched)) {
-      spdlog::warn("kubernetes: PATCH {} failed, will retry: {}", path, describe(patched));
-      continue;
+    spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
+    ++conflicts_retried_;
+    const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
+    node = got.status == 200 ? json::parse(got.body, nullptr, false) : json();
+    if (!node.is_object()) {
+      spdlog::error("kubernetes: dropping taint {}: GET {}: {}", what, path, describe(got));
+      nodes_.erase(d.node);
+      ++failed_;
+      return;
     }
-    spdlog::error("kubernetes: dropping taint {}: PATCH {}: {}", what, path, describe(patched));
-    ++failed_;
-    return;
+    nodes_[d.node] = node;
   }
-  spdlog::error("kubernetes: giving up taint {} after {} attempts", what, options_.max_attempts);
+  spdlog::error("kubernetes: giving up taint {} after {} conflicts", what, options_.max_attempts);
   ++failed_;
+}
+
+void TaintSink::untaint(const Decision& d) {
+  const std::string path = "/api/v1/nodes/" + d.node;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
+    const json node = got.status == 200 ? json::parse(got.body, nullptr, false) : json();
+    if (!node.is_object()) {
+      spdlog::error("kubernetes: not untainting node {}: GET {}: {}", d.node, path, describe(got));
+      ++failed_;
+      return;
+    }
+    const json mark = annotation(node);
+    if (!mark.is_object() || mark.value("key", "") != d.taint.key ||
+        mark.value("effect", "") != d.taint.effect) {
+      spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
+                   d.taint.key);
+      ++suppressed_;
+      return;
+    }
+    json kept = json::array();
+    for (const json& t : node.value(json::json_pointer("/spec/taints"), json::array())) {
+      if (!(t.is_object() && t.value("key", "") == d.taint.key &&
+            t.value("effect", "") == d.taint.effect)) {
+        kept.push_back(t);
+      }
+    }
+    const json patch = {{"metadata",
+                         {{"resourceVersion", node["metadata"]["resourceVersion"]},
+                          {"annotations", {{kAnnotation, nullptr}}}}},
+                        {"spec", {{"taints", kept}}}};
+    const KubeClient::Response patched = send(
+        [&] {
+          return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
+        },
+        "PATCH " + path);
+    if (patched.status == 200) {
+      spdlog::info("kubernetes: removed taint {} from node {} ({})", d.taint.key, d.node, d.reason);
+      ++untainted_;
+      const json updated = json::parse(patched.body, nullptr, false);
+      if (nodes_.count(d.node) != 0) {
+        nodes_[d.node] = updated;
+      }
+      const std::string message = "rule " + d.rule + ": " + d.reason;
+      event(d.node, "Normal", "FaultlineUntaint", "removed taint " + d.taint.key + ": " + message);
+      condition(updated, false, "Recovered", message);
+      return;
+    }
+    if (patched.status != 409) {
+      spdlog::error("kubernetes: not untainting node {}: PATCH: {}", d.node, describe(patched));
+      ++failed_;
+      return;
+    }
+    ++conflicts_retried_;
+  }
+  ++failed_;
+}
+
+void TaintSink::event(const std::string& node, const std::string& type, const std::string& reason,
+                      const std::string& message) {
+  const std::string path = std::string("/api/v1/namespaces/") + kEventNamespace + "/events";
+  const std::string now = rfc3339Seconds(nowNanos());
+  const std::string text = message.substr(0, kMaxMessage);
+  // Aggregated like client-go's EventCorrelator: a repeat bumps count and lastTimestamp.
+  const std::string key = node + '\n' + reason + '\n' + text;
+  const auto it = events_.find(key);
+  if (it != events_.end()) {
+    const json patch = {{"count", it->second.count + 1}, {"lastTimestamp", now}};
+    const KubeClient::Response r = send(
+        [&] { return client_.patch(path + "/" + it->second.name, kStrategicMerge, patch.dump()); },
+        "PATCH event");
+    if (r.status == 200) {
+      ++it->second.count;
+      return;
+    }
+    events_.erase(it);  // expired (404) or unwritable: start a new one
+  }
+  const json& n = nodes_.count(node) != 0 ? nodes_[node] : json();
+  const std::string name = node + "." + fmt::format("{:x}", nowNanos());
+  const json ev = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata", {{"name", name}, {"namespace", kEventNamespace}}},
+      {"involvedObject",
+       {{"apiVersion", "v1"},
+        {"kind", "Node"},
+        {"name", node},
+        {"uid", n.is_object() ? n.value(json::json_pointer("/metadata/uid"), node) : node}}},
+      {"reason", reason},
+      {"message", text},
+      {"type", type},
+      {"source", {{"component", "faultline"}}},
+      {"reportingComponent", "faultline"},
+      {"firstTimestamp", now},
+      {"lastTimestamp", now},
+      {"count", 1}};
+  const KubeClient::Response r = send([&] { return client_.post(path, ev.dump()); }, "POST event");
+  if (r.status == 201) {
+    events_[key] = {name, 1};
+  } else {
+    spdlog::warn("kubernetes: cannot record Event {} on node {}: {}", reason, node, describe(r));
+  }
+}
+
+void TaintSink::condition(const json& node, bool faulty, const std::string& reason,
+                          const std::string& message) {
+  const std::string status = faulty ? "True" : "False";
+  const std::string text = message.substr(0, kMaxMessage);
+  json conditions = node.value(json::json_pointer("/status/conditions"), json::array());
+  if (!conditions.is_array()) {
+    conditions = json::array();
+  }
+  const auto current = std::find_if(conditions.begin(), conditions.end(), [&](const json& c) {
+    return c.is_object() && c.value("type", "") == options_.condition_type;
+  });
+  if (current == conditions.end()
+          ? !faulty
+          : current->value("status", "") == status && current->value("reason", "") == reason &&
+                current->value("message", "") == text) {
+    return;  // no write when nothing changes (or nothing to clear)
+  }
+  const std::string now = rfc3339Seconds(nowNanos());
+  // lastTransitionTime moves only when the status does.
+  const std::string transition =
+      current != conditions.end() && current->value("status", "") == status
+          ? current->value("lastTransitionTime", now)
+          : now;
+  const json patch = {{"status",
+                       {{"conditions",
+                         {{{"type", options_.condition_type},
+                           {"status", status},
+                           {"reason", reason},
+                           {"message", text},
+                           {"lastHeartbeatTime", now},
+                           {"lastTransitionTime", transition}}}}}}};
+  const std::string name = node.value(json::json_pointer("/metadata/name"), std::string());
+  const std::string path = "/api/v1/nodes/" + name + "/status";
+  const KubeClient::Response r = send(
+      [&] {
+        return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
+      },
+      "PATCH " + path);
+  if (r.status != 200) {
+    spdlog::warn("kubernetes: cannot set condition {} on node {}: {}", options_.condition_type,
+                 name, describe(r));
+  } else if (nodes_.count(name) != 0) {
+    nodes_[name] = json::parse(r.body, nullptr, false);
+  }
 }
 
 }  // namespace faultline

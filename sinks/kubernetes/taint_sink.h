@@ -1,14 +1,39 @@
-// Applies taint decisions to Kubernetes nodes.
+// Applies taint and untaint decisions to Kubernetes nodes, guarded against doing harm.
 //
-// Method (protocols.md 4.2 option A, as kubernetes/kubernetes pkg/controller/controller_utils.go
-// PatchNodeTaints): GET /api/v1/nodes/{node}; if a taint with the same key and effect exists, do
-// nothing; otherwise
+// Requests (protocols.md section 4):
+//   GET   /api/v1/nodes?labelSelector=S    one LIST per eligible selector every
+//                                          node_list_period: the node snapshot every check and
+//                                          count below reads (no GET per decision)
 //   PATCH /api/v1/nodes/{node}?fieldManager=faultline
-//   Content-Type: application/strategic-merge-patch+json
-//   {"metadata":{"resourceVersion":"<rv of the GET>"},
-//    "spec":{"taints":[<existing taints unchanged>, <new taint with timeAdded>]}}
-// spec.taints is an atomic list (core/v1 NodeSpec), so the whole list is sent and the
-// resourceVersion precondition turns a concurrent write into 409 Conflict instead of a lost taint.
+//         Content-Type: application/strategic-merge-patch+json
+//         {"metadata":{"resourceVersion":"<snapshot's>","annotations":{"faultline.dev/taint":A}},
+//          "spec":{"taints":[<existing taints unchanged>, <new taint with timeAdded>]}}
+//         spec.taints is atomic (core/v1 NodeSpec), so the whole list is sent and the
+//         resourceVersion precondition turns a concurrent write into 409 Conflict (then the node
+//         is re-read with GET /api/v1/nodes/{node} and the patch recomputed) instead of a lost
+//         taint. Untaint (after a GET of the node) sends the list without faultline's taint and
+//         the annotation as null.
+//         A = {"rule","key","effect","time" (decision event time),"applied" (wall clock)},
+//         RFC 3339 times, JSON-encoded as the annotation's string value.
+//   PATCH /api/v1/nodes/{node}/status      condition `condition_type` (NPD-style; conditions
+//         merge by type): status True on taint, False on untaint; skipped when unchanged.
+//   POST  /api/v1/namespaces/default/events, PATCH .../events/{name} (count, lastTimestamp on
+//         a repeat of the same node, reason and rule), protocols.md 4.4.
+//   GET | POST /api/v1/namespaces/{namespace}/configmaps/{breaker_configmap}: the breaker.
+//
+// Per taint decision, in order (a refusal becomes a kSuppressed decision, see Hooks):
+//   * dry run (global or the rule's): logged and counted, nothing written;
+//   * node not in the snapshot (not eligible or gone): suppressed;
+//   * node labelled opt_out_label=true: suppressed;
+//   * taint (same key and effect) already on the node: nothing written;
+//   * the node's annotation says faultline tainted it for this rule, with a decision time within
+//     reapply_after, and the taint is gone: an operator removed it by hand: suppressed;
+//   * breaker tripped, or the taint would exceed a limit (which trips it): suppressed;
+//   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
+//     response → retry after jittered exponential backoff; 404 and other statuses → failed.
+// Untaint removes faultline's taint only where the annotation says faultline set it.
+// Only the leader writes: while may_write() is false decisions are held (follower_hold) and
+// re-checked when leadership arrives; all checks are idempotent, so nothing is written twice.
 #pragma once
 
 #include <atomic>
@@ -16,69 +41,137 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/node/node.h>
 
 #include "core/decision.h"
 #include "sinks/kubernetes/kube_client.h"
 
 namespace faultline {
 
-struct TaintSinkOptions {
-  int max_attempts = 8;  // GET+PATCH rounds per decision before it counts as failed
-  // Backoff before attempt n+1 is drawn uniformly from [b/2, b], b = min(initial * 2^(n-1), max).
-  std::chrono::milliseconds initial_backoff{200};
-  std::chrono::milliseconds max_backoff{10'000};
+// The blast-radius guard. A limit of 0 is off. Counts are of eligible nodes carrying a taint
+// with the decision's key, as the last LIST saw them plus faultline's own writes since.
+struct BlastRadiusLimits {
+  int max_tainted = 10;             // nodes tainted at once
+  double max_tainted_percent = 10;  // of eligible nodes, rounded down but at least 1 node
+  int max_new = 3;                  // taints with timeAdded inside `window`
+  std::chrono::seconds window{600};
 };
 
-// A DecisionSink that taints nodes through the API server from one worker thread.
-//
-// Per decision:
-//   * node name not a DNS-1123 subdomain: logged, counted as failed, no request sent;
-//   * taint with the same (key, effect) already on the node: counted as already_present;
-//   * 409 Conflict on PATCH: re-GET and retry after backoff;
-//   * 429, 5xx, 401 (token may just have rotated) or no response: retry after backoff;
-//   * 404 (node gone) or any other status: logged and dropped (failed);
-//   * attempts exhausted: logged, failed.
-// All outcomes are logged with spdlog.
+struct TaintSinkOptions {
+  int max_attempts = 8;  // tries per request before the decision counts as failed
+  // Backoff before try n+1 is drawn uniformly from [b/2, b], b = min(initial * 2^(n-1), max),
+  // and is at least a 429's Retry-After.
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{10'000};
+
+  // Eligible nodes: the union of these equality label selectors; empty = every node.
+  std::vector<std::string> eligible = {"nvidia.com/gpu.present=true",
+                                       "aws.amazon.com/neuron.present=true"};
+  std::string opt_out_label = "faultline.dev/opt-out";  // value "true" opts a node out
+  std::chrono::milliseconds node_list_period{30'000};
+  BlastRadiusLimits limits;
+  std::string breaker_namespace = "faultline";
+  std::string breaker_configmap = "faultline-breaker";
+  bool dry_run = false;
+  std::vector<std::string> dry_run_rules;
+  std::chrono::seconds reapply_after{24 * 3600};  // a hand-removed taint's incident lasts this
+  std::string condition_type = "FaultlineFaulty";
+  std::chrono::seconds follower_hold{60};  // decisions a follower keeps for a takeover
+
+  // Reads the safety keys of the service config's `kubernetes` section: eligible, opt_out_label,
+  // node_list_period, guard {max_tainted, max_tainted_percent, max_new, window}, namespace
+  // (breaker ConfigMap; default: the pod's namespace), breaker_configmap, dry_run,
+  // dry_run_rules, reapply_after, condition_type. Throws std::runtime_error on a bad value.
+  static TaintSinkOptions fromYaml(const YAML::Node& kubernetes);
+};
+
 class TaintSink : public DecisionSink {
  public:
+  struct Hooks {
+    // Receives every refused decision as kSuppressed with its reason, on the sink's thread.
+    std::function<void(const Decision&)> on_suppressed;
+    // False while another replica leads: nothing is written. Empty = always true.
+    std::function<bool()> may_write;
+  };
   struct Counters {
-    uint64_t applied = 0;            // PATCH succeeded
+    uint64_t applied = 0;            // taints written
+    uint64_t untainted = 0;          // taints removed
     uint64_t already_present = 0;    // nothing to do
-    uint64_t conflicts_retried = 0;  // 409 answers to our PATCH
-    uint64_t failed = 0;             // decisions given up
+    uint64_t conflicts_retried = 0;  // 409 answers to our node PATCH
+    uint64_t suppressed = 0;         // refused: limit, breaker, opt-out, hand-removed, eligible
+    uint64_t dry_run = 0;            // decided, not written
+    uint64_t failed = 0;             // given up (API errors, invalid node name)
   };
 
-  explicit TaintSink(const KubeConfig& config, TaintSinkOptions options = {});
+  TaintSink(const KubeConfig& config, TaintSinkOptions options = {}, Hooks hooks = {});
   // Drains the queue (including retries), then stops the worker.
   ~TaintSink() override;
 
-  // Queues the decision and returns at once.
+  // Queues the decision and returns at once. Suppressed decisions from elsewhere are ignored.
   void write(const Decision& decision) override;
-  // Blocks until every decision written before the call has been handled.
+  // Blocks until every decision written before the call has been handled (or held).
   void flush() override;
 
   Counters counters() const;
+  // The breaker's reason while it is tripped, else "".
+  std::string breakerTripped() const;
 
  private:
   void run();
-  void apply(const Decision& decision);
-  void sleepBeforeRetry(int attempt);
+  void handle(const Decision& decision);
+  void taint(const Decision& decision);
+  void untaint(const Decision& decision);
+  void suppress(const Decision& decision, const std::string& reason);
+  // Refreshes the node snapshot and the breaker when older than node_list_period (or forced).
+  bool refresh(bool force);
+  // "" if the taint is within the limits, else the reason it is not (and the breaker trips).
+  std::string guard(const Decision& decision);
+  void trip(const std::string& reason);
+  void event(const std::string& node, const std::string& type, const std::string& reason,
+             const std::string& message);
+  void condition(const nlohmann::json& node, bool faulty, const std::string& reason,
+                 const std::string& message);
+  KubeClient::Response send(const std::function<KubeClient::Response()>& request,
+                            const std::string& what);
+  void sleepBeforeRetry(int attempt, int retry_after_s);
 
   KubeClient client_;
   const TaintSinkOptions options_;
+  const Hooks hooks_;
+
+  // Worker-thread state.
+  std::map<std::string, nlohmann::json> nodes_;  // the eligible nodes, by name
+  std::chrono::steady_clock::time_point listed_{};
+  bool listed_once_ = false;
+  struct EventRecord {
+    std::string name;
+    int count = 0;
+  };
+  std::unordered_map<std::string, EventRecord> events_;  // node + reason + rule → Event
 
   std::atomic<uint64_t> applied_{0};
+  std::atomic<uint64_t> untainted_{0};
   std::atomic<uint64_t> already_present_{0};
   std::atomic<uint64_t> conflicts_retried_{0};
+  std::atomic<uint64_t> suppressed_{0};
+  std::atomic<uint64_t> dry_run_{0};
   std::atomic<uint64_t> failed_{0};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable work_cv_;  // queue_ gained an entry or stopping_ was set
   std::condition_variable idle_cv_;  // queue_ is empty and nothing is in flight
   std::deque<Decision> queue_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, Decision>> held_;  // follower
+  std::string breaker_;  // reason while tripped
   bool busy_ = false;
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything above is initialised

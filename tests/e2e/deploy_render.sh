@@ -60,12 +60,12 @@ mapfile -t rule_files < <(cd "$src/rules" && ls -1 -- *.yaml | LC_ALL=C sort)
 rule_keys=$(printf '%s\n' "${rule_files[@]}" | jq -R . | jq -sc .)
 
 # ClusterRole and Role rules, flattened to "group/resource:verb", sorted.
-expected_cluster='["/events:create","/events:patch","/nodes:get","/nodes:list","/nodes:patch","/nodes:watch","events.k8s.io/events:create","events.k8s.io/events:patch"]'
-expected_role='["coordination.k8s.io/leases:create","coordination.k8s.io/leases:get","coordination.k8s.io/leases:update"]'
+expected_cluster='["/events:create","/events:patch","/nodes/status:patch","/nodes:get","/nodes:list","/nodes:patch"]'
+expected_role='["/configmaps:create","/configmaps:get","coordination.k8s.io/leases:create","coordination.k8s.io/leases:get","coordination.k8s.io/leases:update"]'
 flatten_rules='[.rules[] | .apiGroups[] as $g | .resources[] as $r | .verbs[] as $v
                 | "\($g)/\($r):\($v)"] | unique'
 
-check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected
+check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = replicas
   local j=$1
   for kind in Namespace ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding \
               Deployment PodDisruptionBudget; do
@@ -94,7 +94,9 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected
   # Deployment basics.
   local d='(.[] | select(.kind == "Deployment"))'
   local c="($d | .spec.template.spec.containers | if length == 1 then .[0] else error(\"containers: \\(length)\") end)"
-  expect "$j" "replicas 1" "$d | .spec.replicas == 1"
+  expect "$j" "replicas $3" "$d | .spec.replicas == $3"
+  expect "$j" "POD_NAME from the downward API (Lease identity)" \
+    "$c | any(.env[]?; .name == \"POD_NAME\" and .valueFrom.fieldRef.fieldPath == \"metadata.name\")"
   expect "$j" "serviceAccountName faultline" "$d | .spec.template.spec.serviceAccountName == \"faultline\""
   expect "$j" "image faultline:latest" "$c | .image == \"faultline:latest\""
   expect "$j" "args serve --config /etc/faultline/config.yaml" \
@@ -170,7 +172,8 @@ check_config() {  # $1 = render JSON, $2 = overlay; config ConfigMap == overlays
      | $d | .containers[0].volumeMounts | any(.name == \$v and .mountPath == \"/etc/faultline/config.yaml\" and .subPath == \"config.yaml\")"
   yaml_file_json "$tmp/$2.config.yaml" >"$tmp/$2.config.json"
   expect "$tmp/$2.config.json" "config rules: /etc/faultline/rules" '.rules == "/etc/faultline/rules"'
-  expect "$tmp/$2.config.json" "config kubernetes: {} (in-cluster)" '.kubernetes == {}'
+  expect "$tmp/$2.config.json" "config kubernetes: in-cluster (no server)" \
+    '.kubernetes | type == "object" and (has("server") | not)'
 }
 
 check_collector() {  # $1 = collector config JSON: every pipeline component is defined
@@ -190,7 +193,7 @@ check_collector() {  # $1 = collector config JSON: every pipeline component is d
 
 # --- base ---
 render base "$tmp/base.json"
-check_common "$tmp/base.json" 1
+check_common "$tmp/base.json" 1 2
 check_probes "$tmp/base.json"
 expect "$tmp/base.json" "no Service in base" '[.[] | select(.kind == "Service")] | length == 0'
 
@@ -201,7 +204,8 @@ for dir in "$src"/deploy/overlays/*/; do overlays+=("$(basename "$dir")"); done
   fail "expected overlays kafka and push, found: ${overlays[*]}"
 for o in "${overlays[@]}"; do
   render "overlays/$o" "$tmp/$o.json"
-  check_common "$tmp/$o.json" 2
+  # push: one replica until its readiness follows the Lease (a follower would drop pushed lines).
+  check_common "$tmp/$o.json" 2 "$([[ $o == push ]] && echo 1 || echo 2)"
   check_config "$tmp/$o.json" "$o"
   [[ -f $src/deploy/overlays/$o/otel-collector.yaml ]] || fail "$o: no otel-collector.yaml"
   yaml_file_json "$src/deploy/overlays/$o/otel-collector.yaml" >"$tmp/$o.collector.json"
@@ -215,6 +219,9 @@ expect "$k" "no probes until issue 3 (overlay patch)" \
   '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0]
    | has("livenessProbe") or has("readinessProbe") | not'
 kc="$tmp/kafka.config.json"
+expect "$kc" "kafka config: leader election and the blast-radius guard" \
+  '(.kubernetes.leader_election | type == "object") and (.kubernetes.guard.max_tainted > 0)
+   and (.kubernetes.guard.max_tainted_percent > 0) and (.kubernetes.guard.max_new > 0)'
 expect "$kc" "kafka config: topics use today's decoders (raw|json)" \
   '.kafka.topics | length > 0 and all(.encoding | IN("raw", "json"))'
 expect "$kc" "kafka config: a raw kernel topic and a json pod topic" \
@@ -264,10 +271,11 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
   done
   "$fl" rules test "$vol" >"$tmp/rules-test.out" 2>&1 ||
     fail "faultline rules test on the rules ConfigMap: $(cat "$tmp/rules-test.out")"
-  # The kafka config loads (kafka section, librdkafka properties, taint). `kubernetes: {}`
-  # means in-cluster, unavailable here: point it at an unused address; replay sends nothing.
-  sed 's|^kubernetes: {}|kubernetes: {server: "http://127.0.0.1:9"}|' "$tmp/kafka.config.yaml" >"$tmp/kafka.local.yaml"
-  grep -q '^kubernetes: {server:' "$tmp/kafka.local.yaml" || fail "kafka config: no 'kubernetes: {}' line to rewrite"
+  # The kafka config loads (kafka section, librdkafka properties, taint). `kubernetes:` without
+  # a server means in-cluster, unavailable here: point it at an unused address; replay sends
+  # nothing.
+  sed 's|^kubernetes:.*$|kubernetes:\n  server: "http://127.0.0.1:9"|' "$tmp/kafka.config.yaml" >"$tmp/kafka.local.yaml"
+  grep -q '^  server: "http' "$tmp/kafka.local.yaml" || fail "kafka config: no 'kubernetes:' line to rewrite"
   "$fl" replay --config "$tmp/kafka.local.yaml" --rules "$vol" --decisions "$tmp/decisions" \
     >"$tmp/replay.out" 2>&1 || fail "faultline does not load the kafka config: $(cat "$tmp/replay.out")"
   echo "faultline loaded the rendered rules ConfigMap and kafka config ($(cat "$tmp/rules-test.out"))"

@@ -10,6 +10,7 @@ command -v kcat >/dev/null || fail "kcat not installed"
   --bootstrap-file "$tmp/bootstrap" >"$tmp/mock.log" 2>&1 &
 pids+=($!)
 "$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1,gpu-2 \
+  --labels nvidia.com/gpu.present=true \
   2>"$tmp/apiserver.log" &
 pids+=($!)
 wait_file "$tmp/bootstrap" 20

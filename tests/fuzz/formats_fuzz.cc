@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)faultline::detectFormat(text);
   for (int f = 0; f <= static_cast<int>(faultline::Format::kLokiJsonl); ++f) {
     faultline::ParseOptions opts;
-    opts.node = std::string(1, 'n');  // not `= "n"`: GCC 12 -O2 warns falsely (-Wrestrict)
+    opts.node = "n";
     auto parser = faultline::makeParser(static_cast<faultline::Format>(f), opts);
     faultline::RecordBatch batch;
     std::string_view rest = text;

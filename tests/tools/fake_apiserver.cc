@@ -1,5 +1,6 @@
 #include "tests/tools/fake_apiserver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -107,6 +108,47 @@ json invalidTaints(const std::string& name, const json& node) {
   return nullptr;
 }
 
+// Equality-based label selector (apimachinery labels.Parse, without set-based terms).
+bool selectorMatches(const std::string& selector, const json& labels) {
+  size_t start = 0;
+  while (start <= selector.size()) {
+    size_t end = selector.find(',', start);
+    if (end == std::string::npos) {
+      end = selector.size();
+    }
+    const std::string term = selector.substr(start, end - start);
+    start = end + 1;
+    if (term.empty()) {
+      continue;
+    }
+    auto has = [&](const std::string& key) { return labels.is_object() && labels.contains(key); };
+    auto value = [&](const std::string& key) {
+      return has(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
+    };
+    if (term[0] == '!') {
+      if (has(term.substr(1))) {
+        return false;
+      }
+    } else if (const size_t ne = term.find("!="); ne != std::string::npos) {
+      if (has(term.substr(0, ne)) && value(term.substr(0, ne)) == term.substr(ne + 2)) {
+        return false;
+      }
+    } else if (const size_t eq = term.find('='); eq != std::string::npos) {
+      const size_t v = term.compare(eq, 2, "==") == 0 ? eq + 2 : eq + 1;
+      if (!has(term.substr(0, eq)) || value(term.substr(0, eq)) != term.substr(v)) {
+        return false;
+      }
+    } else if (!has(term)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+const char* kindOf(const std::string& resource) {
+  return resource == "events" ? "Event" : resource == "configmaps" ? "ConfigMap" : "Lease";
+}
+
 // Media type without parameters such as "; charset=utf-8".
 std::string mediaType(const httplib::Request& req) {
   const std::string value = req.get_header_value("Content-Type");
@@ -153,6 +195,30 @@ json FakeApiServer::node(const std::string& name) const {
   std::lock_guard lock(mu_);
   const auto it = nodes_.find(name);
   return it == nodes_.end() ? json() : it->second;
+}
+
+json FakeApiServer::object(const std::string& resource, const std::string& ns,
+                           const std::string& name) const {
+  std::lock_guard lock(mu_);
+  const auto it = objects_.find({resource, ns, name});
+  return it == objects_.end() ? json() : it->second;
+}
+
+std::vector<json> FakeApiServer::objects(const std::string& resource) const {
+  std::lock_guard lock(mu_);
+  std::vector<json> out;
+  for (const auto& [key, object] : objects_) {
+    if (std::get<0>(key) == resource) {
+      out.push_back(object);
+    }
+  }
+  return out;
+}
+
+bool FakeApiServer::deleteObject(const std::string& resource, const std::string& ns,
+                                 const std::string& name) {
+  std::lock_guard lock(mu_);
+  return objects_.erase({resource, ns, name}) == 1;
 }
 
 std::vector<FakeApiServer::Request> FakeApiServer::requests() const {
@@ -243,6 +309,113 @@ FakeApiServer::Reply FakeApiServer::patchNodeLocked(const std::string& name, con
   return {200, stored};
 }
 
+FakeApiServer::Reply FakeApiServer::patchNodeStatusLocked(const std::string& name, json patch) {
+  const auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    return {404, nodeNotFound(name)};
+  }
+  if (!patch.is_object()) {
+    return {400, statusBody(400, "the patch must be a JSON object")};
+  }
+  json& stored = it->second;
+  const json wanted_rv = patch.value(json::json_pointer("/metadata/resourceVersion"), json());
+  if (!wanted_rv.is_null() && wanted_rv != stored["metadata"]["resourceVersion"]) {
+    return {409, statusBody(409,
+                            "Operation cannot be fulfilled on nodes \"" + name +
+                                "\": the object has been modified",
+                            {{"name", name}, {"kind", "nodes"}})};
+  }
+  json updated = stored;
+  json status = patch.value("status", json::object());
+  if (status.is_object() && status.contains("conditions")) {
+    // NodeStatus.Conditions: patchStrategy merge, patchMergeKey type.
+    const json conditions = status["conditions"];
+    status.erase("conditions");
+    json& merged = updated["status"]["conditions"];
+    if (!merged.is_array()) {
+      merged = json::array();
+    }
+    for (const json& c : conditions.is_array() ? conditions : json::array()) {
+      if (!c.is_object() || !c.contains("type")) {
+        return {422, statusBody(422, "status.conditions: every condition needs a type")};
+      }
+      auto same = std::find_if(merged.begin(), merged.end(),
+                               [&](const json& m) { return m.value("type", "") == c["type"]; });
+      if (same == merged.end()) {
+        merged.push_back(c);
+      } else {
+        same->merge_patch(c);
+      }
+    }
+  }
+  updated["status"].merge_patch(status);
+  if (updated != stored) {
+    updated["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    stored = std::move(updated);
+  }
+  return {200, stored};
+}
+
+FakeApiServer::Reply FakeApiServer::writeObjectLocked(const std::string& method,
+                                                      const std::string& resource,
+                                                      const std::string& ns,
+                                                      const std::string& name, const json& body) {
+  const std::string kind = kindOf(resource);
+  auto notFound = [&](const std::string& n) {
+    return Reply{404, statusBody(404, resource + " \"" + n + "\" not found",
+                                 {{"name", n}, {"kind", resource}})};
+  };
+  if (method != "DELETE" && !body.is_object()) {
+    return {400, statusBody(400, "the body must be a JSON object")};
+  }
+  if (method == "POST") {
+    const std::string n = body.value(json::json_pointer("/metadata/name"), std::string());
+    if (n.empty()) {
+      return {422, statusBody(422, kind + " is invalid: metadata.name: Required value")};
+    }
+    if (objects_.count({resource, ns, n}) != 0) {
+      return {409, statusBody(409, resource + " \"" + n + "\" already exists",
+                              {{"name", n}, {"kind", resource}})};
+    }
+    json created = body;
+    created["metadata"]["namespace"] = ns;
+    created["metadata"]["uid"] = "obj-" + std::to_string(resource_version_ + 1);
+    created["metadata"]["creationTimestamp"] = nowRfc3339();
+    created["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    objects_[{resource, ns, n}] = created;
+    return {201, created};
+  }
+  const auto it = objects_.find({resource, ns, name});
+  if (it == objects_.end()) {
+    return notFound(name);
+  }
+  if (method == "DELETE") {
+    objects_.erase(it);
+    return {200, statusBody(200, "deleted")};
+  }
+  json& stored = it->second;
+  const json wanted_rv = body.value(json::json_pointer("/metadata/resourceVersion"), json());
+  if (!wanted_rv.is_null() && wanted_rv != stored["metadata"]["resourceVersion"]) {
+    return {409, statusBody(409,
+                            "Operation cannot be fulfilled on " + resource + " \"" + name +
+                                "\": the object has been modified; please apply your changes "
+                                "to the latest version and try again",
+                            {{"name", name}, {"kind", resource}})};
+  }
+  json updated = method == "PUT" ? body : stored;
+  if (method == "PATCH") {
+    updated.merge_patch(body);
+  }
+  for (const char* field : {"name", "namespace", "uid", "creationTimestamp", "resourceVersion"}) {
+    updated["metadata"][field] = stored["metadata"][field];
+  }
+  if (updated != stored) {
+    updated["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    stored = std::move(updated);
+  }
+  return {200, stored};
+}
+
 void FakeApiServer::installRoutes() {
   httplib::Server& s = *server_;
   // Without it, headers and body written separately wait out the client's delayed ACK (40 ms).
@@ -290,8 +463,25 @@ void FakeApiServer::installRoutes() {
                   {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "127.0.0.1"}}}}});
         }));
   s.Get("/apis", api([](const httplib::Request&, httplib::Response& res) {
+          const json version = {{"groupVersion", "coordination.k8s.io/v1"}, {"version", "v1"}};
           reply(res, 200,
-                {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", json::array()}});
+                {{"kind", "APIGroupList"},
+                 {"apiVersion", "v1"},
+                 {"groups",
+                  {{{"name", "coordination.k8s.io"},
+                    {"versions", {version}},
+                    {"preferredVersion", version}}}}});
+        }));
+  s.Get("/apis/coordination.k8s.io/v1", api([](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200,
+                {{"kind", "APIResourceList"},
+                 {"groupVersion", "coordination.k8s.io/v1"},
+                 {"resources",
+                  {{{"name", "leases"},
+                    {"singularName", "lease"},
+                    {"namespaced", true},
+                    {"kind", "Lease"},
+                    {"verbs", {"create", "delete", "get", "list", "patch", "update"}}}}}});
         }));
   s.Get("/api/v1", api([](const httplib::Request&, httplib::Response& res) {
           reply(res, 200,
@@ -303,18 +493,48 @@ void FakeApiServer::installRoutes() {
                     {"namespaced", false},
                     {"kind", "Node"},
                     {"verbs", {"get", "list", "patch"}},
-                    {"shortNames", {"no"}}}}}});
+                    {"shortNames", {"no"}}},
+                   {{"name", "nodes/status"},
+                    {"singularName", ""},
+                    {"namespaced", false},
+                    {"kind", "Node"},
+                    {"verbs", {"get", "patch"}}},
+                   {{"name", "events"},
+                    {"singularName", "event"},
+                    {"namespaced", true},
+                    {"kind", "Event"},
+                    {"verbs", {"create", "delete", "get", "list", "patch", "update"}},
+                    {"shortNames", {"ev"}}},
+                   {{"name", "configmaps"},
+                    {"singularName", "configmap"},
+                    {"namespaced", true},
+                    {"kind", "ConfigMap"},
+                    {"verbs", {"create", "delete", "get", "list", "patch", "update"}},
+                    {"shortNames", {"cm"}}}}}});
         }));
-  s.Get("/api/v1/nodes", api([this](const httplib::Request&, httplib::Response& res) {
+  s.Get("/api/v1/nodes", api([this](const httplib::Request& req, httplib::Response& res) {
+          const std::string selector = req.get_param_value("labelSelector");
           std::lock_guard lock(mu_);
           json list = {{"kind", "NodeList"},
                        {"apiVersion", "v1"},
                        {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
                        {"items", json::array()}};
           for (const auto& [name, node] : nodes_) {
-            list["items"].push_back(node);
+            if (selectorMatches(selector,
+                                node.value(json::json_pointer("/metadata/labels"), json()))) {
+              list["items"].push_back(node);
+            }
           }
           reply(res, 200, list);
+          // As for GET: the listed copies are now stale.
+          for (const json& item : list["items"]) {
+            const std::string name = item["metadata"]["name"];
+            const auto [first, last] = after_get_.equal_range(name);
+            for (auto pending = first; pending != last; ++pending) {
+              patchNodeLocked(name, pending->second, /*from_client=*/false);
+            }
+            after_get_.erase(first, last);
+          }
         }));
   s.Get("/api/v1/nodes/([^/]+)", api([this](const httplib::Request& req, httplib::Response& res) {
           const std::string name = req.matches[1];
@@ -348,6 +568,71 @@ void FakeApiServer::installRoutes() {
             const Reply r = patchNodeLocked(req.matches[1], patch, /*from_client=*/true);
             reply(res, r.status, r.body);
           }));
+
+  s.Patch("/api/v1/nodes/([^/]+)/status",
+          api([this](const httplib::Request& req, httplib::Response& res) {
+            if (mediaType(req) != "application/strategic-merge-patch+json") {
+              reply(res, 415, statusBody(415, "the body of the request was in an unknown format"));
+              return;
+            }
+            const json patch = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+            if (patch.is_discarded()) {
+              reply(res, 400, statusBody(400, "error decoding patch: invalid JSON"));
+              return;
+            }
+            std::lock_guard lock(mu_);
+            const Reply r = patchNodeStatusLocked(req.matches[1], patch);
+            reply(res, r.status, r.body);
+          }));
+
+  // Namespaced objects: events and configmaps in core/v1, leases in coordination.k8s.io/v1.
+  for (const std::string prefix : {"/api/v1/namespaces/([^/]+)/(events|configmaps)",
+                                   "/apis/coordination.k8s.io/v1/namespaces/([^/]+)/(leases)"}) {
+    auto list = [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string resource = req.matches[2];
+      const std::string ns = req.matches[1];
+      json body = {{"kind", std::string(kindOf(resource)) + "List"},
+                   {"apiVersion", resource == "leases" ? "coordination.k8s.io/v1" : "v1"},
+                   {"metadata", json::object()},
+                   {"items", json::array()}};
+      std::lock_guard lock(mu_);
+      for (const auto& [key, object] : objects_) {
+        if (std::get<0>(key) == resource && std::get<1>(key) == ns) {
+          body["items"].push_back(object);
+        }
+      }
+      reply(res, 200, body);
+    };
+    auto write = [this](const httplib::Request& req, httplib::Response& res) {
+      const json body =
+          req.body.empty() ? json() : json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+      if (body.is_discarded()) {
+        reply(res, 400, statusBody(400, "invalid JSON"));
+        return;
+      }
+      std::lock_guard lock(mu_);
+      const Reply r = writeObjectLocked(req.method, req.matches[2], req.matches[1],
+                                        req.matches.size() > 3 ? req.matches[3].str() : "", body);
+      reply(res, r.status, r.body);
+    };
+    auto get = [this](const httplib::Request& req, httplib::Response& res) {
+      const json found = object(req.matches[2], req.matches[1], req.matches[3]);
+      if (found.is_null()) {
+        const std::string name = req.matches[3];
+        reply(res, 404,
+              statusBody(404, req.matches[2].str() + " \"" + name + "\" not found",
+                         {{"name", name}, {"kind", req.matches[2].str()}}));
+        return;
+      }
+      reply(res, 200, found);
+    };
+    s.Get(prefix, api(list));
+    s.Post(prefix, api(write));
+    s.Get(prefix + "/([^/]+)", api(get));
+    s.Put(prefix + "/([^/]+)", api(write));
+    s.Patch(prefix + "/([^/]+)", api(write));
+    s.Delete(prefix + "/([^/]+)", api(write));
+  }
 
   s.Post("/_test/nodes", [this](const httplib::Request& req, httplib::Response& res) {
     const json node = json::parse(req.body, nullptr, /*allow_exceptions=*/false);

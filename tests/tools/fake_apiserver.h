@@ -2,8 +2,9 @@
 // 127.0.0.1, for faultline's KubeClient and for a real kubectl (protocols.md 4.1, 4.2, 6.4).
 //
 // API (JSON bodies, errors are metav1.Status objects with kind, status, message, reason, code):
-//   GET   /version, /api, /apis, /api/v1        discovery (/api/v1 lists only "nodes")
-//   GET   /api/v1/nodes                         NodeList
+//   GET   /version, /api, /apis, /api/v1        discovery (nodes, events, configmaps, leases)
+//   GET   /api/v1/nodes[?labelSelector=S]       NodeList; S is equality-based: comma-separated
+//                                               key=value, key==value, key!=value, key, !key
 //   GET   /api/v1/nodes/{name}                  Node, or 404 NotFound
 //   PATCH /api/v1/nodes/{name}                  Content-Type application/strategic-merge-patch+json
 //         or application/merge-patch+json (else 415). Applied as an RFC 7386 merge patch, so
@@ -12,6 +13,14 @@
 //         carries metadata.resourceVersion and it is not the current one; 422 Invalid when taints
 //         repeat a (key, effect) pair or lack a key or a valid effect. A change bumps the
 //         resourceVersion (a cluster-wide integer, as a string); a no-op patch does not.
+//   PATCH /api/v1/nodes/{name}/status           strategic merge of status only: status.conditions
+//         merge by type (patchMergeKey), the rest as a merge patch; resourceVersion as above.
+//   Namespaced objects, kinds Event (/api/v1/namespaces/{ns}/events), ConfigMap
+//   (/api/v1/namespaces/{ns}/configmaps) and Lease
+//   (/apis/coordination.k8s.io/v1/namespaces/{ns}/leases):
+//   GET .../{res} (list), POST .../{res} (create: 409 AlreadyExists on a taken name), and
+//   GET | PUT | PATCH (merge) | DELETE .../{res}/{name} (404 NotFound). PUT and PATCH answer 409
+//   Conflict when the body's metadata.resourceVersion is set and not the current one.
 // Test control (not recorded in /_test/requests):
 //   POST /_test/nodes           body: a Node, at least {"metadata":{"name":"n1"}} → 201, 409 if
 //                               it exists; see createNode()
@@ -27,6 +36,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +80,13 @@ class FakeApiServer {
   bool createNode(const nlohmann::json& node);
   // The stored Node, or null if there is none.
   nlohmann::json node(const std::string& name) const;
+  // A namespaced object (resource "events", "configmaps" or "leases"), or null.
+  nlohmann::json object(const std::string& resource, const std::string& ns,
+                        const std::string& name) const;
+  // Every stored object of a resource, ordered by namespace and name.
+  std::vector<nlohmann::json> objects(const std::string& resource) const;
+  // Deletes a namespaced object as an operator would; false if there was none.
+  bool deleteObject(const std::string& resource, const std::string& ns, const std::string& name);
   // API requests received so far, oldest first.
   std::vector<Request> requests() const;
   // The next `count` requests with this method and path (no query) get `status` and a Status
@@ -77,8 +94,9 @@ class FakeApiServer {
   void failNext(const std::string& method, const std::string& path, int status, int count = 1);
   // Changes a node as a concurrent writer would: applies a JSON merge patch (no precondition) and
   // always bumps the resourceVersion, so {} just bumps it. With after_next_get the change is
-  // applied right after the next GET of the node is answered, which makes the reader's copy stale
-  // deterministically. False if the node does not exist or the result would be invalid.
+  // applied right after the next GET of the node (or LIST that returns it) is answered, which makes
+  // the reader's copy stale deterministically. False if the node does not exist or the result would
+  // be invalid.
   bool mutate(const std::string& name, const nlohmann::json& patch, bool after_next_get = false);
 
  private:
@@ -96,6 +114,10 @@ class FakeApiServer {
   void installRoutes();
   Reply createNodeLocked(const nlohmann::json& node);
   Reply patchNodeLocked(const std::string& name, const nlohmann::json& patch, bool from_client);
+  Reply patchNodeStatusLocked(const std::string& name, nlohmann::json patch);
+  Reply writeObjectLocked(const std::string& method, const std::string& resource,
+                          const std::string& ns, const std::string& name,
+                          const nlohmann::json& body);
 
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
@@ -103,6 +125,8 @@ class FakeApiServer {
 
   mutable std::mutex mu_;  // guards everything below
   std::map<std::string, nlohmann::json> nodes_;
+  // (resource, namespace, name) → object
+  std::map<std::tuple<std::string, std::string, std::string>, nlohmann::json> objects_;
   int64_t resource_version_ = 0;  // last one handed out
   int64_t nodes_created_ = 0;     // for uids
   std::vector<Request> requests_;

@@ -1,10 +1,12 @@
 // fake_apiserver: runs FakeApiServer (tests/tools/fake_apiserver.h) on 127.0.0.1 until SIGTERM
 // or SIGINT, for end-to-end tests that drive it with kubectl or curl.
 //
-//   fake_apiserver [--port N] [--port-file F] [--nodes n1,n2,...]
+//   fake_apiserver [--port N] [--port-file F] [--nodes n1,n2,...] [--labels k=v,k2=v2]
 //
-// --port 0 (the default) picks a free port; --port-file then tells the caller which one. The
-// file is written atomically (rename), so its appearance means the server is accepting.
+// --labels puts the labels on every node of --nodes (e.g. nvidia.com/gpu.present=true, which
+// makes them eligible for faultline's taints). --port 0 (the default) picks a free port;
+// --port-file then tells the caller which one. The file is written atomically (rename), so its
+// appearance means the server is accepting.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -23,6 +25,8 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "port to listen on, 0 = any free port");
   app.add_option("--port-file", port_file, "write the chosen port to this file");
   app.add_option("--nodes", nodes, "comma-separated node names to create");
+  std::string labels;
+  app.add_option("--labels", labels, "comma-separated key=value labels of every created node");
   CLI11_PARSE(app, argc, argv);
 
   // Block the signals in every thread (the server's inherit the mask) and take them in sigwait.
@@ -33,9 +37,24 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   faultline::FakeApiServer server;
+  nlohmann::json label_map = nlohmann::json::object();
+  std::istringstream pairs(labels);
+  for (std::string pair; std::getline(pairs, pair, ',');) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "fake_apiserver: --labels wants key=value, got '%s'\n", pair.c_str());
+      return 1;
+    }
+    label_map[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
   std::istringstream names(nodes);
   for (std::string name; std::getline(names, name, ',');) {
-    if (!name.empty() && !server.createNode({{"metadata", {{"name", name}}}})) {
+    nlohmann::json metadata = {{"name", name}};
+    if (!label_map.empty()) {
+      metadata["labels"] = label_map;
+      metadata["labels"]["kubernetes.io/hostname"] = name;
+    }
+    if (!name.empty() && !server.createNode({{"metadata", metadata}})) {
       std::fprintf(stderr, "fake_apiserver: cannot create node '%s'\n", name.c_str());
       return 1;
     }

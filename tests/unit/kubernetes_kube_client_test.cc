@@ -4,6 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,58 @@ TEST(KubeClientTest, SendsTheCurrentTokenFromTheFile) {
   EXPECT_NE(unreadable.error.find("token"), std::string::npos);
 }
 
+TEST(KubeClientTest, RereadsTheTokenAndRetriesOnceOn401) {
+  FakeApiServer server;
+  server.start();
+  const std::string token_file =
+      (std::filesystem::temp_directory_path() / ("fl-token401-" + std::to_string(getpid())))
+          .string();
+  std::ofstream(token_file) << "old";
+  KubeClient client(KubeConfig{server.url(), token_file, "", false});
+  server.failNext("GET", "/version", 401);
+
+  const KubeClient::Response response = client.get("/version");
+  std::filesystem::remove(token_file);
+  EXPECT_EQ(response.status, 200);
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(server.requests()[1].authorization, "Bearer old");
+  EXPECT_EQ(client.requests(), 2u);
+}
+
+TEST(KubeClientTest, ReportsRetryAfterAndSendsEveryVerb) {
+  FakeApiServer server;
+  server.start();
+  KubeClient client(KubeConfig{server.url(), "", "", false});
+  server.failNext("GET", "/version", 429);
+  EXPECT_EQ(client.get("/version").retry_after_s, 1);
+  EXPECT_EQ(client.get("/version").retry_after_s, 0);
+
+  const std::string cms = "/api/v1/namespaces/faultline/configmaps";
+  EXPECT_EQ(client.post(cms, R"({"metadata":{"name":"c"},"data":{"a":"1"}})").status, 201);
+  EXPECT_EQ(client.put(cms + "/c", R"({"metadata":{"name":"c"},"data":{"a":"2"}})").status, 200);
+  EXPECT_EQ(server.object("configmaps", "faultline", "c")["data"]["a"], "2");
+  EXPECT_EQ(client.del(cms + "/c").status, 200);
+  EXPECT_EQ(client.get(cms + "/c").status, 404);
+  std::vector<std::string> methods;
+  for (const auto& r : server.requests()) {
+    methods.push_back(r.method);
+  }
+  EXPECT_EQ(methods, (std::vector<std::string>{"GET", "GET", "POST", "PUT", "DELETE", "GET"}));
+}
+
+TEST(KubeClientTest, RateLimiterLetsABurstThrough) {
+  FakeApiServer server;
+  server.start();
+  KubeConfig config{server.url(), "", "", false};
+  config.qps = 50;
+  config.burst = 3;
+  KubeClient client(config);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(client.get("/version").status, 200);  // the rest wait for tokens, none is lost
+  }
+  EXPECT_EQ(server.requests().size(), 6u);
+}
+
 TEST(KubeClientTest, TransportErrorHasNoStatus) {
   FakeApiServer server;
   const int port = server.start();
@@ -86,6 +139,14 @@ TEST(KubeConfigTest, FromYaml) {
   EXPECT_EQ(config.token_file, "/t");
   EXPECT_EQ(config.ca_file, "/ca.pem");
   EXPECT_TRUE(config.insecure_skip_tls_verify);
+  EXPECT_EQ(config.qps, 5);
+  EXPECT_EQ(config.burst, 10);
+  const KubeConfig limited =
+      KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', qps: 20, burst: 40}"));
+  EXPECT_EQ(limited.qps, 20);
+  EXPECT_EQ(limited.burst, 40);
+  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', burst: 0}")),
+               std::runtime_error);
 }
 
 TEST(KubeConfigTest, EmptyServerOutsideAPodThrows) {

@@ -1,9 +1,14 @@
 // TaintSink against the in-process fake API server (tests/tools/fake_apiserver.h).
+#include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
 #include "sinks/kubernetes/taint_sink.h"
@@ -15,48 +20,94 @@ namespace {
 using json = nlohmann::json;
 using Lines = std::vector<std::string>;
 
+constexpr const char* kGpu = "nvidia.com/gpu.present";
+
 class TaintSinkTest : public ::testing::Test {
  protected:
   void SetUp() override { server_.start(); }
 
-  // Fast retries so that backoff does not slow the tests down.
-  TaintSinkOptions options(int max_attempts = 8) {
+  // Every node eligible, no limits, one LIST per test, fast retries: the mechanics alone.
+  static TaintSinkOptions options(int max_attempts = 8) {
     TaintSinkOptions o;
     o.max_attempts = max_attempts;
     o.initial_backoff = std::chrono::milliseconds(1);
     o.max_backoff = std::chrono::milliseconds(4);
+    o.eligible = {};
+    o.limits = {0, 0, 0, std::chrono::seconds(3600)};
+    o.node_list_period = std::chrono::hours(1);
     return o;
   }
 
   KubeConfig config() {
     KubeConfig c;
     c.server = server_.url();
+    c.qps = 0;  // no client-side rate limit in tests
     return c;
   }
 
-  static Decision decision(const std::string& node) {
+  TaintSink::Hooks hooks() {
+    TaintSink::Hooks h;
+    h.on_suppressed = [this](const Decision& d) {
+      std::lock_guard lock(mu_);
+      suppressed_.push_back(d);
+    };
+    return h;
+  }
+
+  static Decision decision(const std::string& node, const std::string& rule = "test-rule",
+                           int64_t time_ns = civilToNanos(2025, 2, 23, 16, 24, 18)) {
     Decision d;
+    d.time_ns = time_ns;
     d.node = node;
     d.taint = {"faultline.dev/faulty", "true", "NoSchedule"};
-    d.rule = "test-rule";
+    d.rule = rule;
+    d.evidence.push_back({time_ns,
+                          "nvidia-xid",
+                          "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen "
+                          "off the bus",
+                          {{"code", "79"}}});
     return d;
   }
 
-  void createNode(const std::string& name, json taints = json::array()) {
-    ASSERT_TRUE(server_.createNode({{"metadata", {{"name", name}, {"labels", {{"gpu", "a100"}}}}},
+  void createNode(const std::string& name, json taints = json::array(),
+                  json labels = {{"gpu", "a100"}}) {
+    ASSERT_TRUE(server_.createNode({{"metadata", {{"name", name}, {"labels", std::move(labels)}}},
                                     {"spec", {{"taints", std::move(taints)}}}}));
   }
 
-  // "METHOD path" of every request, in order.
-  std::vector<std::string> requestLines() {
+  // "METHOD path" of every request to a node object (not LISTs, status, events, ConfigMaps).
+  std::vector<std::string> nodeRequests() {
     std::vector<std::string> lines;
     for (const auto& r : server_.requests()) {
-      lines.push_back(r.method + " " + r.path);
+      if (r.path.rfind("/api/v1/nodes/", 0) == 0 && r.path.find("/status") == std::string::npos) {
+        lines.push_back(r.method + " " + r.path);
+      }
     }
     return lines;
   }
+  int count(const std::string& method, const std::string& path) {
+    int n = 0;
+    for (const auto& r : server_.requests()) {
+      n += r.method == method && r.path == path ? 1 : 0;
+    }
+    return n;
+  }
+  bool tainted(const std::string& node) {
+    for (const json& t : server_.node(node).value("/spec/taints"_json_pointer, json::array())) {
+      if (t["key"] == "faultline.dev/faulty") {
+        return true;
+      }
+    }
+    return false;
+  }
+  std::vector<Decision> suppressed() {
+    std::lock_guard lock(mu_);
+    return suppressed_;
+  }
 
   FakeApiServer server_;
+  std::mutex mu_;
+  std::vector<Decision> suppressed_;
 };
 
 json existingTaint() {
@@ -70,12 +121,19 @@ TEST_F(TaintSinkTest, AddsTaintKeepingExistingOnes) {
   sink.write(decision("n1"));
   sink.flush();
 
-  EXPECT_EQ(requestLines(), (Lines{"GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1"}));
-  const FakeApiServer::Request patch = server_.requests()[1];
+  // One LIST, no GET per decision.
+  EXPECT_EQ(count("GET", "/api/v1/nodes"), 1);
+  EXPECT_EQ(nodeRequests(), (Lines{"PATCH /api/v1/nodes/n1"}));
+  FakeApiServer::Request patch;
+  for (const auto& r : server_.requests()) {
+    if (r.method == "PATCH" && r.path == "/api/v1/nodes/n1") {
+      patch = r;
+    }
+  }
   EXPECT_EQ(patch.query, "fieldManager=faultline");
   EXPECT_EQ(patch.content_type, "application/strategic-merge-patch+json");
   const json body = json::parse(patch.body);
-  EXPECT_EQ(body["metadata"], json({{"resourceVersion", rv}}));
+  EXPECT_EQ(body["metadata"]["resourceVersion"], rv);
 
   const json node = server_.node("n1");
   const json& taints = node["spec"]["taints"];
@@ -93,10 +151,79 @@ TEST_F(TaintSinkTest, AddsTaintKeepingExistingOnes) {
       << time_added;
   EXPECT_EQ(node["metadata"]["labels"]["gpu"], "a100");
   EXPECT_NE(node["metadata"]["resourceVersion"], rv);
+  // The annotation records which rule tainted it and when.
+  const json mark =
+      json::parse(node["metadata"]["annotations"]["faultline.dev/taint"].get<std::string>());
+  EXPECT_EQ(mark["rule"], "test-rule");
+  EXPECT_EQ(mark["key"], "faultline.dev/faulty");
+  EXPECT_EQ(mark["effect"], "NoSchedule");
+  EXPECT_EQ(mark["time"], "2025-02-23T16:24:18.000000000Z");
+  EXPECT_TRUE(parseRfc3339(mark["applied"].get<std::string>(), &ns));
 
   const TaintSink::Counters c = sink.counters();
   EXPECT_EQ(c.applied, 1u);
-  EXPECT_EQ(c.already_present + c.conflicts_retried + c.failed, 0u);
+  EXPECT_EQ(c.already_present + c.conflicts_retried + c.failed + c.suppressed, 0u);
+}
+
+TEST_F(TaintSinkTest, EventAndConditionFieldByField) {
+  createNode("n1");
+  const std::string uid = server_.node("n1")["metadata"]["uid"];
+  TaintSink sink(config(), options());
+  sink.write(decision("n1"));
+  sink.flush();
+
+  const std::vector<json> events = server_.objects("events");
+  ASSERT_EQ(events.size(), 1u);
+  const json& e = events[0];
+  EXPECT_EQ(e["apiVersion"], "v1");
+  EXPECT_EQ(e["kind"], "Event");
+  EXPECT_EQ(e["metadata"]["namespace"], "default");
+  EXPECT_EQ(e["metadata"]["name"].get<std::string>().rfind("n1.", 0), 0u);
+  EXPECT_EQ(e["involvedObject"],
+            json({{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "n1"}, {"uid", uid}}));
+  EXPECT_EQ(e["reason"], "FaultlineTaint");
+  EXPECT_EQ(e["type"], "Warning");
+  EXPECT_EQ(e["source"]["component"], "faultline");
+  EXPECT_EQ(e["count"], 1);
+  EXPECT_EQ(e["firstTimestamp"], e["lastTimestamp"]);
+  const std::string message = e["message"];
+  EXPECT_NE(message.find("rule test-rule"), std::string::npos) << message;
+  EXPECT_NE(message.find("nvidia-xid: NVRM: Xid (PCI:0000:44:00): 79"), std::string::npos);
+  EXPECT_NE(message.find("faultline.dev/faulty=true:NoSchedule"), std::string::npos);
+
+  const json conditions = server_.node("n1")["status"]["conditions"];
+  ASSERT_EQ(conditions.size(), 2u) << conditions.dump();
+  EXPECT_EQ(conditions[0], json({{"type", "Ready"}, {"status", "True"}}));  // kept: merge by type
+  const json& c = conditions[1];
+  EXPECT_EQ(c["type"], "FaultlineFaulty");
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "FaultDetected");
+  EXPECT_NE(c["message"].get<std::string>().find("GPU has fallen off the bus"), std::string::npos);
+  int64_t ns = 0;
+  EXPECT_TRUE(parseRfc3339(c["lastHeartbeatTime"].get<std::string>(), &ns));
+  EXPECT_TRUE(parseRfc3339(c["lastTransitionTime"].get<std::string>(), &ns));
+  for (const auto& r : server_.requests()) {
+    if (r.path == "/api/v1/nodes/n1/status") {
+      EXPECT_EQ(r.content_type, "application/strategic-merge-patch+json");
+    }
+  }
+}
+
+TEST_F(TaintSinkTest, RepeatedEventIsAggregated) {
+  createNode("n1", json::array(), {{"faultline.dev/opt-out", "true"}});
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n1"));
+  sink.write(decision("n1"));
+  sink.flush();
+
+  const std::vector<json> events = server_.objects("events");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "FaultlineSuppressed");
+  EXPECT_EQ(events[0]["count"], 2);
+  EXPECT_EQ(count("POST", "/api/v1/namespaces/default/events"), 1);
+  EXPECT_EQ(count("PATCH", "/api/v1/namespaces/default/events/" +
+                               events[0]["metadata"]["name"].get<std::string>()),
+            1);
 }
 
 TEST_F(TaintSinkTest, SameKeyWithOtherEffectIsAnotherTaint) {
@@ -121,7 +248,8 @@ TEST_F(TaintSinkTest, IdempotentWhenTaintPresent) {
   sink.write(decision("n1"));
   sink.flush();
 
-  EXPECT_EQ(requestLines(), (Lines{"GET /api/v1/nodes/n1", "GET /api/v1/nodes/n1"}));
+  EXPECT_EQ(nodeRequests(), Lines{});  // no write when nothing changes
+  EXPECT_TRUE(server_.objects("events").empty());
   EXPECT_EQ(server_.node("n1"), before);
   EXPECT_EQ(sink.counters().already_present, 2u);
   EXPECT_EQ(sink.counters().applied, 0u);
@@ -130,15 +258,15 @@ TEST_F(TaintSinkTest, IdempotentWhenTaintPresent) {
 TEST_F(TaintSinkTest, ConflictIsRetriedAndConcurrentWritersTaintKept) {
   createNode("n1", json::array({existingTaint()}));
   const json other = {{"key", "other.example/writer"}, {"effect", "NoExecute"}};
-  // Another writer adds its taint right after our first GET, so our first PATCH is stale.
+  // Another writer adds its taint right after our LIST, so our first PATCH is stale.
   ASSERT_TRUE(server_.mutate("n1", {{"spec", {{"taints", json::array({existingTaint(), other})}}}},
                              /*after_next_get=*/true));
   TaintSink sink(config(), options());
   sink.write(decision("n1"));
   sink.flush();
 
-  EXPECT_EQ(requestLines(), (Lines{"GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1",
-                                   "GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1"}));
+  EXPECT_EQ(nodeRequests(),
+            (Lines{"PATCH /api/v1/nodes/n1", "GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1"}));
   const json taints = server_.node("n1")["spec"]["taints"];
   ASSERT_EQ(taints.size(), 3u) << taints.dump();
   EXPECT_EQ(taints[0], existingTaint());
@@ -150,28 +278,71 @@ TEST_F(TaintSinkTest, ConflictIsRetriedAndConcurrentWritersTaintKept) {
   EXPECT_EQ(c.failed, 0u);
 }
 
-TEST_F(TaintSinkTest, MissingNodeIsDropped) {
-  TaintSink sink(config(), options());
+TEST_F(TaintSinkTest, ConflictStormWithConcurrentWriterLosesNothing) {
+  const std::vector<std::string> names = {"n1", "n2", "n3", "n4", "n5"};
+  const json theirs = {{"key", "other.example/writer"}, {"effect", "NoSchedule"}};
+  for (const auto& n : names) {
+    createNode(n, json::array({theirs}));
+  }
+  // Injected 409s, a change right after our read of every node, and a concurrent writer (a
+  // kubelet-like heartbeat) that keeps changing one node after another.
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 409, 3);
+  for (const auto& n : names) {
+    ASSERT_TRUE(server_.mutate(n, {{"metadata", {{"labels", {{"heartbeat", "0"}}}}}},
+                               /*after_next_get=*/true));
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> writes{0};
+  std::thread writer([&] {
+    for (int i = 1; !done; ++i) {
+      server_.mutate(names[i % names.size()],
+                     {{"metadata", {{"labels", {{"heartbeat", std::to_string(i)}}}}}});
+      ++writes;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  TaintSink sink(config(), options(/*max_attempts=*/100));
+  for (const auto& n : names) {
+    sink.write(decision(n));
+  }
+  sink.flush();
+  done = true;
+  writer.join();
+
+  EXPECT_GT(writes.load(), 0);
+  for (const auto& n : names) {
+    const json taints = server_.node(n)["spec"]["taints"];
+    ASSERT_EQ(taints.size(), 2u) << n << " " << taints.dump();
+    EXPECT_EQ(taints[0], theirs) << n;
+    EXPECT_EQ(taints[1]["key"], "faultline.dev/faulty") << n;
+  }
+  EXPECT_EQ(sink.counters().applied, names.size());
+  EXPECT_GE(sink.counters().conflicts_retried, 3u + names.size() - 1);  // n1: the injected ones
+  EXPECT_EQ(sink.counters().failed, 0u);
+}
+
+TEST_F(TaintSinkTest, MissingNodeIsSuppressedAsNotEligible) {
+  TaintSink sink(config(), options(), hooks());
   sink.write(decision("gone"));
   sink.flush();
 
-  EXPECT_EQ(requestLines(), (Lines{"GET /api/v1/nodes/gone"}));
-  EXPECT_EQ(sink.counters().failed, 1u);
+  EXPECT_EQ(nodeRequests(), Lines{});
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_NE(suppressed()[0].reason.find("not eligible"), std::string::npos);
 }
 
 TEST_F(TaintSinkTest, ServerErrorsAreRetried) {
   createNode("n1");
-  server_.failNext("GET", "/api/v1/nodes/n1", 503);
+  server_.failNext("GET", "/api/v1/nodes", 503);
   server_.failNext("PATCH", "/api/v1/nodes/n1", 500);
-  server_.failNext("PATCH", "/api/v1/nodes/n1", 429);
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 429);  // Retry-After: 1 is honoured
   TaintSink sink(config(), options());
   sink.write(decision("n1"));
   sink.flush();
 
-  EXPECT_EQ(requestLines(),
-            (Lines{"GET /api/v1/nodes/n1", "GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1",
-                   "GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1", "GET /api/v1/nodes/n1",
-                   "PATCH /api/v1/nodes/n1"}));
+  EXPECT_EQ(count("GET", "/api/v1/nodes"), 2);
+  EXPECT_EQ(nodeRequests(),
+            (Lines{"PATCH /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1"}));
   EXPECT_EQ(server_.node("n1")["spec"]["taints"].size(), 1u);
   EXPECT_EQ(sink.counters().applied, 1u);
   EXPECT_EQ(sink.counters().failed, 0u);
@@ -184,9 +355,10 @@ TEST_F(TaintSinkTest, GivesUpAfterMaxAttempts) {
   sink.write(decision("n1"));
   sink.flush();
 
-  EXPECT_EQ(server_.requests().size(), 6u);
+  EXPECT_EQ(nodeRequests().size(), 3u);
   EXPECT_EQ(sink.counters().failed, 1u);
   EXPECT_EQ(sink.counters().applied, 0u);
+  EXPECT_FALSE(tainted("n1"));
 }
 
 TEST_F(TaintSinkTest, ClientErrorIsDropped) {
@@ -196,7 +368,7 @@ TEST_F(TaintSinkTest, ClientErrorIsDropped) {
   sink.write(decision("n1"));
   sink.flush();
 
-  EXPECT_EQ(requestLines(), (Lines{"GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1"}));
+  EXPECT_EQ(nodeRequests(), (Lines{"PATCH /api/v1/nodes/n1"}));
   EXPECT_EQ(sink.counters().failed, 1u);
 }
 
@@ -208,7 +380,7 @@ TEST_F(TaintSinkTest, InvalidTaintIsDroppedOn422) {
   sink.write(d);
   sink.flush();
 
-  EXPECT_EQ(server_.requests().size(), 2u);
+  EXPECT_EQ(nodeRequests().size(), 1u);
   EXPECT_EQ(sink.counters().failed, 1u);
   EXPECT_TRUE(server_.node("n1")["spec"]["taints"].empty());
 }
@@ -237,6 +409,327 @@ TEST_F(TaintSinkTest, DestructorDrainsTheQueue) {
   for (const char* name : {"n1", "n2.example.com", "gpu-node-3"}) {
     EXPECT_EQ(server_.node(name)["spec"]["taints"].size(), 1u) << name;
   }
+}
+
+// --- eligibility, the blast-radius guard and the breaker ---
+
+class GuardTest : public TaintSinkTest {
+ protected:
+  // `eligible` GPU nodes g0.., plus two CPU nodes that are never eligible.
+  void createCluster(int eligible) {
+    for (int i = 0; i < eligible; ++i) {
+      createNode("g" + std::to_string(i), json::array(), {{kGpu, "true"}});
+    }
+    createNode("cpu-0", json::array(), {{"node-role", "cpu"}});
+    createNode("cpu-1", json::array(), {{"node-role", "cpu"}});
+  }
+  static TaintSinkOptions guarded(BlastRadiusLimits limits) {
+    TaintSinkOptions o = options();
+    o.eligible = {std::string(kGpu) + "=true", "aws.amazon.com/neuron.present=true"};
+    o.limits = limits;
+    return o;
+  }
+  json breaker() { return server_.object("configmaps", "faultline", "faultline-breaker"); }
+};
+
+TEST_F(GuardTest, ListsEligibleNodesBySelector) {
+  createCluster(2);
+  TaintSink sink(config(), guarded({0, 0, 0, std::chrono::seconds(60)}), hooks());
+  sink.write(decision("cpu-0"));
+  sink.write(decision("g1"));
+  sink.flush();
+
+  Lines queries;
+  for (const auto& r : server_.requests()) {
+    if (r.method == "GET" && r.path == "/api/v1/nodes") {
+      queries.push_back(r.query);
+    }
+  }
+  EXPECT_EQ(queries, (Lines{"labelSelector=nvidia.com%2Fgpu.present%3Dtrue",
+                            "labelSelector=aws.amazon.com%2Fneuron.present%3Dtrue"}));
+  EXPECT_FALSE(tainted("cpu-0"));
+  EXPECT_TRUE(tainted("g1"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].node, "cpu-0");
+  EXPECT_EQ(suppressed()[0].action, Decision::Action::kSuppressed);
+}
+
+TEST_F(GuardTest, CountLimitTripsTheBreaker) {
+  createCluster(10);
+  TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), hooks());
+  for (const char* n : {"g0", "g1", "g2", "g3"}) {
+    sink.write(decision(n));
+  }
+  sink.flush();
+
+  EXPECT_TRUE(tainted("g0"));
+  EXPECT_TRUE(tainted("g1"));
+  EXPECT_FALSE(tainted("g2"));
+  EXPECT_FALSE(tainted("g3"));
+  const std::vector<Decision> s = suppressed();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].node, "g2");
+  EXPECT_EQ(s[0].rule, "test-rule");
+  EXPECT_EQ(s[0].action, Decision::Action::kSuppressed);
+  EXPECT_EQ(s[0].reason, "would taint 3 nodes, over max_tainted 2");
+  EXPECT_EQ(s[0].evidence.size(), 1u);
+  EXPECT_NE(s[1].reason.find("breaker is tripped"), std::string::npos) << s[1].reason;
+  EXPECT_EQ(sink.counters().suppressed, 2u);
+  EXPECT_EQ(sink.breakerTripped(), "would taint 3 nodes, over max_tainted 2");
+  // The trip is recorded in the API server, where an operator sees and resets it.
+  ASSERT_TRUE(breaker().is_object());
+  EXPECT_EQ(breaker()["data"]["reason"], "would taint 3 nodes, over max_tainted 2");
+  // And each refusal is an Event on its node.
+  int suppressed_events = 0;
+  for (const json& e : server_.objects("events")) {
+    if (e["reason"] == "FaultlineSuppressed") {
+      ++suppressed_events;
+      EXPECT_EQ(e["type"], "Warning");
+    }
+  }
+  EXPECT_EQ(suppressed_events, 2);
+}
+
+TEST_F(GuardTest, PercentageLimitCountsTaintsFaultlineDidNotWrite) {
+  createCluster(20);
+  // Someone else's copy of faultline's taint counts too: it is what the cluster carries.
+  ASSERT_TRUE(server_.mutate(
+      "g5",
+      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  TaintSink sink(config(), guarded({0, 10, 0, std::chrono::seconds(60)}), hooks());
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));
+  sink.flush();
+
+  EXPECT_TRUE(tainted("g0"));
+  EXPECT_FALSE(tainted("g1"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason,
+            "would taint 3 of 20 eligible nodes, over max_tainted_percent 10 (2 nodes)");
+}
+
+TEST_F(GuardTest, PercentageAllowsOneNodeInASmallPool) {
+  createCluster(3);
+  TaintSink sink(config(), guarded({0, 5, 0, std::chrono::seconds(60)}), hooks());
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));
+  sink.flush();
+
+  EXPECT_TRUE(tainted("g0"));
+  EXPECT_FALSE(tainted("g1"));
+  EXPECT_EQ(suppressed().size(), 1u);
+}
+
+TEST_F(GuardTest, RateLimitCountsRecentTaintsOnly) {
+  createCluster(10);
+  // Tainted two hours ago: outside the window.
+  ASSERT_TRUE(server_.mutate(
+      "g9", {{"spec",
+              {{"taints",
+                {{{"key", "faultline.dev/faulty"},
+                  {"effect", "NoSchedule"},
+                  {"timeAdded", formatRfc3339(nowNanos() - 7200 * kNanosPerSecond)}}}}}}}));
+  TaintSink sink(config(), guarded({0, 0, 2, std::chrono::seconds(3600)}), hooks());
+  for (const char* n : {"g0", "g1", "g2"}) {
+    sink.write(decision(n));
+  }
+  sink.flush();
+
+  EXPECT_TRUE(tainted("g0"));
+  EXPECT_TRUE(tainted("g1"));
+  EXPECT_FALSE(tainted("g2"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
+}
+
+TEST_F(GuardTest, BreakerStaysTrippedUntilTheOperatorDeletesTheConfigMap) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
+  o.node_list_period = std::chrono::milliseconds(0);  // re-read before every decision
+  {
+    TaintSink sink(config(), o, hooks());
+    sink.write(decision("g0"));
+    sink.write(decision("g1"));  // trips
+    sink.flush();
+  }
+  EXPECT_TRUE(tainted("g0"));
+  EXPECT_FALSE(tainted("g1"));
+  ASSERT_TRUE(breaker().is_object());
+
+  // A restarted service (or a new leader) finds the breaker tripped even with room to taint.
+  ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
+  {
+    TaintSink sink(config(), o, hooks());
+    sink.write(decision("g2"));
+    sink.flush();
+    EXPECT_FALSE(tainted("g2"));
+    EXPECT_NE(sink.breakerTripped(), "");
+
+    // kubectl -n faultline delete configmap faultline-breaker
+    ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
+    sink.write(decision("g3"));
+    sink.flush();
+    EXPECT_TRUE(tainted("g3"));
+    EXPECT_EQ(sink.breakerTripped(), "");
+  }
+  ASSERT_EQ(suppressed().size(), 2u);
+  EXPECT_NE(suppressed()[1].reason.find("delete ConfigMap faultline/faultline-breaker"),
+            std::string::npos);
+}
+
+// --- respecting operators ---
+
+TEST_F(TaintSinkTest, OptOutLabelIsRespected) {
+  createNode("n1", json::array(), {{"faultline.dev/opt-out", "true"}});
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(nodeRequests(), Lines{});
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "node opted out (label faultline.dev/opt-out=true)");
+}
+
+TEST_F(TaintSinkTest, HandRemovedTaintIsNotPutBackForTheSameIncident) {
+  createNode("n1");
+  const int64_t t0 = civilToNanos(2025, 2, 23, 16, 0, 0);
+  {
+    TaintSink sink(config(), options(), hooks());
+    sink.write(decision("n1", "xid-fatal", t0));
+    sink.flush();
+  }
+  ASSERT_TRUE(tainted("n1"));
+  // kubectl taint nodes n1 faultline.dev/faulty:NoSchedule-   (keeps the annotation)
+  ASSERT_TRUE(server_.mutate("n1", {{"spec", {{"taints", json::array()}}}}));
+
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n1", "xid-fatal", t0));                           // the same line again
+  sink.write(decision("n1", "xid-fatal", t0 + 3600 * kNanosPerSecond));  // the same incident
+  sink.flush();
+  EXPECT_FALSE(tainted("n1"));
+  ASSERT_EQ(suppressed().size(), 2u);
+  EXPECT_NE(suppressed()[0].reason.find("removed by hand"), std::string::npos);
+
+  // Another rule, or the same rule after reapply_after, is a new incident.
+  sink.write(decision("n1", "xid-fatal", t0 + 25 * 3600 * kNanosPerSecond));
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+}
+
+TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {
+  // n1 carries the same taint key, set by someone else: never removed.
+  createNode("n1", json::array({{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}));
+  createNode("n2", json::array({existingTaint()}));
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n2"));
+  Decision untaint_n1 = decision("n1");
+  untaint_n1.action = Decision::Action::kUntaint;
+  untaint_n1.reason = "recovered";
+  Decision untaint_n2 = untaint_n1;
+  untaint_n2.node = "n2";
+  sink.write(untaint_n1);
+  sink.write(untaint_n2);
+  sink.flush();
+
+  EXPECT_TRUE(tainted("n1"));
+  const json n2 = server_.node("n2");
+  EXPECT_EQ(n2["spec"]["taints"], json::array({existingTaint()}));
+  EXPECT_FALSE(n2["metadata"].value("annotations", json::object()).contains("faultline.dev/taint"));
+  EXPECT_EQ(sink.counters().untainted, 1u);
+  const json& c = n2["status"]["conditions"][1];
+  EXPECT_EQ(c["type"], "FaultlineFaulty");
+  EXPECT_EQ(c["status"], "False");
+  EXPECT_EQ(c["reason"], "Recovered");
+  bool untaint_event = false;
+  for (const json& e : server_.objects("events")) {
+    untaint_event |= e["reason"] == "FaultlineUntaint" && e["type"] == "Normal" &&
+                     e["involvedObject"]["name"] == "n2";
+  }
+  EXPECT_TRUE(untaint_event);
+}
+
+TEST_F(TaintSinkTest, DryRunWritesNothing) {
+  createNode("n1");
+  TaintSinkOptions global = options();
+  global.dry_run = true;
+  TaintSinkOptions per_rule = options();
+  per_rule.dry_run_rules = {"noisy-rule"};
+  {
+    TaintSink sink(config(), global);
+    sink.write(decision("n1"));
+    sink.flush();
+    EXPECT_EQ(sink.counters().dry_run, 1u);
+  }
+  {
+    TaintSink sink(config(), per_rule);
+    sink.write(decision("n1", "noisy-rule"));
+    sink.flush();
+    EXPECT_EQ(sink.counters().dry_run, 1u);
+  }
+  EXPECT_TRUE(server_.requests().empty());
+  EXPECT_FALSE(tainted("n1"));
+}
+
+// --- leadership ---
+
+TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
+  createNode("n1");
+  createNode("n2");
+  std::atomic<bool> leader{false};
+  TaintSink::Hooks h = hooks();
+  h.may_write = [&] { return leader.load(); };
+  TaintSink sink(config(), options(), h);
+  sink.write(decision("n1"));
+  sink.flush();
+  EXPECT_TRUE(server_.requests().empty());
+
+  // The old leader wrote n2's taint before it died; n1's it never did.
+  ASSERT_TRUE(server_.mutate(
+      "n2",
+      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  sink.write(decision("n2"));
+  leader = true;
+  for (int i = 0; i < 100 && !tainted("n1"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 1);
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n2"), 0);
+  EXPECT_EQ(sink.counters().applied, 1u);
+  EXPECT_EQ(sink.counters().already_present, 1u);
+}
+
+TEST(TaintSinkOptionsTest, FromYaml) {
+  const TaintSinkOptions o = TaintSinkOptions::fromYaml(YAML::Load(R"(
+eligible: ["pool=gpu"]
+opt_out_label: example.com/no-faultline
+node_list_period: 10s
+guard: {max_tainted: 4, max_tainted_percent: 2.5, max_new: 1, window: 30m}
+namespace: ops
+breaker_configmap: fl-breaker
+dry_run: true
+dry_run_rules: [a, b]
+reapply_after: 2h
+condition_type: GPUFaulty
+)"));
+  EXPECT_EQ(o.eligible, (std::vector<std::string>{"pool=gpu"}));
+  EXPECT_EQ(o.opt_out_label, "example.com/no-faultline");
+  EXPECT_EQ(o.node_list_period, std::chrono::seconds(10));
+  EXPECT_EQ(o.limits.max_tainted, 4);
+  EXPECT_EQ(o.limits.max_tainted_percent, 2.5);
+  EXPECT_EQ(o.limits.max_new, 1);
+  EXPECT_EQ(o.limits.window, std::chrono::minutes(30));
+  EXPECT_EQ(o.breaker_namespace, "ops");
+  EXPECT_EQ(o.breaker_configmap, "fl-breaker");
+  EXPECT_TRUE(o.dry_run);
+  EXPECT_EQ(o.dry_run_rules, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(o.reapply_after, std::chrono::hours(2));
+  EXPECT_EQ(o.condition_type, "GPUFaulty");
+  EXPECT_THROW(TaintSinkOptions::fromYaml(YAML::Load("{guard: {max_tainted_percent: 150}}")),
+               std::runtime_error);
+  EXPECT_THROW(TaintSinkOptions::fromYaml(YAML::Load("{reapply_after: soon}")), std::runtime_error);
 }
 
 }  // namespace

@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# faultline's matcher against the tools people use, on the same bytes, in one run; writes the table
+# with the machine's details to bench/RESULTS.md (and prints it).
+#
+#   bench/compare.sh [BUILD_DIR]   (default: build; needs the faultline and faultline_match_file
+#                                   targets built, Release)
+#   env: LINES (1000000), N (300 patterns), CPU (core to pin to, 1), RUNS (3), SLOW_LINES (50000:
+#        the per-line Python and Go loops run on the first SLOW_LINES lines only), WORK (temp dir),
+#        OUT (bench/RESULTS.md)
+#
+# Corpus: bench/make_corpus.py (seeded; real kernel formats, dmesg and syslog files, 8 nodes, one
+# fault per 100,000 lines), concatenated into corpus.log. Patterns: the bench bank of N patterns
+# (bench/bench_bank.h: the real bank's kernel signatures, then per-Xid/SXid/NCCL/mlx5 variants).
+# Engines, each pinned to CPU:
+#   faultline matcher  faultline_match_file: lines in memory, 8192-line batches, Matcher::match
+#   memchr             the same program's line split alone (the floor)
+#   faultline replay   `faultline replay` of the corpus as .zst files to decisions, with the
+#                      production bank (rules/): decompression, parsing, matching, correlation
+#   grep -E -c -f      GNU grep, LC_ALL=C, the patterns translated to POSIX ERE
+#   rg -c -f           ripgrep, one thread, the RE2 patterns without group names
+#   python re loop     every pattern's re.search on every line (as Konduktor matches)
+#   go regexp loop     every pattern's MatchString on every line (as node-problem-detector does);
+#                      golang-go is installed with apt if missing
+# MB/s counts text bytes (newlines included), MB = 10^6 bytes. In-process engines report the best
+# of RUNS passes, whole-process ones the median wall time of RUNS runs (start-up included).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-build}" && pwd)
+lines=${LINES:-1000000}
+n=${N:-300}
+cpu=${CPU:-1}
+runs=${RUNS:-3}
+slow=${SLOW_LINES:-50000}
+out=${OUT:-$here/RESULTS.md}
+work=${WORK:-$(mktemp -d)}
+fl=$build/faultline
+mf=$build/bench/faultline_match_file
+for b in "$fl" "$mf"; do
+  [[ -x $b ]] || { echo "compare.sh: $b not found (build it first)" >&2; exit 2; }
+done
+if ! command -v go >/dev/null; then
+  echo "installing golang-go ..." >&2
+  sudo_=""; [[ $(id -u) == 0 ]] || sudo_=sudo
+  $sudo_ apt-get install -y -qq --no-install-recommends golang-go >&2
+fi
+pin=(taskset -c "$cpu")
+mkdir -p "$work/plain" "$work/zst"
+
+echo "corpus: $lines lines in $work ..." >&2
+python3 "$here/make_corpus.py" --out "$work/plain" --lines "$lines" --nodes 8 --seed 1 \
+  2>"$work/corpus.log.txt" >/dev/null
+cat "$work"/plain/*.dmesg "$work"/plain/*.syslog >"$work/corpus.log"
+for f in "$work"/plain/*.dmesg "$work"/plain/*.syslog; do
+  zstd -q -f -3 "$f" -o "$work/zst/$(basename "$f").zst"
+done
+head -n "$slow" "$work/corpus.log" >"$work/slow.log"
+bytes=$(stat -c %s "$work/corpus.log")
+slow_bytes=$(stat -c %s "$work/slow.log")
+
+# Patterns: RE2 as they are (rg, Python, Go) and as POSIX ERE for grep.
+"$mf" --patterns "$n" >"$work/pats.re2"
+# rg joins the patterns into one regex: group names would repeat, so drop them.
+sed -E 's/\(\?P<[^>]+>/(/g' "$work/pats.re2" >"$work/pats.rg"
+python3 - "$work/pats.re2" "$work/pats.ere" <<'EOF'
+import re, sys
+# RE2 -> GNU ERE: named and non-capturing groups become groups, Perl classes become POSIX
+# classes, lazy quantifiers greedy (same lines match), [^\n] and [\s\S] any character (grep sees
+# one line at a time). Backslashes inside brackets are literal in ERE, so classes are rewritten.
+PERL = {"d": "0-9", "s": "[:space:]", "w": "[:alnum:]_"}
+def translate(p):
+    out, i, bad = [], 0, None
+    while i < len(p):
+        c = p[i]
+        if p.startswith("(?P<", i):
+            i = p.index(">", i) + 1; out.append("("); continue
+        if p.startswith("(?:", i):
+            i += 3; out.append("("); continue
+        if p.startswith("(?", i):
+            bad = "flags group"; break
+        if c in "*+?" and i + 1 < len(p) and p[i + 1] == "?":
+            out.append(c); i += 2; continue
+        if c == "\\":
+            e = p[i + 1]
+            if e in "dsw": out.append("[" + PERL[e] + "]")
+            elif e == "S": out.append("[^[:space:]]")
+            elif e == "D": out.append("[^0-9]")
+            elif e in "xpPC": bad = "\\" + e; break
+            else: out.append("\\" + e)
+            i += 2; continue
+        if c == "[":
+            j = i + 1; neg = p[j] == "^"; j += neg; items = []
+            while True:
+                if p[j] == "]" and items: break
+                if p[j] == "\\":
+                    e = p[j + 1]
+                    if e in "dsw": items.append(PERL[e])
+                    elif e == "n": items.append("\n")
+                    elif e == "S": items.append("S!")
+                    else: items.append(e)
+                    j += 2
+                else:
+                    items.append(p[j]); j += 1
+            i = j + 1
+            if "\n" in items and neg and len(items) == 1: out.append("."); continue
+            if "S!" in items and not neg: out.append("."); continue  # [\s\S]
+            if "S!" in items: bad = "class with \\S"; break
+            body = "".join(x for x in items if x != "\n")
+            if "]" in body: body = "]" + body.replace("]", "")
+            out.append("[" + ("^" if neg else "") + body + "]"); continue
+        out.append(c); i += 1
+    return None if bad else "".join(out), bad
+src, dst = sys.argv[1], sys.argv[2]
+with open(dst, "w") as f:
+    for line in open(src):
+        ere, bad = translate(line.rstrip("\n"))
+        if ere is None:
+            print("untranslatable for ERE (%s): %s" % (bad, line.strip()), file=sys.stderr)
+            continue
+        f.write(ere + "\n")
+EOF
+
+cat >"$work/loop.py" <<'EOF'
+import re, sys, time
+pats = [re.compile(l.rstrip("\n")) for l in open(sys.argv[1])]
+data = open(sys.argv[2], "rb").read().decode("utf-8", "replace").split("\n")
+if data and data[-1] == "": data.pop()
+t0 = time.perf_counter(); matching = 0
+for line in data:
+    hit = False
+    for p in pats:
+        if p.search(line): hit = True
+    matching += hit
+print(matching, time.perf_counter() - t0)
+EOF
+mkdir -p "$work/goloop"
+cat >"$work/goloop/main.go" <<'EOF'
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+)
+
+func main() {
+	var pats []*regexp.Regexp
+	pf, _ := os.Open(os.Args[1])
+	ps := bufio.NewScanner(pf)
+	for ps.Scan() {
+		pats = append(pats, regexp.MustCompile(ps.Text()))
+	}
+	data, _ := os.ReadFile(os.Args[2])
+	var lines []string
+	start := 0
+	for i, b := range data {
+		if b == '\n' {
+			lines = append(lines, string(data[start:i]))
+			start = i + 1
+		}
+	}
+	t0 := time.Now()
+	matching := 0
+	for _, l := range lines {
+		hit := false
+		for _, p := range pats {
+			if p.MatchString(l) {
+				hit = true
+			}
+		}
+		if hit {
+			matching++
+		}
+	}
+	fmt.Println(matching, time.Since(t0).Seconds())
+}
+EOF
+(cd "$work/goloop" && GOCACHE=$work/gocache GO111MODULE=off go build -o "$work/goloop/goloop" main.go)
+
+median() { sort -g | sed -n "$(((runs + 1) / 2))p"; }
+# Median wall seconds of RUNS runs of a command (its stdout to $work/last.out).
+timed() {
+  for ((i = 0; i < runs; i++)); do
+    local t0=$EPOCHREALTIME
+    "${pin[@]}" "$@" >"$work/last.out" || { echo "compare.sh: failed: $*" >&2; exit 1; }
+    awk -v a="$EPOCHREALTIME" -v b="$t0" 'BEGIN { printf "%.4f\n", a - b }'
+  done | median
+}
+rows=()
+row() { rows+=("$1|$2|$3|$4|$5"); } # engine, bytes, lines, seconds, matching lines
+
+echo "faultline matcher, memchr ..." >&2
+mf_out=$("${pin[@]}" "$mf" "$n" "$work/corpus.log" --reps "$runs")
+read -r _ mc_mbs _ m_lines < <(grep '^memchr' <<<"$mf_out")
+read -r _ f_mbs _ f_match _ < <(grep '^faultline' <<<"$mf_out")
+row "faultline matcher (N=$n)" "$bytes" "$m_lines" "$(awk -v b="$bytes" -v r="$f_mbs" 'BEGIN{print b/r/1e6}')" "$f_match"
+row "memchr line split" "$bytes" "$m_lines" "$(awk -v b="$bytes" -v r="$mc_mbs" 'BEGIN{print b/r/1e6}')" "-"
+
+echo "faultline replay (.zst) ..." >&2
+rp=()
+for ((i = 0; i < runs; i++)); do
+  s=$("${pin[@]}" "$fl" replay --year 2025 --decisions /dev/null "$work"/zst/*.zst 2>&1 >/dev/null | grep replayed)
+  rp+=("$(sed -E 's/.*: ([0-9]+) lines .*, ([0-9]+) hits, ([0-9]+) decisions .*\(([0-9]+) lines\/s.*/\1 \2 \4/' <<<"$s")")
+done
+r_lps=$(printf '%s\n' "${rp[@]}" | awk '{print $3}' | median)
+read -r r_lines r_hits _ <<<"${rp[0]}"
+row "faultline replay .zst, rules/ bank" "$bytes" "$r_lines" "$(awk -v l="$r_lines" -v r="$r_lps" 'BEGIN{print l/r}')" "$r_hits hits"
+
+echo "grep, rg ..." >&2
+t=$(LC_ALL=C timed grep -E -c -f "$work/pats.ere" "$work/corpus.log")
+row "grep -E -c -f (GNU grep $(grep --version | head -1 | awk '{print $NF}'))" "$bytes" "$m_lines" "$t" "$(cat "$work/last.out")"
+t=$(timed rg -j1 -c -f "$work/pats.rg" "$work/corpus.log")
+row "rg -j1 -c -f (ripgrep $(rg --version | head -1 | awk '{print $2}'))" "$bytes" "$m_lines" "$t" "$(cat "$work/last.out")"
+
+echo "python, go loops on $slow lines ..." >&2
+read -r p_match p_t < <("${pin[@]}" python3 "$work/loop.py" "$work/pats.re2" "$work/slow.log")
+row "python re loop ($(python3 -V | awk '{print $2}'), first $slow lines)" "$slow_bytes" "$slow" "$p_t" "$p_match"
+read -r g_match g_t < <("${pin[@]}" "$work/goloop/goloop" "$work/pats.re2" "$work/slow.log")
+row "go regexp loop ($(go version | awk '{print $3}'), first $slow lines)" "$slow_bytes" "$slow" "$g_t" "$g_match"
+
+{
+  echo "# bench/compare.sh results"
+  echo
+  echo "$(date -u +%Y-%m-%dT%H:%MZ); $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs," \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; pinned to CPU $cpu."
+  echo "Corpus: $m_lines lines, $((bytes / 1000000)) MB ($(awk -v b="$bytes" -v l="$m_lines" 'BEGIN{printf "%.0f", b/l}') B/line), make_corpus.py seed 1;" \
+    "N=$n patterns ($(wc -l <"$work/pats.ere") translated to ERE). Runs: $runs."
+  echo
+  echo "| engine | MB/s | lines/s | matching lines | faultline matcher speed / this |"
+  echo "| --- | ---: | ---: | ---: | ---: |"
+  f_rate=$f_mbs
+  for r in "${rows[@]}"; do
+    IFS='|' read -r name b l s m <<<"$r"
+    awk -v name="$name" -v b="$b" -v l="$l" -v s="$s" -v m="$m" -v f="$f_rate" 'BEGIN {
+      mbs = b / s / 1e6; printf "| %s | %.1f | %.0f | %s | %.2f |\n", name, mbs, l / s, m, f / mbs }'
+  done
+} | tee "$out"

@@ -1,0 +1,130 @@
+// The bounded hand-off between ingest sources (any thread) and the one pipeline thread.
+//
+// Capacity is in bytes, as each producer accounts its batch (for push: the decompressed body;
+// for Kafka: the message values), so memory held by queued and in-process batches stays below
+// `max_bytes` whatever the input rate. A batch's bytes are released only after the pipeline has
+// processed it (done()), not when it is taken off the queue. When the queue is full, tryPush()
+// fails at once (the HTTP endpoints answer 429) and push() waits (the Kafka source, which keeps
+// polling its paused consumer meanwhile). A batch larger than the whole capacity is admitted
+// when the queue is empty, so that no input can wedge it. Waiting pushers take precedence: while
+// one waits, tryPush() fails, so a flood of HTTP requests cannot starve Kafka.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <utility>
+
+#include "core/record.h"
+
+namespace faultline {
+
+class BatchQueue {
+ public:
+  struct Item {
+    RecordBatch batch;
+    size_t bytes = 0;            // what the producer accounted; released by done()
+    std::function<void()> done;  // called on the pipeline thread once processed; may be empty
+  };
+
+  explicit BatchQueue(size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // Enqueues if there is room and nobody waits in push(); else returns false and leaves `item`.
+  bool tryPush(Item& item) {
+    std::lock_guard lock(mu_);
+    if (closed_ || waiting_ > 0 || !fits(item.bytes)) {
+      return false;
+    }
+    enqueue(item);
+    return true;
+  }
+
+  // Waits for room, then enqueues. Returns false (item left) if `stop` is requested or the queue
+  // is closed first. `wake` is called about every `wake_ms` while waiting (the Kafka source polls
+  // its consumer there so that it stays in its group).
+  bool push(Item& item, std::stop_token stop, const std::function<void()>& wake = {},
+            int wake_ms = 100) {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    while (!closed_ && !stop.stop_requested() && !fits(item.bytes)) {
+      room_.wait_for(lock, std::chrono::milliseconds(wake_ms));
+      if (wake) {
+        lock.unlock();
+        wake();
+        lock.lock();
+      }
+    }
+    --waiting_;
+    if (closed_ || !fits(item.bytes)) {
+      return false;
+    }
+    enqueue(item);
+    return true;
+  }
+
+  // Pipeline thread: the next item; waits while empty. nullopt once closed and drained.
+  std::optional<Item> pop() {
+    std::unique_lock lock(mu_);
+    ready_.wait(lock, [&] { return closed_ || !items_.empty(); });
+    if (items_.empty()) {
+      return std::nullopt;
+    }
+    Item item = std::move(items_.front());
+    items_.pop_front();
+    return item;
+  }
+
+  // Pipeline thread, after processing: runs the item's callback and releases its bytes.
+  void done(Item& item) {
+    if (item.done) {
+      item.done();
+    }
+    item.batch.clear();
+    {
+      std::lock_guard lock(mu_);
+      bytes_ -= item.bytes;
+    }
+    room_.notify_all();
+  }
+
+  // No more pushes; pop() drains what is queued, then returns nullopt.
+  void close() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    ready_.notify_all();
+    room_.notify_all();
+  }
+
+  // Bytes queued or in process, and the number of queued batches (for metrics).
+  std::pair<size_t, size_t> depth() const {
+    std::lock_guard lock(mu_);
+    return {bytes_, items_.size()};
+  }
+  size_t maxBytes() const { return max_bytes_; }
+
+ private:
+  bool fits(size_t bytes) const { return bytes_ == 0 || bytes_ + bytes <= max_bytes_; }
+  void enqueue(Item& item) {
+    bytes_ += item.bytes;
+    items_.push_back(std::move(item));
+    ready_.notify_one();
+  }
+
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable ready_;  // an item was queued or the queue closed
+  std::condition_variable room_;   // bytes were released or the queue closed
+  std::deque<Item> items_;
+  size_t bytes_ = 0;
+  int waiting_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace faultline

@@ -1,0 +1,124 @@
+#include "core/serve_loop.h"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+namespace faultline {
+
+DecisionCounter::DecisionCounter(Metrics* metrics) : metrics_(metrics) {
+  metrics_->declare("faultline_decisions_total", Metrics::Type::kCounter,
+                    "Decisions made, by action");
+}
+
+void DecisionCounter::write(const Decision& decision) {
+  metrics_->add("faultline_decisions_total",
+                Metrics::label("action", std::string(actionName(decision.action))));
+}
+
+void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
+              const std::function<bool()>& ready, std::stop_token stop) {
+  using T = Metrics::Type;
+  BatchQueue queue(sources.queue_bytes);
+  metrics.declare("faultline_queue_bytes", T::kGauge,
+                  "Bytes of batches queued for or in the pipeline");
+  metrics.declare("faultline_queue_batches", T::kGauge, "Batches waiting for the pipeline");
+  metrics.declare("faultline_queue_capacity_bytes", T::kGauge, "Bound of the pipeline queue");
+  metrics.declare("faultline_lines_total", T::kCounter, "Lines matched by the pipeline");
+  metrics.declare("faultline_hits_total", T::kCounter, "Signature hits");
+  metrics.onRender([&queue](Metrics& m) {
+    const auto [bytes, batches] = queue.depth();
+    m.set("faultline_queue_bytes", "", static_cast<double>(bytes));
+    m.set("faultline_queue_batches", "", static_cast<double>(batches));
+    m.set("faultline_queue_capacity_bytes", "", static_cast<double>(queue.maxBytes()));
+  });
+
+  std::atomic<bool> pipeline_running{true};
+  std::thread pipeline_thread([&] {
+    while (std::optional<BatchQueue::Item> item = queue.pop()) {
+      pipeline.process(item->batch);
+      queue.done(*item);
+      // Matcher statistics belong to this thread: publish copies.
+      const MatcherStats& s = pipeline.matcherStats();
+      metrics.set("faultline_lines_total", "", static_cast<double>(s.lines));
+      metrics.set("faultline_hits_total", "", static_cast<double>(s.hits));
+    }
+    pipeline.flush();
+    pipeline_running = false;
+  });
+  // Closes the queue and joins the pipeline thread on every way out, exceptions included.
+  auto drain = [&] {
+    queue.close();
+    if (pipeline_thread.joinable()) {
+      pipeline_thread.join();
+    }
+  };
+
+  std::unique_ptr<PushServer> http;
+  std::unique_ptr<KafkaSource> kafka;
+  try {
+    if (sources.http) {
+      http = std::make_unique<PushServer>(*sources.http, &queue, &metrics,
+                                          [&] { return pipeline_running.load() && ready(); });
+      http->start();
+    }
+    if (sources.kafka) {
+      kafka = std::make_unique<KafkaSource>(*sources.kafka);
+      metrics.declare("faultline_records_total", T::kCounter,
+                      "Records accepted, by source and format");
+      metrics.declare("faultline_kafka_messages_total", T::kCounter, "Kafka messages, by topic");
+      metrics.declare("faultline_kafka_malformed_total", T::kCounter,
+                      "Kafka messages that did not decode, by topic");
+      metrics.declare("faultline_kafka_errors_total", T::kCounter,
+                      "librdkafka errors, failed polls, offset store and commit failures");
+      metrics.onRender([source = kafka.get()](Metrics& m) {
+        const KafkaStats stats = source->stats();
+        for (const KafkaTopicStats& t : stats.topics) {
+          const std::string topic = Metrics::label("topic", t.topic);
+          m.set("faultline_kafka_messages_total", topic, static_cast<double>(t.messages));
+          m.set("faultline_kafka_malformed_total", topic, static_cast<double>(t.malformed));
+        }
+        m.set("faultline_kafka_errors_total", "", static_cast<double>(stats.errors));
+      });
+      // Waits for room and then for the pipeline: the source stores offsets only after this
+      // returns. No stop token: a batch the source read must be processed before it commits.
+      kafka->run(
+          [&](RecordBatch& batch) {
+            std::promise<void> processed;
+            BatchQueue::Item item;
+            item.bytes = batch.bytes() + batch.records.size() * sizeof(LogRecord) +
+                         batch.labels.size() * sizeof(Label);
+            const size_t records = batch.records.size();
+            item.batch = std::move(batch);
+            item.done = [&processed] { processed.set_value(); };
+            queue.push(item, std::stop_token());
+            processed.get_future().wait();
+            metrics.add("faultline_records_total",
+                        Metrics::label("source", "kafka") + "," + Metrics::label("format", "all"),
+                        records);
+          },
+          stop);
+    } else {
+      // Polled: stop is requested from a signal handler, where no callback may run.
+      while (!stop.stop_requested()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  } catch (...) {
+    if (http) {
+      http->stop();
+    }
+    drain();
+    throw;
+  }
+  if (http) {
+    http->stop();  // requests in flight finish; their batches are queued
+  }
+  drain();
+}
+
+}  // namespace faultline

@@ -1,0 +1,50 @@
+// The live service's plumbing: every configured source (Kafka consumer, HTTP push server) feeds
+// ONE pipeline thread through a bounded BatchQueue (core/batch_queue.h).
+//
+//   Kafka   the source's thread pushes each batch (waiting for room) and waits until the
+//           pipeline has processed it before the source stores the batch's offsets; while it
+//           waits long, its partitions are paused and it keeps polling (ingest/kafka).
+//   HTTP    each request's batch is offered to the queue; a full queue answers 429.
+//
+// Memory stays bounded under a client faster than the matcher: queued and in-process batches
+// hold at most queue_bytes (as accounted by each source), and beyond that the HTTP server holds
+// only the bodies of requests in flight (one per server thread, each at most max_body_bytes,
+// read before the queue is asked and dropped on refusal).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <stop_token>
+
+#include "core/decision.h"
+#include "core/metrics.h"
+#include "core/pipeline.h"
+#include "ingest/kafka/kafka_source.h"
+#include "ingest/push/push_source.h"
+
+namespace faultline {
+
+struct ServeSources {
+  std::optional<KafkaConfig> kafka;
+  std::optional<PushConfig> http;
+  size_t queue_bytes = 256 << 20;
+};
+
+// Runs until `stop` is requested: then the HTTP server stops accepting, the Kafka source commits
+// and leaves its group, the pipeline drains the queue (so nothing answered with a 2xx is lost),
+// and the sinks are flushed. `ready` tells whether the sinks are reachable (for /readyz).
+// Throws std::runtime_error if a source cannot start (HTTP port taken, bad Kafka settings).
+void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
+              const std::function<bool()>& ready, std::stop_token stop);
+
+// A DecisionSink that counts decisions by action in faultline_decisions_total.
+class DecisionCounter : public DecisionSink {
+ public:
+  explicit DecisionCounter(Metrics* metrics);
+  void write(const Decision& decision) override;
+
+ private:
+  Metrics* metrics_;
+};
+
+}  // namespace faultline

@@ -1,0 +1,41 @@
+// The Loki push API body (POST /loki/api/v1/push), after any Content-Encoding is undone:
+// protobuf PushRequest in raw snappy block format, or JSON. Sources: grafana/loki
+// pkg/push/push.proto @01a3f3fa (ingest/push/proto/loki/push.proto), pkg/loghttp/push/push.go
+// @21c78615 (ParseLokiRequest), docs/sources/reference/loki-http-api.md @003e03c9.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/record.h"
+#include "ingest/formats/labels.h"
+
+namespace faultline {
+
+// Parses a LogQL stream selector, `{job="kernel", node="n-1"}`, appending one Label per pair to
+// batch->labels. Values are Go-quoted ("..." with \" \\ \n \t \r \xHH \uXXXX \UXXXXXXXX escapes) or
+// backquoted (raw); spaces around names, `=` and commas are allowed; `{}` is an empty set.
+// Views point into `selector` where a value has no escape, else into the batch, so `selector`
+// must live as long as the batch. Returns false with a reason in *error (labels unchanged).
+bool parseLokiSelector(std::string_view selector, RecordBatch* batch, std::string* error);
+
+// Both decoders append one record per entry. Labels: the stream's selector, then `tenant` (the
+// X-Scope-OrgID header, when not empty), then the entry's structured metadata. Time: the entry's
+// timestamp (ns since the epoch). Node and stream: classify(rules). On false (a reason in
+// *error) the batch may hold part of the request and must be discarded.
+
+// `snappy` is the raw body: snappy block format (not framed) of a PushRequest. Its uncompressed
+// length, read from the block header before anything is allocated, must not exceed
+// `max_bytes`; if it does, *too_large is set as well.
+bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view tenant,
+                     const StreamRules& rules, RecordBatch* batch, std::string* error,
+                     bool* too_large);
+
+// {"streams":[{"stream":{"k":"v"},"values":[["<ns>","<line>",{"meta":"v"}]]}]}; the time is a
+// string of nanoseconds (a JSON integer is accepted too).
+bool decodeLokiJson(std::string_view json, std::string_view tenant, const StreamRules& rules,
+                    RecordBatch* batch, std::string* error);
+
+}  // namespace faultline

@@ -1,0 +1,232 @@
+#include "sinks/kubernetes/leader_elector.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/time.h"
+
+namespace faultline {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int64_t steadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// metav1.MicroTime: RFC 3339 with 6 fractional digits.
+std::string nowMicroTime() {
+  const std::string ns = formatRfc3339(nowNanos());  // ...SS.nnnnnnnnnZ
+  return ns.substr(0, ns.size() - 4) + "Z";
+}
+
+std::chrono::milliseconds durationAt(const YAML::Node& node, const char* key,
+                                     std::chrono::milliseconds fallback) {
+  if (!node[key]) {
+    return fallback;
+  }
+  int64_t ns = 0;
+  const std::string text = node[key].as<std::string>();
+  if (!parseDuration(text, &ns) || ns <= 0) {
+    throw std::runtime_error(std::string("leader_election.") + key + ": '" + text +
+                             "' is not a duration like 15s");
+  }
+  return std::chrono::milliseconds(ns / 1'000'000);
+}
+
+}  // namespace
+
+std::string podNamespace() {
+  std::ifstream in("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
+  std::string ns;
+  if (in >> ns && !ns.empty()) {
+    return ns;
+  }
+  return "faultline";
+}
+
+LeaderElectionConfig LeaderElectionConfig::fromYaml(const YAML::Node& node) {
+  LeaderElectionConfig c;
+  c.lease_namespace = node["namespace"].as<std::string>("");
+  if (c.lease_namespace.empty()) {
+    c.lease_namespace = podNamespace();
+  }
+  c.name = node["name"].as<std::string>(c.name);
+  c.identity = node["identity"].as<std::string>("");
+  if (c.identity.empty()) {
+    const char* pod = std::getenv("POD_NAME");
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    c.identity = pod != nullptr && *pod != '\0' ? pod : host;
+  }
+  c.lease_duration = durationAt(node, "lease_duration", c.lease_duration);
+  c.renew_deadline = durationAt(node, "renew_deadline", c.renew_deadline);
+  c.retry_period = durationAt(node, "retry_period", c.retry_period);
+  // client-go NewLeaderElector's checks.
+  if (c.lease_duration.count() % 1000 != 0) {
+    throw std::runtime_error("leader_election.lease_duration must be whole seconds");
+  }
+  if (c.lease_duration <= c.renew_deadline) {
+    throw std::runtime_error("leader_election: lease_duration must be greater than renew_deadline");
+  }
+  if (c.renew_deadline.count() <= 1.2 * static_cast<double>(c.retry_period.count())) {
+    throw std::runtime_error("leader_election: renew_deadline must exceed 1.2 * retry_period");
+  }
+  return c;
+}
+
+LeaderElector::LeaderElector(KubeClient& client, LeaderElectionConfig config,
+                             std::function<void(bool)> on_change)
+    : client_(client),
+      config_(std::move(config)),
+      on_change_(std::move(on_change)),
+      thread_([this] { run(); }) {}
+
+LeaderElector::~LeaderElector() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool LeaderElector::isLeader() const {
+  return leader_ &&
+         steadyNanos() - renewed_ns_.load() <
+             std::chrono::duration_cast<std::chrono::nanoseconds>(config_.renew_deadline).count();
+}
+
+std::string LeaderElector::leasePath() const {
+  return "/apis/coordination.k8s.io/v1/namespaces/" + config_.lease_namespace + "/leases";
+}
+
+json LeaderElector::leaseSpec(const json& old, bool take_over) const {
+  const std::string now = nowMicroTime();
+  json spec = {{"holderIdentity", config_.identity},
+               {"leaseDurationSeconds", config_.lease_duration.count() / 1000},
+               {"acquireTime", now},
+               {"renewTime", now},
+               {"leaseTransitions", 0}};
+  if (old.is_object()) {
+    const int transitions = old.value("leaseTransitions", 0);
+    spec["leaseTransitions"] = take_over ? transitions + 1 : transitions;
+    if (!take_over && old.contains("acquireTime")) {
+      spec["acquireTime"] = old["acquireTime"];
+    }
+  }
+  return spec;
+}
+
+bool LeaderElector::tryAcquireOrRenew() {
+  const std::string path = leasePath() + "/" + config_.name;
+  const KubeClient::Response got = client_.get(path);
+  if (got.status == 404) {
+    const json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", config_.name}, {"namespace", config_.lease_namespace}}},
+        {"spec", leaseSpec(nullptr, true)}};
+    const KubeClient::Response created = client_.post(leasePath(), lease.dump());
+    if (created.status == 201) {
+      held_ = json::parse(created.body, nullptr, false);
+      return true;
+    }
+    return false;  // 409: another replica created it first
+  }
+  if (got.status != 200) {
+    spdlog::warn("leader election: GET {}: HTTP {} {}", path, got.status, got.error);
+    return false;
+  }
+  json lease = json::parse(got.body, nullptr, false);
+  if (!lease.is_object()) {
+    return false;
+  }
+  const json spec = lease.value("spec", json::object());
+  const std::string raw = spec.dump();
+  if (raw != observed_spec_) {
+    observed_spec_ = raw;
+    observed_time_ = Clock::now();
+  }
+  const std::string holder = spec.value("holderIdentity", "");
+  const auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
+  const bool mine = holder == config_.identity;
+  if (!holder.empty() && !mine && Clock::now() < observed_time_ + duration) {
+    held_ = nullptr;  // held by someone else and not expired: we are not leading, at once
+    return false;
+  }
+  lease["spec"] = leaseSpec(spec, /*take_over=*/!mine);
+  const KubeClient::Response put = client_.put(path, lease.dump());
+  if (put.status != 200) {
+    if (put.status != 409) {
+      spdlog::warn("leader election: PUT {}: HTTP {} {}", path, put.status, put.error);
+    }
+    return false;
+  }
+  held_ = json::parse(put.body, nullptr, false);
+  return true;
+}
+
+void LeaderElector::release() {
+  if (!held_.is_object()) {
+    return;
+  }
+  json lease = held_;
+  lease["spec"]["holderIdentity"] = "";
+  lease["spec"]["leaseDurationSeconds"] = 1;
+  const KubeClient::Response put = client_.put(leasePath() + "/" + config_.name, lease.dump());
+  spdlog::info("leader election: {} released Lease {}/{} (HTTP {})", config_.identity,
+               config_.lease_namespace, config_.name, put.status);
+}
+
+void LeaderElector::run() {
+  std::mt19937 rng{std::random_device{}()};
+  // client-go JitterFactor 1.2: waits are drawn from [retry, 1.2 * retry].
+  std::uniform_real_distribution<double> jitter(1.0, 1.2);
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    const bool renewed = tryAcquireOrRenew();
+    const bool was = leader_;
+    if (renewed) {
+      renewed_ns_ = steadyNanos();
+      leader_ = true;
+    } else if (!held_.is_object() || !isLeader()) {
+      leader_ = false;
+    }
+    if (leader_ != was) {
+      spdlog::info("leader election: {} {} Lease {}/{}", config_.identity,
+                   leader_ ? "acquired" : "lost", config_.lease_namespace, config_.name);
+      if (!leader_) {
+        held_ = nullptr;
+      }
+      if (on_change_) {
+        on_change_(leader_);
+      }
+    }
+    lock.lock();
+    cv_.wait_for(
+        lock,
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.retry_period * jitter(rng)),
+        [this] { return stopping_; });
+  }
+  lock.unlock();
+  if (leader_) {
+    leader_ = false;
+    release();
+    if (on_change_) {
+      on_change_(false);
+    }
+  }
+}
+
+}  // namespace faultline

@@ -1,0 +1,93 @@
+// Leader election on a coordination.k8s.io/v1 Lease, the algorithm of client-go
+// tools/leaderelection (leaderelection.go tryAcquireOrRenew, resourcelock/leaselock.go); see
+// /work/shared/protocols.md section 4.7.
+//
+//   GET  /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}
+//   POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases          (404 → create; 409 = lost)
+//   PUT  /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}   (with the GET's
+//        resourceVersion: renew, or take over an expired Lease; 409 = someone else won)
+//
+// Lease spec written: holderIdentity, leaseDurationSeconds, acquireTime, renewTime (MicroTime,
+// RFC 3339 with 6 fractional digits), leaseTransitions (+1 on each change of holder).
+// Expiry of another holder's Lease is judged on our own clock: observedTime (when we last saw
+// the spec change) + leaseDurationSeconds, so clock skew between replicas does not matter.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/node/node.h>
+
+#include "sinks/kubernetes/kube_client.h"
+
+namespace faultline {
+
+struct LeaderElectionConfig {
+  std::string lease_namespace;     // YAML `namespace`; default: the pod's service-account namespace
+  std::string name = "faultline";  // the Lease's name
+  std::string identity;            // default: $POD_NAME, else the host name
+  // client-go's (kube-controller-manager's) defaults. Must hold:
+  // lease_duration > renew_deadline > 1.2 * retry_period; lease_duration in whole seconds.
+  std::chrono::milliseconds lease_duration{15'000};
+  std::chrono::milliseconds renew_deadline{10'000};
+  std::chrono::milliseconds retry_period{2'000};
+
+  // Keys: namespace, name, identity, lease_duration, renew_deadline, retry_period (durations
+  // like "15s", "500ms"). Throws std::runtime_error on a bad duration or ordering.
+  static LeaderElectionConfig fromYaml(const YAML::Node& node);
+};
+
+// The namespace faultline runs in: /var/run/secrets/kubernetes.io/serviceaccount/namespace,
+// else "faultline".
+std::string podNamespace();
+
+// Runs the election on its own thread from construction until destruction.
+class LeaderElector {
+ public:
+  // on_change(true) runs on the elector's thread after the Lease was won, on_change(false) after
+  // leadership was lost or given up. The client must outlive the elector.
+  LeaderElector(KubeClient& client, LeaderElectionConfig config,
+                std::function<void(bool)> on_change = {});
+  // Stops; a held Lease is released (holderIdentity "", leaseDurationSeconds 1) so that another
+  // replica takes over at its next retry instead of after the lease duration.
+  ~LeaderElector();
+  LeaderElector(const LeaderElector&) = delete;
+  LeaderElector& operator=(const LeaderElector&) = delete;
+
+  // True while this replica holds the Lease and renewed it less than renew_deadline ago. Judged
+  // at the call, so a leader whose renewals hang stops acting within renew_deadline.
+  bool isLeader() const;
+  const std::string& identity() const { return config_.identity; }
+
+ private:
+  void run();
+  bool tryAcquireOrRenew();
+  void release();
+  std::string leasePath() const;
+  nlohmann::json leaseSpec(const nlohmann::json& old, bool take_over) const;
+
+  KubeClient& client_;
+  const LeaderElectionConfig config_;
+  std::function<void(bool)> on_change_;
+
+  // Last Lease spec seen and when (steady clock), for the expiry judgement.
+  std::string observed_spec_;
+  std::chrono::steady_clock::time_point observed_time_;
+  nlohmann::json held_;  // the Lease as last written by us, while leader
+
+  std::atomic<bool> leader_{false};
+  std::atomic<int64_t> renewed_ns_{0};  // steady clock of the last successful renew
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after everything above is initialised
+};
+
+}  // namespace faultline

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Bad input on the push endpoints, with curl: every refusal has its status, a one-line reason
+# and a metric, and the server keeps serving: malformed JSON, protobuf, snappy and gzip (400),
+# a body and decompressed bodies (gzip, snappy) over max_body_bytes (413, without inflating the
+# bomb), an unknown Content-Encoding (415), a missing or stale bearer token (401; the token file
+# is re-read when it changes), a chunked body, and a line over max_line_bytes (truncated and
+# counted, still matched).
+source "$(dirname "$0")/lib.sh"
+taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
+echo -n "s3cret" >"$tmp/token"
+cat >"$tmp/config.yaml" <<YAML
+decisions: $tmp/decisions.jsonl
+http:
+  listen: "127.0.0.1:0"
+  max_body_bytes: 100000
+  max_line_bytes: 200
+  token_file: $tmp/token
+YAML
+"$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/serve.log" &
+serve_pid=$!
+pids+=("$serve_pid")
+for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
+port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log")
+[[ -n $port ]] || fail "serve did not listen"
+loki="http://127.0.0.1:$port/loki/api/v1/push"
+otlp="http://127.0.0.1:$port/v1/logs"
+auth=(-H "Authorization: Bearer s3cret")
+
+# expect STATUS REASON-SUBSTRING curl-args...: checks the status and the reason in the body
+# ("" checks the status only).
+expect() {
+  local want=$1 reason=$2
+  shift 2
+  local got
+  got=$(curl -s -o "$tmp/body" -w '%{http_code}' "$@")
+  [[ $got == "$want" ]] || fail "curl $*: status $got, expected $want: $(head -c 300 "$tmp/body")"
+  [[ -z $reason ]] || grep -aqF -- "$reason" "$tmp/body" || fail "curl $*: reason '$reason' not in: $(head -c 300 "$tmp/body")"
+}
+json=(-H 'Content-Type: application/json')
+proto=(-H 'Content-Type: application/x-protobuf')
+
+expect 400 'not a JSON object' "${auth[@]}" "${json[@]}" --data-binary '{"streams":[' "$loki"
+expect 400 'streams[0].values[0][0] is not a string of nanoseconds' "${auth[@]}" "${json[@]}" \
+  --data-binary '{"streams":[{"stream":{"a":"b"},"values":[["soon","x"]]}]}' "$loki"
+expect 400 'streams[0].stream.a is not a string' "${auth[@]}" "${json[@]}" \
+  --data-binary '{"streams":[{"stream":{"a":1},"values":[]}]}' "$loki"
+expect 400 'snappy' "${auth[@]}" "${proto[@]}" --data-binary 'definitely not snappy' "$loki"
+printf '\x0a\x05\x0a\x03' >"$tmp/bad.pb"
+expect 400 'protobuf does not parse' "${auth[@]}" "${proto[@]}" --data-binary @"$tmp/bad.pb" "$otlp"
+expect 400 'corrupt gzip data' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: gzip' \
+  --data-binary 'not gzip at all' "$otlp"
+expect 415 'unsupported Content-Encoding' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: br' \
+  --data-binary '{}' "$otlp"
+
+# Too large: as sent, after gzip (10 MB of zeros in ~10 KB), and by snappy's length header.
+head -c 200000 /dev/zero | tr '\0' ' ' >"$tmp/big.json"
+expect 413 '' "${auth[@]}" "${json[@]}" --data-binary @"$tmp/big.json" "$loki"
+head -c 10000000 /dev/zero | gzip -c >"$tmp/bomb.gz"
+expect 413 'over the limit' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: gzip' \
+  --data-binary @"$tmp/bomb.gz" "$loki"
+printf '\x80\xad\xe2\x04garbage' >"$tmp/bomb.snappy"  # varint 10,000,000
+expect 413 'over the limit' "${auth[@]}" "${proto[@]}" --data-binary @"$tmp/bomb.snappy" "$loki"
+
+# Auth: none, wrong, then a rotated token file.
+expect 401 'bearer token' "${json[@]}" --data-binary '{"streams":[]}' "$loki"
+expect 401 'bearer token' -H 'Authorization: Bearer nope' "${json[@]}" --data-binary '{}' "$otlp"
+sleep 1.1  # a new modification time on file systems with 1 s resolution
+echo -n "rotated" >"$tmp/token.new" && mv "$tmp/token.new" "$tmp/token"
+expect 401 'bearer token' "${auth[@]}" "${json[@]}" --data-binary '{"streams":[]}' "$loki"
+auth=(-H "Authorization: Bearer rotated")
+
+# Still serving: a chunked body, and a kernel Xid whose line is over max_line_bytes.
+pad=$(head -c 300 /dev/zero | tr '\0' 'x')
+body='{"streams":[{"stream":{"transport":"kernel","node":"gpu-1"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus '"$pad"'"]]}]}'
+expect 204 '' "${auth[@]}" "${json[@]}" -H 'Transfer-Encoding: chunked' --data-binary "$body" "$loki"
+wait_file "$tmp/decisions.jsonl" 10
+[[ $(taints_decided "$tmp/decisions.jsonl") == "gpu-1 xid-fatal" ]] || fail "decisions: $(cat "$tmp/decisions.jsonl")"
+line=$(jq -r '.evidence[0].line' "$tmp/decisions.jsonl")
+[[ ${#line} -le 200 ]] || fail "line not truncated to 200 bytes: ${#line}"
+
+metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
+for reason in 'malformed"} 6' 'too_large"} 3' 'unauthorized"} 3' 'encoding"} 1'; do
+  grep -q "faultline_push_requests_rejected_total{reason=\"$reason" <<<"$metrics" ||
+    fail "metrics: no $reason: $(grep rejected_total <<<"$metrics")"
+done
+grep -q '^faultline_lines_truncated_total{source="http"} 1$' <<<"$metrics" || fail "metrics: truncated"
+kill -TERM "$serve_pid"
+wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
+echo "PASS"

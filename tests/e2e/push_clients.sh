@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Real push clients against `faultline serve`: winston-loki (protobuf + snappy, and JSON) and the
+# OpenTelemetry JS log exporters (OTLP/HTTP protobuf and JSON, gzip, chunked bodies) each send a
+# kernel-labelled "GPU has fallen off the bus" Xid 79 for their own node, which must be tainted
+# through the fake API server; each also sends the same line from a pod on gpu-5, which must
+# taint nothing. The clients are the npm project in tests/e2e/node (`npm ci`, see .ci/setup).
+source "$(dirname "$0")/lib.sh"
+taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
+node_dir=$FL_SOURCE/tests/e2e/node
+command -v node >/dev/null || fail "node not installed (.ci/setup installs nodejs)"
+[[ -d $node_dir/node_modules ]] || fail "run 'npm ci' in $node_dir (.ci/setup does)"
+
+"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" \
+  --nodes gpu-1,gpu-2,gpu-3,gpu-4,gpu-5 --labels nvidia.com/gpu.present=true \
+  2>"$tmp/apiserver.log" &
+pids+=($!)
+wait_file "$tmp/port" 20
+api="http://127.0.0.1:$(cat "$tmp/port")"
+cat >"$tmp/config.yaml" <<YAML
+decisions: $tmp/decisions.jsonl
+kubernetes:
+  server: "$api"
+  guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 0}  # several nodes on purpose
+http: {listen: "127.0.0.1:0"}
+YAML
+"$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/serve.log" &
+serve_pid=$!
+pids+=("$serve_pid")
+for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
+port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log")
+[[ -n $port ]] || fail "serve did not listen"
+url="http://127.0.0.1:$port"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$url/readyz") == 200 ]] || fail "/readyz not 200"
+
+xid='NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus'
+i=0
+for client in loki-proto loki-json otlp-proto otlp-json; do
+  i=$((i + 1))
+  node "$node_dir/send.js" "$client" "$url" "gpu-$i" kernel "$xid" 2>>"$tmp/clients.log" ||
+    fail "$client could not send the kernel line"
+  node "$node_dir/send.js" "$client" "$url" gpu-5 pod "$xid" 2>>"$tmp/clients.log" ||
+    fail "$client could not send the pod line"
+done
+
+taints() { curl -fsS "$api/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
+for n in 1 2 3 4; do
+  for _ in $(seq 100); do [[ $(taints "gpu-$n") != "[]" ]] && break; sleep 0.1; done
+  [[ $(taints "gpu-$n" | jq -r '.[0].effect') == NoSchedule ]] || fail "gpu-$n not tainted"
+done
+expected=$(printf 'gpu-%s xid-fatal\n' 1 2 3 4)
+[[ $(taints_decided "$tmp/decisions.jsonl") == "$expected" ]] || fail "decisions: $(cat "$tmp/decisions.jsonl")"
+[[ $(taints gpu-5) == "[]" ]] || fail "gpu-5 tainted by a pod's stdout"
+
+metrics=$(curl -fsS "$url/metrics")
+for format in loki_proto loki_json otlp_proto otlp_json; do
+  grep -q "^faultline_records_total{source=\"http\",format=\"$format\"} 2$" <<<"$metrics" ||
+    fail "metrics: no 2 records for $format: $(grep records_total <<<"$metrics")"
+done
+grep -q '^faultline_decisions_total{action="taint"} 4$' <<<"$metrics" || fail "metrics: decisions"
+# The sink counts a taint just after the API server has it: poll.
+for _ in $(seq 100); do
+  curl -fsS "$url/metrics" | grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' && break
+  sleep 0.1
+done
+curl -fsS "$url/metrics" | grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' ||
+  fail "metrics: taints applied: $(curl -fsS "$url/metrics" | grep taint_outcomes)"
+
+kill -TERM "$serve_pid"
+wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
+echo "PASS"

@@ -1,0 +1,277 @@
+// Correlation semantics on a small bank written here: tables, alias, joins, attach and suppress,
+// flaps, cluster-wide events, corroboration and the node lifecycle (taint, recover, untaint).
+#include <gtest/gtest.h>
+
+#include "core/time.h"
+#include "matcher/bank.h"
+#include "matcher/correlator.h"
+
+namespace faultline {
+namespace {
+
+constexpr const char* kBank = R"(
+signatures:
+  - id: xid
+    streams: [kernel]
+    severity: warning
+    pattern: 'Xid (?P<pci>\S+) (?P<code>\d+)'
+    examples: {match: ['Xid 0000:01:00 79']}
+  - id: uuid
+    streams: [kernel]
+    severity: info
+    pattern: 'GPU at (?P<pci>\S+) (?P<uuid>GPU-\S+)'
+    examples: {match: ['GPU at 0000:01:00 GPU-1']}
+  - id: reset
+    streams: [kernel]
+    severity: info
+    pattern: 'reset (?P<uuid>GPU-\S+) (?P<success>true|false)'
+    examples: {match: ['reset GPU-1 true']}
+  - id: port
+    streams: [kernel]
+    severity: info
+    pattern: 'port (?P<port>\d+) (?P<state>DOWN|ACTIVE)'
+    examples: {match: ['port 1 DOWN']}
+  - id: head
+    streams: [kernel]
+    severity: info
+    pattern: 'head (?P<pci>\S+)'
+    examples: {match: ['head 0000:01:00']}
+  - id: tail
+    streams: [kernel]
+    severity: fatal
+    pattern: 'tail'
+    examples: {match: ['tail']}
+  - id: nccl
+    streams: [pod]
+    severity: info
+    pattern: 'nccl timeout'
+    examples: {match: ['nccl timeout']}
+tables:
+  - id: catalog
+    signature: xid
+    key: [code]
+    columns: [class]
+    rows: [[79, fatal], [45, sympathetic], [13, application]]
+rules:
+  - id: xid-fatal
+    signature: xid
+    severity: fatal
+    where: {class: [fatal]}
+    entity: [pci]
+    recovery: {by: [reset-ok], stable: 10m}
+  - id: xid-sympathetic
+    signature: xid
+    severity: info
+    where: {class: [sympathetic]}
+    entity: [pci]
+    attach_to: {rules: [xid-fatal], within: 60s}
+  - id: xid-app
+    signature: xid
+    severity: warning
+    where: {class: [application]}
+    entity: [pci]
+    count: 2
+    window: 1h
+    burst: 1m
+    recovery: {quiet: 2h}
+  - id: uuid
+    signature: uuid
+    severity: info
+    alias: {from: uuid, to: pci}
+  - id: reset-ok
+    signature: reset
+    severity: info
+    where: {success: ['true']}
+    entity: [pci]
+  - id: flap
+    signature: port
+    severity: warning
+    entity: [port]
+    flap: {field: state, down: [DOWN], up: [ACTIVE], within: 10m}
+    count: 2
+    window: 1h
+  - id: port-down
+    signature: port
+    severity: info
+    where: {state: [DOWN]}
+  - id: head
+    signature: head
+    severity: info
+  - id: tail
+    signature: tail
+    severity: fatal
+    entity: [pci]
+    joins: {rule: head, within: 5s}
+    suppressed_by: {rules: [xid-fatal], within: 5m}
+  - id: nccl
+    signature: nccl
+    severity: warning
+    count: 2
+    window: 24h
+    dedup: 30m
+    cluster: {nodes: 3, within: 10m}
+    corroborated_by: {rules: [port-down], within: 10m}
+)";
+
+class CorrelatorSemantics : public ::testing::Test {
+ protected:
+  CorrelatorSemantics() : bank_(loadBank({{"t.yaml", kBank}})), c_(bank_, Taint{}) {}
+
+  // Feeds `line` on `node` at `sec` seconds, as a hit of the signature it matches.
+  void feed(const std::string& node, int64_t sec, const std::string& line,
+            StreamKind kind = StreamKind::kKernel) {
+    Matcher m(bank_);
+    RecordBatch batch;
+    batch.records.push_back({sec * kNanosPerSecond, node, line, 0, 0, kind});
+    std::vector<Hit> hits;
+    m.match(batch, &hits);
+    ASSERT_FALSE(hits.empty()) << line;
+    for (const Hit& h : hits) {
+      c_.observe(h, &out_);
+    }
+  }
+  std::vector<std::string> decisions() const {
+    std::vector<std::string> v;
+    for (const Decision& d : out_) {
+      v.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
+    }
+    return v;
+  }
+
+  std::shared_ptr<const Bank> bank_;
+  Correlator c_;
+  std::vector<Decision> out_;
+};
+
+TEST_F(CorrelatorSemantics, TableAddsCatalogFieldsThatRulesTest) {
+  feed("n1", 100, "Xid 0000:01:00 45");
+  EXPECT_TRUE(out_.empty());
+  feed("n1", 200, "Xid 0000:01:00 79");
+  ASSERT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-fatal"});
+  bool has_class = false;
+  for (const auto& [k, v] : out_[0].evidence[0].fields) {
+    has_class |= k == "class" && v == "fatal";
+  }
+  EXPECT_TRUE(has_class);
+}
+
+TEST_F(CorrelatorSemantics, SympatheticHitsAttachToTheirCauseAndNeverAct) {
+  feed("n1", 100, "Xid 0000:01:00 79");
+  for (int i = 0; i < 100; ++i) {
+    feed("n1", 101, "Xid 0000:01:00 45");
+  }
+  feed("n2", 101, "Xid 0000:02:00 45");  // no cause on n2: recorded, never acting alone
+  EXPECT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-fatal"});
+  EXPECT_EQ(c_.stats().attached, 100U);
+}
+
+TEST_F(CorrelatorSemantics, GpuResetOfTheAliasedUuidRecoversAfterStablePeriod) {
+  feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 20, "GPU at 0000:02:00 GPU-2");
+  feed("n1", 100, "Xid 0000:01:00 79");
+  feed("n1", 500, "reset GPU-2 true");  // another GPU: nothing
+  feed("n1", 600, "reset GPU-1 false");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);
+  feed("n1", 700, "reset GPU-1 true");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kRecovering);
+  c_.advance(700 * kNanosPerSecond + 600 * kNanosPerSecond + 1, &out_);
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 untaint xid-fatal"}));
+  EXPECT_EQ(out_.back().evidence.at(0).line, "reset GPU-1 true");
+  EXPECT_FALSE(out_.back().reason.empty());
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kHealthy);
+}
+
+TEST_F(CorrelatorSemantics, NewHitDuringStablePeriodCancelsRecovery) {
+  feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 100, "Xid 0000:01:00 79");
+  feed("n1", 700, "reset GPU-1 true");
+  feed("n1", 800, "Xid 0000:01:00 79");
+  c_.advance(5000 * kNanosPerSecond, &out_);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-fatal"});
+}
+
+TEST_F(CorrelatorSemantics, BurstCountsOnceAndQuietPeriodUntaints) {
+  for (int i = 0; i < 50; ++i) {
+    feed("n1", 100 + i, "Xid 0000:01:00 13");  // one crash: a burst
+  }
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kSuspect);
+  EXPECT_TRUE(out_.empty());
+  feed("n1", 1000, "Xid 0000:01:00 13");
+  ASSERT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-app"});
+  c_.advance(1000 * kNanosPerSecond + 2 * 3600 * kNanosPerSecond + 1, &out_);
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-app", "n1 untaint xid-app"}));
+}
+
+TEST_F(CorrelatorSemantics, FlapIsDownThenUpOnOnePort) {
+  feed("n1", 100, "port 1 DOWN");
+  feed("n1", 110, "port 2 ACTIVE");  // another port: no flap
+  feed("n1", 200, "port 1 DOWN");
+  feed("n1", 210, "port 1 ACTIVE");  // one flap (the second DOWN restarted it)
+  EXPECT_TRUE(out_.empty());
+  feed("n1", 300, "port 1 DOWN");
+  feed("n1", 2000, "port 1 ACTIVE");  // too late to pair with the DOWN
+  EXPECT_TRUE(out_.empty());
+  feed("n1", 2100, "port 1 DOWN");
+  feed("n1", 2110, "port 1 ACTIVE");
+  EXPECT_EQ(decisions(), std::vector<std::string>{"n1 taint flap"});
+  EXPECT_EQ(out_[0].evidence.size(), 2U);
+}
+
+TEST_F(CorrelatorSemantics, TailJoinsHeadAndAnXidOfTheSameGpuSuppressesIt) {
+  feed("n1", 100, "head 0000:01:00");
+  feed("n1", 101, "tail");
+  ASSERT_EQ(decisions(), std::vector<std::string>{"n1 taint tail"});
+  EXPECT_EQ(out_[0].evidence[0].fields.back(),
+            (std::pair<std::string, std::string>{"pci", "0000:01:00"}));
+  feed("n2", 100, "Xid 0000:01:00 79");
+  feed("n2", 110, "head 0000:01:00");
+  feed("n2", 111, "tail");
+  EXPECT_EQ(c_.stats().suppressed, 1U);
+}
+
+TEST_F(CorrelatorSemantics, ClusterWideEventImplicatesNoNode) {
+  for (int64_t sec : {100, 10000}) {  // two jobs, each on four nodes
+    for (const char* n : {"a", "b", "c", "d"}) {
+      feed(n, sec, "nccl timeout", StreamKind::kPod);
+    }
+  }
+  c_.finish(&out_);
+  EXPECT_TRUE(out_.empty());
+  EXPECT_EQ(c_.stats().job_events, 2U);
+}
+
+TEST_F(CorrelatorSemantics, PodEvidenceTaintsWhenCorroboratedOrRepeated) {
+  feed("a", 100, "nccl timeout", StreamKind::kPod);
+  feed("a", 200, "port 1 DOWN");  // after the pod line, within the window
+  feed("b", 100, "nccl timeout", StreamKind::kPod);
+  feed("b", 10000, "nccl timeout", StreamKind::kPod);  // a second episode
+  feed("c", 100, "nccl timeout", StreamKind::kPod);    // one episode: suspect only
+  c_.finish(&out_);
+  auto d = decisions();
+  std::sort(d.begin(), d.end());
+  EXPECT_EQ(d, (std::vector<std::string>{"a taint nccl", "b taint nccl"}));
+}
+
+TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
+  const std::string bad = std::string(kBank) + R"(
+  - id: r2
+    signature: xid
+    severity: info
+    attach_to: {rules: [nope], within: 1m}
+  - id: r3
+    signature: xid
+    severity: fatal
+    recovery: {quiet: 1h}
+)";
+  try {
+    loadBank({{"b.yaml", bad}});
+    FAIL();
+  } catch (const BankError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rule r2: attach_to: unknown rule 'nope'"), std::string::npos) << what;
+    EXPECT_NE(what.find("rule r3: a fatal fault needs repair"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace faultline

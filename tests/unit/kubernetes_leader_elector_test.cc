@@ -1,0 +1,172 @@
+// LeaderElector against the in-process fake API server: one Lease, several replicas.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "core/time.h"
+#include "sinks/kubernetes/leader_elector.h"
+#include "tests/tools/fake_apiserver.h"
+
+namespace faultline {
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+class LeaderElectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.start();
+    KubeConfig c;
+    c.server = server_.url();
+    c.qps = 0;
+    a_client_ = std::make_unique<KubeClient>(c);
+    b_client_ = std::make_unique<KubeClient>(c);
+  }
+
+  // Short timings for test speed, in client-go's proportions.
+  static LeaderElectionConfig config(const std::string& identity) {
+    LeaderElectionConfig c;
+    c.lease_namespace = "faultline";
+    c.name = "faultline";
+    c.identity = identity;
+    c.lease_duration = milliseconds(1000);
+    c.renew_deadline = milliseconds(700);
+    c.retry_period = milliseconds(100);
+    return c;
+  }
+
+  // Waits (bounded, not asserted on time) until pred holds.
+  template <typename Pred>
+  static bool eventually(Pred pred) {
+    for (int i = 0; i < 200; ++i) {
+      if (pred()) {
+        return true;
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return pred();
+  }
+
+  json lease() { return server_.object("leases", "faultline", "faultline"); }
+
+  FakeApiServer server_;
+  std::unique_ptr<KubeClient> a_client_;
+  std::unique_ptr<KubeClient> b_client_;
+};
+
+TEST_F(LeaderElectorTest, OneLeaderAndTheLeaseFields) {
+  LeaderElector a(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  LeaderElector b(*b_client_, config("replica-b"));
+  // b sees a valid Lease held by a: it stays a follower across several retry periods.
+  ASSERT_TRUE(eventually([&] {
+    int b_reads = 0;
+    for (const auto& r : server_.requests()) {
+      b_reads += r.method == "GET" && r.path.find("/leases/") != std::string::npos ? 1 : 0;
+    }
+    return b_reads > 10;
+  }));
+  EXPECT_TRUE(a.isLeader());
+  EXPECT_FALSE(b.isLeader());
+
+  const json l = lease();
+  EXPECT_EQ(l["apiVersion"], "coordination.k8s.io/v1");
+  EXPECT_EQ(l["kind"], "Lease");
+  EXPECT_EQ(l["spec"]["holderIdentity"], "replica-a");
+  EXPECT_EQ(l["spec"]["leaseDurationSeconds"], 1);
+  EXPECT_EQ(l["spec"]["leaseTransitions"], 0);
+  for (const char* field : {"acquireTime", "renewTime"}) {
+    // MicroTime: 2025-01-01T00:00:00.123456Z
+    const std::string t = l["spec"][field];
+    int64_t ns = 0;
+    size_t consumed = 0;
+    EXPECT_TRUE(parseRfc3339(t, &ns, &consumed) && consumed == t.size() && t.size() == 27) << t;
+  }
+  EXPECT_LT(l["spec"]["acquireTime"].get<std::string>(), l["spec"]["renewTime"].get<std::string>());
+}
+
+TEST_F(LeaderElectorTest, ReleasedLeaseIsTakenOver) {
+  auto a = std::make_unique<LeaderElector>(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a->isLeader(); }));
+  LeaderElector b(*b_client_, config("replica-b"));
+  a.reset();  // releases: holderIdentity "", leaseDurationSeconds 1
+  ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
+  const json l = lease();
+  EXPECT_EQ(l["spec"]["holderIdentity"], "replica-b");
+  EXPECT_EQ(l["spec"]["leaseTransitions"], 1);
+}
+
+TEST_F(LeaderElectorTest, ExpiredLeaseOfACrashedLeaderIsTakenOver) {
+  // A Lease held by a replica that died without releasing it.
+  ASSERT_EQ(a_client_
+                ->post("/apis/coordination.k8s.io/v1/namespaces/faultline/leases",
+                       json({{"metadata", {{"name", "faultline"}}},
+                             {"spec",
+                              {{"holderIdentity", "crashed"},
+                               {"leaseDurationSeconds", 1},
+                               {"leaseTransitions", 4}}}})
+                           .dump())
+                .status,
+            201);
+  LeaderElector b(*b_client_, config("replica-b"));
+  ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-b");
+  EXPECT_EQ(lease()["spec"]["leaseTransitions"], 5);
+}
+
+TEST_F(LeaderElectorTest, LeaderThatCannotRenewStopsWithinTheRenewDeadline) {
+  LeaderElector a(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  server_.failNext("PUT", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", 500,
+                   1000);
+  ASSERT_TRUE(eventually([&] { return !a.isLeader(); }));
+  // Not leading while renewals fail, although the Lease still names it.
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
+}
+
+TEST_F(LeaderElectorTest, StolenLeaseEndsLeadership) {
+  LeaderElector a(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  // An operator (or a replica with a skewed view) rewrites the Lease: a's PUTs now conflict.
+  const json l = lease();
+  json stolen = l;
+  stolen["spec"]["holderIdentity"] = "replica-z";
+  stolen["spec"]["leaseDurationSeconds"] = 30;
+  ASSERT_EQ(
+      b_client_
+          ->put("/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", stolen.dump())
+          .status,
+      200);
+  ASSERT_TRUE(eventually([&] { return !a.isLeader(); }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-z");
+}
+
+TEST(LeaderElectionConfigTest, FromYaml) {
+  const LeaderElectionConfig c = LeaderElectionConfig::fromYaml(YAML::Load(
+      "{namespace: ops, name: fl, identity: me, lease_duration: 20s, renew_deadline: 12s, "
+      "retry_period: 3s}"));
+  EXPECT_EQ(c.lease_namespace, "ops");
+  EXPECT_EQ(c.name, "fl");
+  EXPECT_EQ(c.identity, "me");
+  EXPECT_EQ(c.lease_duration, milliseconds(20000));
+  EXPECT_EQ(c.renew_deadline, milliseconds(12000));
+  EXPECT_EQ(c.retry_period, milliseconds(3000));
+  EXPECT_FALSE(LeaderElectionConfig::fromYaml(YAML::Load("{}")).identity.empty());
+  EXPECT_THROW(LeaderElectionConfig::fromYaml(YAML::Load("{lease_duration: 5s}")),
+               std::runtime_error);  // not above the default renew_deadline
+  EXPECT_THROW(LeaderElectionConfig::fromYaml(
+                   YAML::Load("{lease_duration: 3s, renew_deadline: 2s, retry_period: 2s}")),
+               std::runtime_error);
+  EXPECT_THROW(LeaderElectionConfig::fromYaml(YAML::Load("{lease_duration: 1500ms, "
+                                                         "renew_deadline: 1s, retry_period: 1ms}")),
+               std::runtime_error);
+}
+
+}  // namespace
+}  // namespace faultline

@@ -1,0 +1,257 @@
+// Loki and OTLP decoders against golden vectors captured from real clients
+// (/work/shared/protocols.md 1.7: winston-loki 6.1.7; 2.5: @opentelemetry/exporter-logs-otlp-proto
+// 0.223.1) and hand-made bad input. Content-Encoding is cpp-httplib's: tests/e2e/push_bad_input.sh.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <snappy.h>
+
+#include "ingest/formats/formats.h"
+#include "ingest/kafka/decoders.h"
+#include "ingest/otlp/otlp.h"
+#include "ingest/push/loki.h"
+
+namespace faultline {
+namespace {
+
+// winston-loki 6.1.7, protobuf + raw snappy (protocols.md 1.7).
+constexpr char kWinstonLokiSnappy[] =
+    "nAKYCosBCjR7bGV2ZWw9ImVycm9yIixqb2I9Imtlcm5lbCIsbm9kZT0iAQagLTEiLGV4dHJhPSJ4In0SUwoMCIDth9gGEM"
+    "D"
+    "DnIEBEkNFWFQ0LWZzIGUBRpggKGRldmljZSBudm1lMG4xcDEpOiBleHQ0X2ZpbmRfZW50cnkgeyIFeQgiOiIJegB9AY4AK"
+    "R"
+    "GODHdhcm5ujQAIfRJeFYPwVIDI2YEBEk5ORVRERVYgV0FUQ0hET0c6IGV0aDAgKG1seDVfY29yZSk6IHRyYW5zbWl0IHF1"
+    "Z"
+    "XVlIDMgdGltZWQgb3V0IHsibGV2ZWwiOiJ3YXJuIn0=";
+// @opentelemetry/exporter-logs-otlp-proto 0.223.1, ExportLogsServiceRequest (protocols.md 2.5).
+constexpr char kOtelJsProto[] =
+    "CuYBCk4KGQoNazhzLm5vZGUubmFtZRIICgZub2RlLTMKFQoJaG9zdC5uYW1lEggKBm5vZGUtMwoYCgxzZXJ2aWNlLm5hbW"
+    "US"
+    "CAoGa2VybmVsEAASkwEKDAoFZG1lc2cSAzEuMBKCAQlAdbpAXCfqGBARGgVFUlJPUio0CjJtY2U6IFtIYXJkd2FyZSBFcn"
+    "Jv"
+    "cl06IE1hY2hpbmUgY2hlY2sgZXZlbnRzIGxvZ2dlZDIYCgxsb2cuaW9zdHJlYW0SCAoGc3Rkb3V0MhMKDGs4cy5wb2Qubm"
+    "Ft"
+    "ZRIDCgFwOABZQHW6QFwn6hg=";
+
+std::string base64(std::string_view in) {
+  static const std::string kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    const size_t v = kAlphabet.find(c);
+    if (v == std::string::npos) {
+      continue;  // '=' padding
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+std::string labelsOf(const RecordBatch& batch, const LogRecord& r) {
+  std::string out;
+  for (uint32_t i = r.labels_begin; i < r.labels_end; ++i) {
+    out += std::string(batch.labels[i].name) + "=" + std::string(batch.labels[i].value) + ";";
+  }
+  return out;
+}
+
+TEST(LokiProto, DecodesWinstonLokiGoldenVector) {
+  RecordBatch batch;
+  std::string error;
+  bool too_large = false;
+  ASSERT_TRUE(decodeLokiProto(base64(kWinstonLokiSnappy), 1 << 20, "tenant1", StreamRules(), &batch,
+                              &error, &too_large))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  const LogRecord& a = batch.records[0];
+  EXPECT_EQ(a.line, "EXT4-fs error (device nvme0n1p1): ext4_find_entry {\"level\":\"error\"}");
+  EXPECT_EQ(a.node, "node-1");
+  EXPECT_EQ(a.stream, StreamKind::kOther);  // job="kernel" is not a kernel marker
+  // protoc --decode_raw of the vector: timestamp {1: 1795290752 2: 271000000}.
+  EXPECT_EQ(a.time_ns, 1795290752LL * 1'000'000'000 + 271'000'000);
+  EXPECT_EQ(labelsOf(batch, a), "level=error;job=kernel;node=node-1;extra=x;tenant=tenant1;");
+  EXPECT_EQ(batch.records[1].line,
+            "NETDEV WATCHDOG: eth0 (mlx5_core): transmit queue 3 timed out {\"level\":\"warn\"}");
+}
+
+TEST(LokiProto, RefusesCorruptSnappyAndProtobuf) {
+  RecordBatch batch;
+  std::string error;
+  bool too_large = false;
+  EXPECT_FALSE(decodeLokiProto("\xff\xff\xff\xff\xff\xff", 1 << 20, "", StreamRules(), &batch,
+                               &error, &too_large));
+  EXPECT_FALSE(too_large);
+  std::string bad;
+  snappy::Compress("\x0a\xff\x01garbage", 10, &bad);
+  error.clear();
+  EXPECT_FALSE(decodeLokiProto(bad, 1 << 20, "", StreamRules(), &batch, &error, &too_large));
+  EXPECT_NE(error.find("PushRequest"), std::string::npos) << error;
+}
+
+TEST(LokiProto, SnappyLengthOverLimitIsTooLargeBeforeAllocating) {
+  // A 5-byte header that claims 2^32-1 bytes: refused from the header alone.
+  const std::string bomb = std::string("\xff\xff\xff\xff\x0f", 5) + "\x00\x00";
+  RecordBatch batch;
+  std::string error;
+  bool too_large = false;
+  EXPECT_FALSE(decodeLokiProto(bomb, 64 << 20, "", StreamRules(), &batch, &error, &too_large));
+  EXPECT_TRUE(too_large) << error;
+}
+
+TEST(LokiSelector, ParsesQuotesEscapesAndSpaces) {
+  RecordBatch batch;
+  std::string error;
+  const std::string sel =
+      R"({ k8s_node_name = "n1" , msg="a \"quoted\" \\ \n\u00e9",raw=`x\y`, empty=""})";
+  ASSERT_TRUE(parseLokiSelector(sel, &batch, &error)) << error;
+  ASSERT_EQ(batch.labels.size(), 4u);
+  EXPECT_EQ(batch.labels[0].name, "k8s_node_name");
+  EXPECT_EQ(batch.labels[0].value, "n1");
+  EXPECT_EQ(batch.labels[1].value, "a \"quoted\" \\ \n\xc3\xa9");
+  EXPECT_EQ(batch.labels[2].value, "x\\y");
+  EXPECT_EQ(batch.labels[3].value, "");
+  batch.labels.clear();
+  EXPECT_TRUE(parseLokiSelector("{}", &batch, &error));
+  EXPECT_TRUE(batch.labels.empty());
+}
+
+TEST(LokiSelector, RefusesMalformedSelectors) {
+  for (const char* bad : {"", "job=\"x\"", "{job=\"x\"", "{job=x}", "{job=\"x}", "{=\"x\"}",
+                          "{a=\"1\" b=\"2\"}", "{a=\"\\q\"}", "{a=\"1\"} trailing"}) {
+    RecordBatch batch;
+    std::string error;
+    EXPECT_FALSE(parseLokiSelector(bad, &batch, &error)) << bad;
+    EXPECT_FALSE(error.empty());
+    EXPECT_TRUE(batch.labels.empty()) << bad;
+  }
+}
+
+TEST(LokiJson, DecodesStreamsWithMetadataAndTenant) {
+  const std::string body = R"({"streams":[
+    {"stream":{"transport":"kernel","host":"gpu-7"},
+     "values":[["1700000000000000001","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"],
+               ["1700000000000000002","with meta",{"trace_id":"abc"}]]},
+    {"stream":{"pod":"evil-0","transport":"kernel","node":"gpu-7"},
+     "values":[["1700000000000000003","NVRM: Xid (PCI:0000:44:00): 79, fake"]]}]})";
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(decodeLokiJson(body, "acme", StreamRules(), &batch, &error)) << error;
+  ASSERT_EQ(batch.records.size(), 3u);
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(batch.records[0].node, "gpu-7");
+  EXPECT_EQ(batch.records[0].time_ns, 1700000000000000001);
+  EXPECT_EQ(labelsOf(batch, batch.records[1]),
+            "host=gpu-7;transport=kernel;tenant=acme;trace_id=abc;");
+  EXPECT_EQ(batch.records[2].stream, StreamKind::kPod);  // pod labels always win
+}
+
+TEST(LokiJson, RefusesMalformedBodiesWithReasons) {
+  for (const char* bad : {"{", "[]", R"({"streams":{}})", R"({"streams":[{"values":[[1]]}]})",
+                          R"({"streams":[{"stream":{"a":1},"values":[]}]})",
+                          R"({"streams":[{"values":[["12x","line"]]}]})",
+                          R"({"streams":[{"values":[["1","line","meta"]]}]})"}) {
+    RecordBatch batch;
+    std::string error;
+    EXPECT_FALSE(decodeLokiJson(bad, "", StreamRules(), &batch, &error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+TEST(OtlpProto, DecodesOtelJsExporterGoldenVector) {
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  ASSERT_TRUE(decodeOtlpProto(base64(kOtelJsProto), StreamRules(), &batch, &rejected, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(rejected, 0u);
+  const LogRecord& r = batch.records[0];
+  EXPECT_EQ(r.line, "mce: [Hardware Error]: Machine check events logged");
+  EXPECT_EQ(r.node, "node-3");
+  EXPECT_EQ(r.stream, StreamKind::kPod);  // the record carries k8s.pod.name
+  EXPECT_EQ(r.time_ns, static_cast<int64_t>(0x18ea275c40ba7540));
+  EXPECT_EQ(batch.label(r, "service.name"), "kernel");
+}
+
+TEST(OtlpProto, RefusesGarbage) {
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  EXPECT_FALSE(decodeOtlpProto("\x0a\x05\x0a", StreamRules(), &batch, &rejected, &error));
+  EXPECT_FALSE(error.empty());
+  EXPECT_TRUE(batch.records.empty());
+}
+
+TEST(OtlpJson, JournaldBodyAndRejectedRecords) {
+  const std::string doc = R"({"resourceLogs":[{"resource":{"attributes":[
+      {"key":"host.name","value":{"stringValue":"gpu-9"}}]},
+    "scopeLogs":[{"logRecords":[
+      {"timeUnixNano":"1700000000000000000","body":{"kvlistValue":{"values":[
+        {"key":"MESSAGE","value":{"stringValue":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"}},
+        {"key":"_TRANSPORT","value":{"stringValue":"kernel"}}]}}},
+      {"body":{"kvlistValue":{"values":[{"key":"PRIORITY","value":{"stringValue":"3"}}]}}},
+      {"body":{"doubleValue":1.5}}]}]}]})";
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  ASSERT_TRUE(decodeOtlpJson(doc, StreamRules(), &batch, &rejected, &error)) << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(rejected, 2u);
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(batch.records[0].node, "gpu-9");
+  EXPECT_EQ(batch.records[0].time_ns, 1700000000000000000);
+  EXPECT_FALSE(decodeOtlpJson("[1]", StreamRules(), &batch, &rejected, &error));
+  EXPECT_TRUE(decodeOtlpJson("{}", StreamRules(), &batch, &rejected, &error));  // empty request
+}
+
+TEST(OtlpResponse, PartialSuccessOnlyWhenRejected) {
+  EXPECT_EQ(otlpProtoResponse(0, "x"), "");
+  EXPECT_EQ(otlpJsonResponse(0, "x"), "{}");
+  EXPECT_EQ(otlpJsonResponse(2, "why"),
+            R"({"partialSuccess":{"errorMessage":"why","rejectedLogRecords":"2"}})");
+  EXPECT_FALSE(otlpProtoResponse(2, "why").empty());
+}
+
+TEST(KafkaOtlpDecoder, ProtoAndJsonWithKeyFallbackAndTopicStream) {
+  KafkaTopicConfig config;
+  config.name = "otlp_logs";
+  config.encoding = KafkaEncoding::kOtlpProto;
+  const KafkaDecoder proto(config);
+  RecordBatch batch;
+  const std::string value = base64(kOtelJsProto);
+  KafkaMessage msg;
+  msg.value = value;
+  msg.timestamp_ms = 1700000000000;
+  ASSERT_TRUE(proto.decode(msg, 0, &batch));
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].node, "node-3");
+  KafkaMessage bad;
+  bad.value = "\x0a\x05";
+  EXPECT_FALSE(proto.decode(bad, 0, &batch));
+
+  config.encoding = KafkaEncoding::kOtlpJson;
+  config.stream = StreamKind::kKernel;
+  const KafkaDecoder json(config);
+  const std::string doc =
+      R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"EXT4-fs error"}}]}]}]})";
+  KafkaMessage jm;
+  jm.value = doc;
+  jm.key = "gpu-4";
+  jm.timestamp_ms = 1700000000000;
+  RecordBatch jb;
+  ASSERT_TRUE(json.decode(jm, 0, &jb));
+  ASSERT_EQ(jb.records.size(), 1u);
+  EXPECT_EQ(jb.records[0].node, "gpu-4");                 // no attribute: the message key
+  EXPECT_EQ(jb.records[0].stream, StreamKind::kKernel);   // no marker: the topic's stream
+  EXPECT_EQ(jb.records[0].time_ns, 1700000000000000000);  // no record time: the message's
+}
+
+}  // namespace
+}  // namespace faultline
