@@ -21,9 +21,12 @@ bool parseSeconds(std::string_view s, int64_t* ns) {
   int64_t sec = 0;
   size_t i = 0;
   while (i < s.size() && isDigit(s[i])) {
+    if (i == 9) {
+      return false;  // over 9 digits (31 years) could overflow int64 nanoseconds
+    }
     sec = sec * 10 + (s[i++] - '0');
   }
-  if (i == 0 || i > 9) {  // over 9 digits (31 years) could overflow int64 nanoseconds
+  if (i == 0) {
     return false;
   }
   int64_t frac = 0;
