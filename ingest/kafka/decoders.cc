@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -64,15 +65,18 @@ bool epochIntToNanos(int64_t v, int64_t* ns) {
   if (v <= 0) {
     return false;
   }
+  int64_t unit = 1;
   if (v < 100'000'000'000) {
-    *ns = v * kNanosPerSecond;
+    unit = kNanosPerSecond;
   } else if (v < 100'000'000'000'000) {
-    *ns = v * 1'000'000;
+    unit = 1'000'000;
   } else if (v < 100'000'000'000'000'000) {
-    *ns = v * 1'000;
-  } else {
-    *ns = v;
+    unit = 1'000;
   }
+  if (v > INT64_MAX / unit) {
+    return false;  // past the year 2262: int64 nanoseconds cannot hold it
+  }
+  *ns = v * unit;
   return true;
 }
 
@@ -81,6 +85,9 @@ bool epochFloatToNanos(double v, int64_t* ns) {
     return false;
   }
   if (v < 1e11) {  // float seconds: keep the fraction
+    if (v >= 9.2e9) {
+      return false;  // past the year 2262
+    }
     const double whole = std::floor(v);
     *ns = static_cast<int64_t>(whole) * kNanosPerSecond + std::llround((v - whole) * 1e9);
     return true;
