@@ -65,16 +65,13 @@ kafka:
     - {name: otlp_logs, encoding: otlp_proto}
     - {name: otlp_json, encoding: otlp_json}
 YAML
-"$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/serve.log" &
-serve_pid=$!
-pids+=("$serve_pid")
+start_serve_http "$tmp/config.yaml"
 for _ in $(seq 300); do
   [[ -f $tmp/decisions.jsonl && $(taints_decided "$tmp/decisions.jsonl" | wc -l) -ge 2 ]] && break
   sleep 0.1
 done
 [[ $(taints_decided "$tmp/decisions.jsonl") == $'gpu-1 xid-fatal\ngpu-2 xid-fatal' ]] ||
   fail "decisions: $(cat "$tmp/decisions.jsonl" 2>/dev/null)"
-port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log")
 metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
 grep -q '^faultline_kafka_malformed_total{topic="otlp_logs"} 1$' <<<"$metrics" ||
   fail "metrics: the garbage message is not counted: $(grep kafka_ <<<"$metrics")"

@@ -23,3 +23,13 @@ wait_file() {
   for _ in $(seq $(($2 * 10))); do [[ -s $1 ]] && return 0; sleep 0.1; done
   fail "$1 not written within $2 s"
 }
+# Starts `faultline serve --config $1` in the background (serve_pid), logging to $tmp/serve.log;
+# with an http section listening on 127.0.0.1:0, waits for it and sets `port` to the one chosen.
+start_serve_http() {
+  "$FAULTLINE" serve --config "$1" 2>>"$tmp/serve.log" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
+  [[ -n $port ]] || fail "serve did not listen"
+}

@@ -16,12 +16,7 @@ http:
   max_line_bytes: 200
   token_file: $tmp/token
 YAML
-"$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/serve.log" &
-serve_pid=$!
-pids+=("$serve_pid")
-for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
-port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log")
-[[ -n $port ]] || fail "serve did not listen"
+start_serve_http "$tmp/config.yaml"
 loki="http://127.0.0.1:$port/loki/api/v1/push"
 otlp="http://127.0.0.1:$port/v1/logs"
 auth=(-H "Authorization: Bearer s3cret")

@@ -23,12 +23,7 @@ kubernetes:
   guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 0}  # several nodes on purpose
 http: {listen: "127.0.0.1:0"}
 YAML
-"$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/serve.log" &
-serve_pid=$!
-pids+=("$serve_pid")
-for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
-port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log")
-[[ -n $port ]] || fail "serve did not listen"
+start_serve_http "$tmp/config.yaml"
 url="http://127.0.0.1:$port"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/readyz") == 200 ]] || fail "/readyz not 200"
 
