@@ -155,6 +155,24 @@ std::string mediaType(const httplib::Request& req) {
   return value.substr(0, value.find(';'));
 }
 
+// Reads a PATCH body of one of the accepted content types into *patch; otherwise answers 415 or
+// 400 as the API server does and returns false.
+bool readPatch(const httplib::Request& req, httplib::Response& res, bool merge_patch_too,
+               json* patch) {
+  const std::string type = mediaType(req);
+  if (type != "application/strategic-merge-patch+json" &&
+      !(merge_patch_too && type == "application/merge-patch+json")) {
+    reply(res, 415, statusBody(415, "the body of the request was in an unknown format"));
+    return false;
+  }
+  *patch = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (patch->is_discarded()) {
+    reply(res, 400, statusBody(400, "error decoding patch: invalid JSON"));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 FakeApiServer::FakeApiServer() : server_(std::make_unique<httplib::Server>()) {
@@ -553,15 +571,8 @@ void FakeApiServer::installRoutes() {
           after_get_.erase(first, last);
         }));
   s.Patch("/api/v1/nodes/([^/]+)", api([this](const httplib::Request& req, httplib::Response& res) {
-            const std::string type = mediaType(req);
-            if (type != "application/strategic-merge-patch+json" &&
-                type != "application/merge-patch+json") {
-              reply(res, 415, statusBody(415, "the body of the request was in an unknown format"));
-              return;
-            }
-            const json patch = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-            if (patch.is_discarded()) {
-              reply(res, 400, statusBody(400, "error decoding patch: invalid JSON"));
+            json patch;
+            if (!readPatch(req, res, /*merge_patch_too=*/true, &patch)) {
               return;
             }
             std::lock_guard lock(mu_);
@@ -571,13 +582,8 @@ void FakeApiServer::installRoutes() {
 
   s.Patch("/api/v1/nodes/([^/]+)/status",
           api([this](const httplib::Request& req, httplib::Response& res) {
-            if (mediaType(req) != "application/strategic-merge-patch+json") {
-              reply(res, 415, statusBody(415, "the body of the request was in an unknown format"));
-              return;
-            }
-            const json patch = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-            if (patch.is_discarded()) {
-              reply(res, 400, statusBody(400, "error decoding patch: invalid JSON"));
+            json patch;
+            if (!readPatch(req, res, /*merge_patch_too=*/false, &patch)) {
               return;
             }
             std::lock_guard lock(mu_);
