@@ -307,7 +307,8 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
   };
   if (!refsAt("attach_to", "rules", &rule.attach_within_ns) ||
       !refsAt("suppressed_by", "rules", &rule.suppress_within_ns) ||
-      !refsAt("corroborated_by", "rules", &rule.corroborate_within_ns)) {
+      !refsAt("corroborated_by", "rules", &rule.corroborate_within_ns) ||
+      !refsAt("unless_followed_by", "rules", &rule.unless_within_ns)) {
     return;
   }
   if (const YAML::Node j = n["joins"]) {
@@ -407,6 +408,8 @@ void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* proble
         rule.suppressed_by.push_back(index);
       } else if (r.key == "corroborated_by") {
         rule.corroborated_by.push_back(index);
+      } else if (r.key == "unless_followed_by") {
+        rule.unless_followed_by.push_back(index);
       } else if (r.key == "joins") {
         rule.joins = static_cast<int>(index);
       } else {

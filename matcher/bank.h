@@ -104,6 +104,10 @@ struct Rule {
   // corroborate_within_ns (before or after) decides at once.
   std::vector<uint32_t> corroborated_by;
   int64_t corroborate_within_ns = 0;
+  // A lasting state: a hit that would fault waits unless_within_ns, and faults only if no hit of
+  // one of `unless_followed_by` on the same entity came meanwhile (an IB port DOWN for 5 min).
+  std::vector<uint32_t> unless_followed_by;
+  int64_t unless_within_ns = 0;
 
   // Recovery: a fault of this rule clears on a hit of one of `recovered_by` (equal shared entity
   // fields), once no hit of this rule follows for stable_ns; or after quiet_ns without a hit of

@@ -57,6 +57,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
   const size_t n = bank_->rules.size();
   rules_by_signature_.resize(bank_->signatures.size());
   corroborates_.resize(n);
+  cancels_.resize(n);
   recovers_.assign(n, false);
   held_.resize(n);
   job_until_.assign(n, INT64_MIN);
@@ -65,6 +66,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
     rules_by_signature_[r.signature].push_back(i);
     for (uint32_t c : r.corroborated_by) {
       corroborates_[c].push_back(i);
+    }
+    for (uint32_t c : r.unless_followed_by) {
+      cancels_[c].push_back(i);
     }
     if (!r.alias_from.empty()) {
       alias_rules_.push_back(i);
@@ -147,12 +151,19 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   if (recovers_[ri]) {
     recover(ri, node, node_name, f, ev, out);
   }
+  for (uint32_t held : cancels_[ri]) {
+    const std::string key = entityKey(held, bank_->rules[held], f);
+    if (const auto it = node.pending.find(key); it != node.pending.end()) {
+      timers_.erase({it->second.due_ns, node_name, key});
+      node.pending.erase(it);
+    }
+  }
   for (uint32_t pod_rule : corroborates_[ri]) {
     const std::vector<uint32_t> one = {pod_rule};
     if (const Recent* r =
             findRecent(node, one, {}, f, t, bank_->rules[pod_rule].corroborate_within_ns, 0)) {
       const Recent copy = *r;  // fault() may reset the node's recent hits
-      fault(pod_rule, node, node_name, copy.fields, {copy.evidence, ev}, out);
+      fault(pod_rule, node, node_name, copy.fields, {copy.evidence, ev}, t, out);
     }
   }
   if (!rule.attach_to.empty() &&
@@ -207,12 +218,20 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   c.last_counted_ns = t;
+  if (!rule.unless_followed_by.empty()) {
+    if (node.pending.count(key) == 0) {
+      const int64_t due = t + rule.unless_within_ns;
+      node.pending.emplace(key, Pending{ri, f, ev, due});
+      timers_.emplace(due, node_name, key);
+    }
+    return;
+  }
   if (rule.cluster_nodes > 0) {
     held_[ri].push_back({node_name, f, ev});
     return;
   }
   if (!pair.empty() && rule.count == 1) {
-    fault(ri, node, node_name, f, {pair[0], ev}, out);
+    fault(ri, node, node_name, f, {pair[0], ev}, t, out);
     return;
   }
   count(ri, node, node_name, f, ev, out);
@@ -239,7 +258,7 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
   std::vector<Evidence> evidence(c.evidence.begin(), c.evidence.end());
   c.times.clear();
   c.evidence.clear();
-  fault(ri, node, node_name, f, std::move(evidence), out);
+  fault(ri, node, node_name, f, std::move(evidence), ev.time_ns, out);
 }
 
 bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
@@ -251,12 +270,12 @@ bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::strin
     return false;
   }
   const Evidence kernel = r->evidence;
-  fault(pod_rule, node, node_name, f, {ev, kernel}, out);
+  fault(pod_rule, node, node_name, f, {ev, kernel}, std::max(ev.time_ns, kernel.time_ns), out);
   return true;
 }
 
 void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
-                       std::vector<Evidence> evidence, std::vector<Decision>* out) {
+                       std::vector<Evidence> evidence, int64_t at_ns, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const std::string key = entityKey(ri, rule, f);
   if (node.faults.count(key) != 0) {
@@ -279,7 +298,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
     evidence.erase(evidence.begin(), evidence.end() - static_cast<std::ptrdiff_t>(kMaxEvidence));
   }
   Decision& d = out->emplace_back();
-  d.time_ns = t;
+  d.time_ns = at_ns;
   d.node = node_name;
   d.action = Decision::Action::kTaint;
   d.taint = taint_;
@@ -394,6 +413,13 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     }
     const auto [at, node_name, key] = *timers_.begin();
     NodeData& node = nodes_[node_name];
+    if (const auto p = node.pending.find(key); p != node.pending.end()) {
+      timers_.erase(timers_.begin());
+      const Pending held = std::move(p->second);
+      node.pending.erase(p);
+      fault(held.rule, node, node_name, held.fields, {held.evidence}, at, out);
+      continue;
+    }
     Fault& flt = node.faults.at(key);
     const Rule& rule = bank_->rules[flt.rule];
     std::string reason;
@@ -486,7 +512,7 @@ Correlator::NodeState Correlator::state(std::string_view node) const {
   const bool held = std::any_of(held_.begin(), held_.end(), [&](const std::deque<Held>& q) {
     return std::any_of(q.begin(), q.end(), [&](const Held& h) { return h.node == node; });
   });
-  return counted || held ? NodeState::kSuspect : NodeState::kHealthy;
+  return counted || held || !n.pending.empty() ? NodeState::kSuspect : NodeState::kHealthy;
 }
 
 }  // namespace faultline

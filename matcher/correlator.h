@@ -29,6 +29,8 @@ namespace faultline {
 //     a cause (`attach_to`) or suppressed by one (`suppressed_by`), it is not inside the dedup
 //     window of the key's last counted hit nor within `burst` of the key's previous hit, and,
 //     for `flap` rules, it is the up half of a down-then-up pair;
+//   - `unless_followed_by` rules hold a hit that would count for their `within`: it counts when
+//     that time has passed with no hit of the listed rules on the same entity (a lasting state);
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window are a job's event and count for no node; `corroborated_by` decides at once when
 //     one of those rules hit the same node within its window, before or after;
@@ -90,8 +92,15 @@ class Correlator {
     Evidence recovery;  // the recovery signal, when recovering
     std::string recovered_by;
   };
+  struct Pending {  // an unless_followed_by hit waiting for its time to pass
+    uint32_t rule = 0;
+    Fields fields;
+    Evidence evidence;
+    int64_t due_ns = 0;
+  };
   struct NodeData {
     bool tainted = false;
+    std::unordered_map<std::string, Pending> pending;         // key: rule index + entity
     std::unordered_map<std::string, Counter> counters;        // key: rule index + entity
     std::unordered_map<uint32_t, std::deque<Recent>> recent;  // newest hits per rule
     std::map<std::string, Fault> faults;                      // key: rule index + entity
@@ -107,8 +116,9 @@ class Correlator {
                    const Evidence& ev, std::vector<Decision>* out);
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              const Evidence& ev, std::vector<Decision>* out);
+  // Records a fault decided at event time at_ns (ns since the epoch) on this evidence.
   void fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
-             std::vector<Evidence> evidence, std::vector<Decision>* out);
+             std::vector<Evidence> evidence, int64_t at_ns, std::vector<Decision>* out);
   bool corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
                    const Fields& fields, const Evidence& ev, std::vector<Decision>* out);
   void recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
@@ -125,12 +135,15 @@ class Correlator {
   Taint taint_;
   std::vector<std::vector<uint32_t>> rules_by_signature_;
   std::vector<std::vector<uint32_t>> corroborates_;  // rule -> the rules it corroborates
+  std::vector<std::vector<uint32_t>> cancels_;       // rule -> rules whose pending hits it ends
   std::vector<bool> recovers_;                       // rule is named in some recovery.by
   std::vector<uint32_t> alias_rules_;
   std::unordered_map<std::string, NodeData> nodes_;
   std::vector<std::deque<Held>> held_;  // cluster rules: hits held until their window ends
   std::vector<int64_t> job_until_;      // cluster rules: a job event lasts until then
-  std::set<std::tuple<int64_t, std::string, std::string>> timers_;  // (due, node, fault key)
+  // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
+  // has a pending hit only while it has no fault).
+  std::set<std::tuple<int64_t, std::string, std::string>> timers_;
   int64_t now_ns_ = INT64_MIN;
   Stats stats_;
 };
