@@ -72,8 +72,9 @@ def template(r):
         return "EDAC amd64: MC: %d:     %dMB %d:     %dMB" % (
             r.randrange(4), r.randrange(32769), r.randint(1, 3), r.randrange(32769))
     if k == 10:
-        return "NVRM: GPU at PCI:%s: GPU-%s-%s-%s-%s-%s" % (pci()[:10], h(8), h(4), h(4), h(4),
-                                                            h(12))
+        # a driver component's load banner; the `NVRM: GPU at PCI:` UUID line is a signature
+        return ("nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for UNIX platforms  "
+                "%d.%d.%02d" % (r.choice([535, 550, 570]), r.randrange(200), r.randrange(100)))
     if k == 11:
         return "kauditd_printk_skb: %d callbacks suppressed" % r.randint(1, 200)
     if k == 12:

@@ -19,8 +19,40 @@ std::string_view Hit::field(std::string_view name) const {
   return {};
 }
 
-void Matcher::matchSet(std::string_view line, const CompiledSet& cs) {
+Matcher::Matcher(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)) {
+  stats_.signature_hits.resize(bank_->signatures.size());
+  for (int k = 0; k < kStreamKinds; ++k) {
+    gates_.emplace_back(patterns(static_cast<StreamKind>(k)), std::string_view());
+    tuned_[static_cast<size_t>(k)] = !bank_->sets[static_cast<size_t>(k)].set;
+  }
+}
+
+std::vector<std::string> Matcher::patterns(StreamKind kind) const {
+  std::vector<std::string> out;
+  for (uint32_t sig : bank_->sets[static_cast<size_t>(kind)].signature) {
+    out.push_back(bank_->signatures[sig].pattern);
+  }
+  return out;
+}
+
+void Matcher::tune(const RecordBatch& batch) {
+  for (const LogRecord& rec : batch.records) {
+    const auto k = static_cast<size_t>(rec.stream);
+    if (tuned_[k]) {
+      continue;
+    }
+    sample_[k].append(rec.line).push_back('\n');
+    if (++sampled_[k] == kTuneLines) {
+      gates_[k] = LiteralGate(patterns(rec.stream), sample_[k]);
+      tuned_[k] = true;
+      sample_[k] = std::string();
+    }
+  }
+}
+
+void Matcher::matchSet(std::string_view line, StreamKind kind) {
   sigs_.clear();
+  const CompiledSet& cs = bank_->sets[static_cast<size_t>(kind)];
   if (!cs.set) {
     return;
   }
@@ -46,7 +78,10 @@ void Matcher::matchSet(std::string_view line, const CompiledSet& cs) {
 }
 
 std::vector<uint32_t> Matcher::matchLine(std::string_view line, StreamKind kind) {
-  matchSet(line, bank_->sets[static_cast<size_t>(kind)]);
+  sigs_.clear();
+  if (gates_[static_cast<size_t>(kind)].mayMatch(line)) {
+    matchSet(line, kind);
+  }
   return sigs_;
 }
 
@@ -67,15 +102,43 @@ bool Matcher::extract(std::string_view line, const Signature& sig, Fields* field
 }
 
 void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
+  if (!std::all_of(tuned_.begin(), tuned_.end(), [](bool t) { return t; })) {
+    tune(batch);
+  }
+  // The gate first, over each kind's lines of the batch; the Set then only where it passed.
+  const size_t n = batch.records.size();
+  may_.assign(n, 0);
+  for (auto& l : lines_) {
+    l.clear();
+  }
+  for (auto& i : index_) {
+    i.clear();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const LogRecord& rec = batch.records[i];
+    const auto k = static_cast<size_t>(rec.stream);
+    if (bank_->sets[k].set) {
+      lines_[k].push_back(rec.line);
+      index_[k].push_back(static_cast<uint32_t>(i));
+    }
+  }
+  for (size_t k = 0; k < kStreamKinds; ++k) {
+    flags_.resize(lines_[k].size());
+    gates_[k].mayMatch(lines_[k].data(), lines_[k].size(), flags_.data());
+    for (size_t j = 0; j < flags_.size(); ++j) {
+      may_[index_[k][j]] = flags_[j];
+    }
+  }
   Fields fields;
-  for (const LogRecord& rec : batch.records) {
+  for (size_t i = 0; i < n; ++i) {
+    const LogRecord& rec = batch.records[i];
     ++stats_.lines;
     stats_.bytes += rec.line.size();
     ++seq_;
-    const CompiledSet& cs = bank_->sets[static_cast<size_t>(rec.stream)];
-    if (!cs.set) {
-      continue;
+    if (may_[i] == 0) {
+      continue;  // the common case: no literal of the bank, so no signature can match
     }
+    ++stats_.candidates;
     auto emit = [&](uint32_t sig, const Fields& f) {
       Hit& hit = hits->emplace_back();
       hit.time_ns = rec.time_ns;
@@ -86,6 +149,7 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       hit.seq = seq_;
       hit.fields = f;
       ++stats_.hits;
+      ++stats_.signature_hits[sig];
     };
     if (last_valid_ && rec.stream == last_stream_ && rec.line == last_line_) {
       ++stats_.repeats;
@@ -94,9 +158,9 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       }
       continue;
     }
-    matchSet(rec.line, cs);
+    matchSet(rec.line, rec.stream);
     if (sigs_.empty()) {
-      continue;  // the common case
+      continue;
     }
     last_valid_ = true;
     last_stream_ = rec.stream;

@@ -1,7 +1,9 @@
-// Matches record batches against the bank: one RE2::Set pass per line for its stream kind, then
-// the single signature's RE2 only on a hit, to extract the named fields.
+// Matches record batches against the bank: per line, the literal gate of its stream kind's set,
+// then one RE2::Set pass only if the line holds a literal, then the single signature's RE2 only
+// on a Set hit, to extract the named fields.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include "core/record.h"
 #include "matcher/bank.h"
+#include "matcher/literal_gate.h"
 
 namespace faultline {
 
@@ -30,13 +33,20 @@ struct MatcherStats {
   uint64_t lines = 0;
   uint64_t bytes = 0;
   uint64_t hits = 0;
+  uint64_t candidates = 0;               // lines the literal gate passed to the RE2::Set
+  std::vector<uint64_t> signature_hits;  // hits per signature, indexed like Bank::signatures
   uint64_t set_errors = 0;  // RE2::Set DFA out of memory: the line was matched pattern by pattern
   uint64_t repeats = 0;     // matching lines equal to the previous one: its hits were reused
 };
 
 class Matcher {
  public:
-  explicit Matcher(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)) {}
+  static constexpr size_t kTuneLines = 1000;
+
+  // Builds each stream kind's literal gate from the bank's patterns; once kTuneLines lines of a
+  // kind have been matched, retunes that kind's gate to what is rare in those lines (speed only:
+  // the gate never changes which lines match).
+  explicit Matcher(std::shared_ptr<const Bank> bank);
 
   // Appends one Hit per (record, signature) that matches, in record order. Records of a stream
   // kind no signature applies to cost nothing beyond the lookup. Allocates only for hits.
@@ -47,19 +57,33 @@ class Matcher {
   std::vector<uint32_t> matchLine(std::string_view line, StreamKind kind);
 
   const MatcherStats& stats() const { return stats_; }
+  const LiteralGate& gate(StreamKind kind) const { return gates_[static_cast<size_t>(kind)]; }
   const Bank& bank() const { return *bank_; }
 
  private:
   using Fields = std::vector<std::pair<std::string, std::string>>;
 
-  // Sets sigs_ to the signatures of `cs` that match `line`, in increasing order.
-  void matchSet(std::string_view line, const CompiledSet& cs);
+  // Sets sigs_ to the signatures of stream kind `kind` that match `line`, in increasing order
+  // (the Set alone: callers ask the gate first).
+  void matchSet(std::string_view line, StreamKind kind);
+  // Samples the lines of kinds not yet tuned; rebuilds a kind's gate when its sample is full.
+  void tune(const RecordBatch& batch);
+  std::vector<std::string> patterns(StreamKind kind) const;
   // Runs the signature's own RE2 for its named captures; false if it does not match after all.
   bool extract(std::string_view line, const Signature& sig, Fields* fields);
 
   std::shared_ptr<const Bank> bank_;
+  std::vector<LiteralGate> gates_;  // by stream kind
+  std::array<bool, kStreamKinds> tuned_{};
+  std::array<std::string, kStreamKinds> sample_;  // lines joined by '\n', until tuned
+  std::array<size_t, kStreamKinds> sampled_{};
   MatcherStats stats_;
-  std::vector<int> ids_;        // reused across lines: no allocation per line
+  // Reused across batches: no allocation per line.
+  std::array<std::vector<std::string_view>, kStreamKinds> lines_;  // a batch's lines by kind
+  std::array<std::vector<uint32_t>, kStreamKinds> index_;          // their record indexes
+  std::vector<uint8_t> flags_;                                     // the gate's verdicts
+  std::vector<uint8_t> may_;  // by record: 1 if the line holds a literal of its kind's gate
+  std::vector<int> ids_;
   std::vector<uint32_t> sigs_;  // likewise
   uint64_t seq_ = 0;
   // The last line that hit and its hits: a node repeating one line in a storm pays for the Set

@@ -1,0 +1,249 @@
+#include "matcher/literal_gate.h"
+
+#include <algorithm>
+#include <array>
+#include <memory>
+
+#include <re2/filtered_re2.h>
+
+namespace faultline {
+namespace {
+
+// True when the pattern sets the i flag in a group such as `(?i)` or `(?si:...)`.
+bool foldsCase(const std::string& pattern) {
+  for (size_t p = pattern.find("(?"); p != std::string::npos; p = pattern.find("(?", p + 2)) {
+    size_t i = p + 2;  // flags are [imsU-]; anything else (`P<name>`) is not a flag group
+    bool fold = false;
+    for (; i < pattern.size() && std::string_view("imsU-").find(pattern[i]) != std::string::npos;
+         ++i) {
+      fold = fold || pattern[i] == 'i';
+    }
+    if (fold && i < pattern.size() && (pattern[i] == ')' || pattern[i] == ':')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Atoms of `pattern` such that every match holds at least one, those `before` ranks first
+// preferred; empty when the prefilter cannot rule out any text.
+template <typename Before>
+std::vector<std::string> requiredAtoms(const std::string& pattern, const Before& before) {
+  re2::FilteredRE2 filter(3);  // atoms shorter than 3 bytes filter nothing
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  int id = 0;
+  if (filter.Add(pattern, opts, &id) != RE2::NoError) {
+    return {};
+  }
+  std::vector<std::string> atoms;
+  filter.Compile(&atoms);
+  std::vector<int> present(atoms.size());
+  for (size_t i = 0; i < atoms.size(); ++i) {
+    present[i] = static_cast<int>(i);
+  }
+  auto passes = [&](const std::vector<int>& found) {
+    std::vector<int> potential;
+    filter.AllPotentials(found, &potential);
+    return !potential.empty();
+  };
+  if (atoms.empty() || passes({})) {
+    return {};
+  }
+  // Take atoms away, preferred first, until the pattern can no longer pass: those taken form a
+  // cut.
+  std::vector<int> order = present;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return before(atoms[static_cast<size_t>(a)], atoms[static_cast<size_t>(b)]);
+  });
+  std::vector<int> cut;
+  for (int a : order) {
+    cut.push_back(a);
+    present.erase(std::find(present.begin(), present.end(), a));
+    if (!passes(present)) {
+      break;
+    }
+  }
+  // Give back the atoms the cut does not need, least preferred first.
+  for (auto it = cut.rbegin(); it != cut.rend();) {
+    std::vector<int> with = present;
+    with.push_back(*it);
+    std::sort(with.begin(), with.end());
+    if (passes(with)) {
+      ++it;
+    } else {
+      present = std::move(with);
+      it = std::make_reverse_iterator(cut.erase(std::next(it).base()));
+    }
+  }
+  std::vector<std::string> out;
+  for (int a : cut) {
+    out.push_back(atoms[static_cast<size_t>(a)]);
+  }
+  return out;
+}
+
+bool equalFolded(const unsigned char* text, const std::string& lower) {
+  for (size_t i = 0; i < lower.size(); ++i) {
+    unsigned char c = text[i];
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<unsigned char>(c | 0x20);
+    }
+    if (c != static_cast<unsigned char>(lower[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+uint32_t LiteralGate::hash(const unsigned char* p) {
+  // | 0x20 folds ASCII case (and merges a few punctuation pairs: harmless, a hit is confirmed).
+  const uint32_t a = p[0] | 0x20U;
+  const uint32_t b = p[1] | 0x20U;
+  const uint32_t c = p[2] | 0x20U;
+  return ((a << 8) ^ (b << 4) ^ c ^ (a >> 3)) & ((1U << kTableBits) - 1);
+}
+
+LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_view sample) {
+  std::string lower(sample);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c | 0x20);
+    }
+  }
+  std::unordered_map<std::string, size_t> seen;  // atom -> occurrences in the sample
+  auto occurrences = [&](const std::string& atom) {
+    const auto [it, fresh] = seen.try_emplace(atom, 0);
+    for (size_t p = fresh ? lower.find(atom) : std::string::npos; p != std::string::npos;
+         p = lower.find(atom, p + 1)) {
+      ++it->second;
+    }
+    return it->second;
+  };
+  auto before = [&](const std::string& a, const std::string& b) {
+    const size_t ca = occurrences(a);
+    const size_t cb = occurrences(b);
+    return ca != cb ? ca < cb : a.size() > b.size();
+  };
+  std::vector<std::string> literals;
+  for (const std::string& p : patterns) {
+    std::vector<std::string> atoms =
+        foldsCase(p) ? std::vector<std::string>{} : requiredAtoms(p, before);
+    const bool ascii = std::all_of(atoms.begin(), atoms.end(), [](const std::string& a) {
+      return std::all_of(a.begin(), a.end(), [](char c) { return (c & 0x80) == 0; });
+    });
+    if (atoms.empty() || !ascii) {
+      return;  // open: this pattern may match a line without any literal
+    }
+    literals.insert(literals.end(), atoms.begin(), atoms.end());
+  }
+  std::sort(literals.begin(), literals.end());
+  literals.erase(std::unique(literals.begin(), literals.end()), literals.end());
+  if (literals.empty()) {
+    return;
+  }
+  shortest_ = literals.front().size();
+  for (const std::string& l : literals) {
+    shortest_ = std::min(shortest_, l.size());
+  }
+  // Each literal's first `shortest_` bytes are its key: a block ending at key offset j allows a
+  // skip of shortest_ - 1 - j; a block that ends a key (skip 0) names the literals to confirm.
+  const auto max_skip = static_cast<uint8_t>(std::min<size_t>(shortest_ - kBlock + 1, 255));
+  shift_.assign(size_t{1} << kTableBits, max_skip);
+  for (uint32_t li = 0; li < literals.size(); ++li) {
+    const auto* key = reinterpret_cast<const unsigned char*>(literals[li].data());
+    for (size_t j = kBlock - 1; j < shortest_; ++j) {
+      const uint32_t h = hash(key + j - (kBlock - 1));
+      const auto skip = static_cast<uint8_t>(std::min<size_t>(shortest_ - 1 - j, 255));
+      shift_[h] = std::min(shift_[h], skip);
+      if (j == shortest_ - 1) {
+        ends_[h].push_back(li);
+      }
+    }
+  }
+  literals_ = std::move(literals);
+}
+
+LiteralGate::Cursor LiteralGate::cursor(std::string_view line) const {
+  return {reinterpret_cast<const unsigned char*>(line.data()), line.size(), shortest_ - 1};
+}
+
+bool LiteralGate::probe(Cursor& c, bool* found) const {
+  if (c.end >= c.size) {
+    *found = false;
+    return true;
+  }
+  const uint32_t h = hash(c.text + c.end - (kBlock - 1));
+  const uint8_t skip = shift_[h];
+  if (skip != 0) {
+    c.end += skip;
+    return false;
+  }
+  const size_t start = c.end + 1 - shortest_;
+  for (uint32_t li : ends_.at(h)) {
+    const std::string& l = literals_[li];
+    if (start + l.size() <= c.size && equalFolded(c.text + start, l)) {
+      *found = true;
+      return true;
+    }
+  }
+  ++c.end;
+  return false;
+}
+
+bool LiteralGate::mayMatch(std::string_view line) const {
+  if (literals_.empty()) {
+    return true;
+  }
+  Cursor c = cursor(line);
+  bool found = false;
+  while (!probe(c, &found)) {
+  }
+  return found;
+}
+
+void LiteralGate::mayMatch(const std::string_view* lines, size_t n, uint8_t* may) const {
+  if (literals_.empty()) {
+    std::fill(may, may + n, uint8_t{1});
+    return;
+  }
+  std::array<Cursor, 2> c;
+  std::array<size_t, 2> line{};
+  size_t next = 0;
+  for (size_t s = 0; s < 2 && next < n; ++s, ++next) {
+    c[s] = cursor(lines[next]);
+    line[s] = next;
+  }
+  if (n >= 2) {
+    for (;;) {  // both slots busy; a slot whose line is decided takes the next line
+      bool found = false;
+      size_t s = 0;
+      for (; s < 2; ++s) {
+        if (probe(c[s], &found)) {
+          break;
+        }
+      }
+      if (s == 2) {
+        continue;
+      }
+      may[line[s]] = found ? 1 : 0;
+      if (next == n) {
+        c[0] = c[1 - s];
+        line[0] = line[1 - s];
+        break;
+      }
+      c[s] = cursor(lines[next]);
+      line[s] = next++;
+    }
+  }
+  if (n > 0) {
+    bool found = false;
+    while (!probe(c[0], &found)) {
+    }
+    may[line[0]] = found ? 1 : 0;
+  }
+}
+
+}  // namespace faultline

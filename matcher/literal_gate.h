@@ -1,0 +1,64 @@
+// A prefilter in front of an RE2::Set: the literals that every match of each pattern must
+// contain, searched for in a line case-insensitively. A line that holds none of them cannot match
+// any pattern and skips the Set; the Set stays the judge of every line that holds one, so the
+// gate changes speed, never results.
+//
+// The literals are derived from the patterns, not hand-kept: RE2's FilteredRE2 prefilter gives
+// each pattern's atoms (lowercased, per re2/filtered_re2.h) and which atom combinations a match
+// needs; for each pattern the gate keeps a smallest set of atoms of which a match must contain at
+// least one, preferring atoms that are rare in a sample of the stream (a subsystem tag such as
+// `mlx5_core ` is a poor gate on a GPU node, the `: Port: ` of a port state line a good one), then
+// long ones. The search is Wu-Manber (Wu and Manber, "A fast algorithm for multi-pattern
+// searching", TR-94-17, 1994) over case-folded 3-byte blocks: it skips up to (shortest literal -
+// 2) bytes per probe, and confirms a candidate with a byte compare.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace faultline {
+
+class LiteralGate {
+ public:
+  // `patterns` in RE2 syntax, as the Set compiles them (default options, case-sensitive).
+  // `sample`: text like the lines the gate will scan (lines joined by '\n'), to rank atoms by how
+  // often they occur; empty: longer atoms first. When a pattern has no required literal of at
+  // least 3 bytes, or turns on case-insensitive matching itself (`(?i)`: Unicode case folding
+  // reaches beyond ASCII), the gate is open: every line passes.
+  LiteralGate(const std::vector<std::string>& patterns, std::string_view sample);
+
+  // True when no line can be ruled out.
+  bool open() const { return literals_.empty(); }
+  // True when `line` holds one of the literals in any ASCII case (or the gate is open): only
+  // then can a pattern match.
+  bool mayMatch(std::string_view line) const;
+  // Sets may[i] to 1 if mayMatch(lines[i]), else 0, for i < n. Scans two lines at a time: two
+  // independent probe chains keep a core busy while each waits on its loads.
+  void mayMatch(const std::string_view* lines, size_t n, uint8_t* may) const;
+  // The literals searched for, lowercased; empty when the gate is open.
+  const std::vector<std::string>& literals() const { return literals_; }
+
+ private:
+  static constexpr int kBlock = 3;          // bytes per Wu-Manber block
+  static constexpr size_t kTableBits = 16;  // hashed blocks in the shift table
+  struct Cursor {  // one line's scan: `end` is the last byte of the Wu-Manber window
+    const unsigned char* text = nullptr;
+    size_t size = 0;
+    size_t end = 0;
+  };
+  static uint32_t hash(const unsigned char* p);
+  Cursor cursor(std::string_view line) const;
+  // Moves `c` by one probe; true when its line is decided, with *found set.
+  bool probe(Cursor& c, bool* found) const;
+
+  std::vector<std::string> literals_;
+  size_t shortest_ = 0;                                       // bytes
+  std::vector<uint8_t> shift_;                                // block hash -> safe skip
+  std::unordered_map<uint32_t, std::vector<uint32_t>> ends_;  // hash -> literals ending there
+};
+
+}  // namespace faultline

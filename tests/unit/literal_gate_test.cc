@@ -1,0 +1,181 @@
+// The literal gate in front of the RE2::Set: the literals it derives, and that it never rules out
+// a line the Set matches (it may change speed, never results).
+#include "matcher/literal_gate.h"
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "matcher/bank.h"
+#include "matcher/matcher.h"
+
+namespace faultline {
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::vector<std::string> patternsOf(const Bank& bank, StreamKind kind) {
+  std::vector<std::string> out;
+  for (uint32_t sig : bank.sets[static_cast<size_t>(kind)].signature) {
+    out.push_back(bank.signatures[sig].pattern);
+  }
+  return out;
+}
+
+TEST(LiteralGate, DerivesRequiredLiteralsLowercased) {
+  const LiteralGate gate({R"(NVRM: Xid \(PCI:(?P<pci>[0-9a-f:]+)\): (?P<code>\d+),)",
+                          R"(mlx5_core (?P<pci>\S+) (?P<dev>\S+): Port: (?P<port>\d+) Link)"},
+                         "");
+  EXPECT_FALSE(gate.open());
+  EXPECT_TRUE(has(gate.literals(), "nvrm: xid (pci:"));
+  EXPECT_TRUE(gate.mayMatch("[  12.5] NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"));
+  EXPECT_TRUE(gate.mayMatch("nvrm: XID (pci:"));  // any ASCII case: the Set decides
+  EXPECT_FALSE(gate.mayMatch("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03"));
+  EXPECT_FALSE(gate.mayMatch(""));
+  EXPECT_FALSE(gate.mayMatch("NVRM"));
+}
+
+TEST(LiteralGate, SampleRanksRareLiteralsFirst) {
+  const std::vector<std::string> p = {
+      R"(mlx5_core (?P<pci>\S+) (?P<ifname>\S+): Link (?P<state>up|down))"};
+  // Without a sample the longest literal wins; a sample full of benign mlx5_core lines moves the
+  // gate to the literals that are rare there.
+  EXPECT_TRUE(has(LiteralGate(p, "").literals(), "mlx5_core "));
+  const std::string sample =
+      "mlx5_core 0000:ab:00.0: E-Switch: Total vports 8\nmlx5_core 0000:ab:00.1: renamed\n";
+  const LiteralGate tuned(p, sample);
+  EXPECT_FALSE(has(tuned.literals(), "mlx5_core "));
+  EXPECT_TRUE(has(tuned.literals(), ": link up"));
+  EXPECT_TRUE(has(tuned.literals(), ": link down"));
+  EXPECT_TRUE(tuned.mayMatch("mlx5_core 0000:ab:00.0 enp1s0f0np0: Link up"));
+  EXPECT_FALSE(tuned.mayMatch("mlx5_core 0000:ab:00.0: E-Switch: Total vports 8"));
+}
+
+TEST(LiteralGate, OpenWhenAPatternNeedsNoLiteralOrFoldsCase) {
+  EXPECT_TRUE(LiteralGate({"NVRM: Xid", R"(\d+ errors?)"}, "").open() == false);
+  EXPECT_TRUE(LiteralGate({"NVRM: Xid", R"(\d+)"}, "").open());
+  EXPECT_TRUE(LiteralGate({"NVRM: Xid", "(?i)fallen off the bus"}, "").open());
+  EXPECT_TRUE(LiteralGate({"NVRM: Xid", "(?s-i:a)|x"}, "").open());  // `x` is 1 byte: no atom
+  EXPECT_FALSE(LiteralGate({R"(NVRM: Xid \((?P<pci>[^)]*)\))"}, "").open());  // (?P is no flag
+  const LiteralGate open({R"(\d+)"}, "");
+  EXPECT_TRUE(open.mayMatch("anything"));
+  uint8_t may[2] = {0, 0};
+  const std::string_view lines[2] = {"a", ""};
+  open.mayMatch(lines, 2, may);
+  EXPECT_EQ(may[0], 1);
+  EXPECT_EQ(may[1], 1);
+}
+
+// Every line the Set matches passes the gate, over the real bank's example lines (as written, and
+// upper- and lower-cased) and the bundled sample archive; and the two-line scan agrees with the
+// one-line scan on every batch size.
+TEST(LiteralGate, NeverRulesOutALineTheSetMatches) {
+  const std::shared_ptr<const Bank> bank = loadBank(embeddedRuleFiles());
+  std::vector<std::string> lines;
+  for (const Signature& sig : bank->signatures) {
+    for (const auto* examples : {&sig.match_examples, &sig.no_match_examples}) {
+      for (const Example& e : *examples) {
+        lines.push_back(e.line);
+        std::string upper = e.line;
+        std::string lower = e.line;
+        for (size_t i = 0; i < upper.size(); ++i) {
+          upper[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(upper[i])));
+          lower[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(lower[i])));
+        }
+        lines.push_back(upper);
+        lines.push_back(lower);
+      }
+    }
+  }
+  std::ifstream in(std::string(FL_SOURCE_DIR) + "/tests/data/sample/gpu-node-01.dmesg");
+  ASSERT_TRUE(in.good());
+  for (std::string l; std::getline(in, l);) {
+    lines.push_back(l);
+  }
+  std::string sample;
+  for (size_t i = 0; i < lines.size(); i += 3) {
+    sample += lines[i] + "\n";
+  }
+  std::vector<std::string_view> views(lines.begin(), lines.end());
+  size_t matched = 0;
+  for (int k = 0; k < kStreamKinds; ++k) {
+    const CompiledSet& cs = bank->sets[static_cast<size_t>(k)];
+    if (!cs.set) {
+      continue;
+    }
+    for (const std::string& s : {std::string(), sample}) {
+      const LiteralGate gate(patternsOf(*bank, static_cast<StreamKind>(k)), s);
+      ASSERT_FALSE(gate.open());
+      std::vector<int> ids;
+      for (const std::string& l : lines) {
+        if (cs.set->Match(l, &ids)) {
+          ++matched;
+          EXPECT_TRUE(gate.mayMatch(l)) << l;
+        }
+      }
+      for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, views.size()}) {
+        std::vector<uint8_t> may(n, 2);
+        gate.mayMatch(views.data(), n, may.data());
+        for (size_t i = 0; i < n; ++i) {
+          EXPECT_EQ(may[i], gate.mayMatch(views[i]) ? 1 : 0) << views[i];
+        }
+      }
+    }
+  }
+  EXPECT_GT(matched, 100U);
+}
+
+// A Matcher gives the same hits before and after it tunes its gates on what it has seen.
+TEST(LiteralGate, TuningKeepsTheMatchersHits) {
+  const std::shared_ptr<const Bank> bank = loadBank(embeddedRuleFiles());
+  std::mt19937 rng(7);
+  std::vector<std::string> text;
+  for (const Signature& sig : bank->signatures) {
+    if (sig.appliesTo(StreamKind::kKernel)) {
+      for (const Example& e : sig.match_examples) {
+        text.push_back(e.line);
+      }
+    }
+  }
+  const size_t examples = text.size();
+  for (size_t i = 0; i < 2 * Matcher::kTuneLines; ++i) {
+    text.push_back("mlx5_core 0000:ab:00." + std::to_string(rng() % 8) +
+                   ": E-Switch: Total vports " + std::to_string(rng() % 16));
+    text.push_back(text[rng() % examples]);
+  }
+  auto batchOf = [&](size_t from, size_t to) {
+    RecordBatch b;
+    for (size_t i = from; i < to; ++i) {
+      LogRecord& r = b.records.emplace_back();
+      r.node = "n1";
+      r.stream = StreamKind::kKernel;
+      r.line = text[i];
+    }
+    return b;
+  };
+  // `whole` tunes before its one batch; `steps` matches its first kTuneLines lines untuned.
+  Matcher whole(bank);
+  Matcher steps(bank);
+  std::vector<Hit> a;
+  std::vector<Hit> b;
+  whole.match(batchOf(0, text.size()), &a);
+  ASSERT_TRUE(has(steps.gate(StreamKind::kKernel).literals(), "mlx5_core "));
+  for (size_t i = 0; i < text.size(); i += 100) {
+    steps.match(batchOf(i, std::min(text.size(), i + 100)), &b);
+  }
+  EXPECT_FALSE(has(steps.gate(StreamKind::kKernel).literals(), "mlx5_core "));
+  EXPECT_FALSE(has(whole.gate(StreamKind::kKernel).literals(), "mlx5_core "));
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_GE(a.size(), Matcher::kTuneLines);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].signature, b[i].signature);
+    EXPECT_EQ(a[i].line, b[i].line);
+  }
+}
+
+}  // namespace
+}  // namespace faultline
