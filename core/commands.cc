@@ -1,8 +1,11 @@
 #include "core/commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <exception>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -43,8 +46,34 @@ struct ReplayArgs {
   std::vector<std::string> kernel_labels;  // NAME=VALUE
   bool apply = false;
   std::string config;
-  KubeConfig kube;  // explicit API server; empty server = in-cluster
+  KubeConfig kube;       // explicit API server; empty server = in-cluster
+  unsigned threads = 0;  // 0: one per core
 };
+
+// Splits inputs into `n` shares of about equal bytes (largest first to the lightest share), so
+// that each thread of a replay reads and matches its own files.
+std::vector<std::vector<ArchiveInput>> shareInputs(std::vector<ArchiveInput> inputs, size_t n) {
+  auto size = [](const ArchiveInput& in) -> uint64_t {
+    std::error_code ec;
+    const uint64_t s = in.from_memory ? in.bytes.size() : std::filesystem::file_size(in.name, ec);
+    return ec ? 0 : s;
+  };
+  std::vector<std::pair<uint64_t, size_t>> order;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    order.emplace_back(size(inputs[i]), i);
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<std::vector<ArchiveInput>> shares(n);
+  std::vector<uint64_t> load(n);
+  for (const auto& [bytes, i] : order) {
+    const size_t s = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[s] += bytes;
+    shares[s].push_back(std::move(inputs[i]));
+  }
+  return shares;
+}
 
 int replay(const ReplayArgs& a) {
   ArchiveOptions opts;
@@ -116,19 +145,65 @@ int replay(const ReplayArgs& a) {
     inputs = embeddedSample();
     spdlog::info("no archive given: replaying the embedded sample ({} files)", inputs.size());
   }
-  Pipeline pipeline(bank, taint, sinks);
-  ArchiveSource source(std::move(inputs), opts);
+  // Each thread reads and matches its share of the files into its own collector; the hits then
+  // meet in one pipeline, sorted by event time, so the decisions do not depend on the threads.
+  // Standard input is read by one thread.
+  const bool stdin_input = std::any_of(inputs.begin(), inputs.end(),
+                                       [](const ArchiveInput& in) { return in.name == "-"; });
+  const size_t threads =
+      stdin_input
+          ? 1
+          : std::min<size_t>(
+                inputs.size(),
+                a.threads != 0 ? a.threads : std::max(1U, std::thread::hardware_concurrency()));
   const auto start = std::chrono::steady_clock::now();
-  source.run([&](RecordBatch& batch) { pipeline.collect(batch); }, std::stop_token());
+  Pipeline pipeline(bank, taint, sinks);
+  std::vector<std::unique_ptr<Pipeline>> collectors;
+  std::vector<std::unique_ptr<ArchiveSource>> sources;
+  for (std::vector<ArchiveInput>& share : shareInputs(std::move(inputs), threads)) {
+    collectors.push_back(std::make_unique<Pipeline>(bank, taint, std::vector<DecisionSink*>{}));
+    sources.push_back(std::make_unique<ArchiveSource>(std::move(share), opts));
+  }
+  std::vector<std::exception_ptr> errors(threads);
+  {
+    std::vector<std::jthread> workers;
+    for (size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        try {
+          sources[t]->run([&](RecordBatch& batch) { collectors[t]->collect(batch); },
+                          std::stop_token());
+        } catch (...) {
+          errors[t] = std::current_exception();
+        }
+      });
+    }
+  }
+  for (const std::exception_ptr& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
+  ArchiveStats s;
+  uint64_t hits = 0;
+  for (size_t t = 0; t < threads; ++t) {
+    const ArchiveStats& st = sources[t]->stats();
+    s.files += st.files;
+    s.bytes_read += st.bytes_read;
+    s.records += st.records;
+    s.lines += st.lines;
+    s.malformed += st.malformed;
+    s.bytes_text += st.bytes_text;
+    hits += collectors[t]->matcherStats().hits;
+    pipeline.absorb(*collectors[t]);
+  }
   pipeline.finishReplay();
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const ArchiveStats& s = source.stats();
   spdlog::info(
-      "replayed {} files: {} lines ({} malformed), {:.1f} MB text, {} hits, {} decisions in "
-      "{:.3f}s ({:.0f} lines/s, {:.1f} MB/s)",
-      s.files, s.lines, s.malformed, static_cast<double>(s.bytes_text) / 1e6,
-      pipeline.matcherStats().hits, pipeline.decisions(), secs, static_cast<double>(s.lines) / secs,
+      "replayed {} files with {} threads: {} lines ({} malformed), {:.1f} MB text, {} hits, {} "
+      "decisions in {:.3f}s ({:.0f} lines/s, {:.1f} MB/s)",
+      s.files, threads, s.lines, s.malformed, static_cast<double>(s.bytes_text) / 1e6, hits,
+      pipeline.decisions(), secs, static_cast<double>(s.lines) / secs,
       static_cast<double>(s.bytes_text) / 1e6 / secs);
   return 0;
 }
@@ -314,6 +389,9 @@ int runCli(int argc, char** argv) {
   rp->add_option("--kube-token-file", ra.kube.token_file, "Bearer token file");
   rp->add_option("--kube-ca-file", ra.kube.ca_file, "CA bundle to verify the API server");
   rp->add_option("--config", ra.config, "Service config for taint and kubernetes settings");
+  rp->add_option("--threads", ra.threads,
+                 "Threads reading and matching files (default 0: one per core, at most one per "
+                 "file); decisions do not depend on it");
 
   std::string config;
   CLI::App* sv = app.add_subcommand("serve", "Run the live service");

@@ -1,6 +1,7 @@
 #include "core/pipeline.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace faultline {
 
@@ -27,7 +28,20 @@ void Pipeline::collect(const RecordBatch& batch) {
   }
   const size_t first = hits_.size();
   matcher_.match(batch, &hits_);
-  size_t keep = first;
+  keep(first);
+}
+
+void Pipeline::absorb(Pipeline& other) {
+  max_time_ns_ = std::max(max_time_ns_, other.max_time_ns_);
+  const size_t first = hits_.size();
+  std::move(other.hits_.begin(), other.hits_.end(), std::back_inserter(hits_));
+  other.hits_.clear();
+  other.kept_.clear();
+  keep(first);
+}
+
+void Pipeline::keep(size_t first) {
+  size_t out = first;
   for (size_t i = first; i < hits_.size(); ++i) {
     Hit& h = hits_[i];
     std::string key = h.node;
@@ -37,17 +51,17 @@ void Pipeline::collect(const RecordBatch& batch) {
     key += std::to_string(h.time_ns / 1'000'000'000 - (h.time_ns < 0 ? 1 : 0));
     key += '\x1f';
     key += h.line;
-    const auto [it, added] = kept_.try_emplace(std::move(key), keep);
+    const auto [it, added] = kept_.try_emplace(std::move(key), out);
     if (added) {
-      if (keep != i) {
-        hits_[keep] = std::move(h);
+      if (out != i) {
+        hits_[out] = std::move(h);
       }
-      ++keep;
+      ++out;
     } else if (h.time_ns < hits_[it->second].time_ns) {
       hits_[it->second] = std::move(h);  // the earliest, whatever the input order
     }
   }
-  hits_.resize(keep);
+  hits_.resize(out);
 }
 
 void Pipeline::finishReplay() {

@@ -28,6 +28,10 @@ class Pipeline {
   // timestamp envelope) within one second of event time are kept once (the earliest), which no
   // rule can tell apart since every dedup, burst and flap window is longer than a second.
   void collect(const RecordBatch& batch);
+  // Replay: takes the hits `other` collected (from other files, on another thread), as if this
+  // pipeline had collected them; `other` is left empty. Results do not depend on which pipeline
+  // collected which file.
+  void absorb(Pipeline& other);
   // Replay: sorts the kept hits by event time (ties: node, line, input order) and correlates
   // them, so the outcome does not depend on the order of the input files or lines.
   void finishReplay();
@@ -36,9 +40,12 @@ class Pipeline {
   void flush();
 
   const MatcherStats& matcherStats() const { return matcher_.stats(); }
+  const Bank& bank() const { return matcher_.bank(); }
   uint64_t decisions() const { return decisions_; }
 
  private:
+  // Drops hits_[first..] whose (node, signature, second, line) is already kept (see collect()).
+  void keep(size_t first);
   void correlate(const std::vector<Hit>& hits);
   void emit(const std::vector<Decision>& decisions);
 

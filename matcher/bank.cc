@@ -425,6 +425,7 @@ void compileSets(Bank* bank, Problems* problems) {
     RE2::Options opts;
     opts.set_log_errors(false);
     auto set = std::make_unique<RE2::Set>(opts, RE2::UNANCHORED);
+    std::vector<std::string> patterns;
     for (uint32_t i = 0; i < bank->signatures.size(); ++i) {
       const Signature& sig = bank->signatures[i];
       if (!sig.appliesTo(static_cast<StreamKind>(k))) {
@@ -436,6 +437,7 @@ void compileSets(Bank* bank, Problems* problems) {
         continue;
       }
       cs.signature.push_back(i);
+      patterns.push_back(sig.pattern);
     }
     if (cs.signature.empty()) {
       continue;
@@ -447,6 +449,7 @@ void compileSets(Bank* bank, Problems* problems) {
       continue;
     }
     cs.set = std::move(set);
+    cs.gate = LiteralGate(patterns, "");
   }
 }
 

@@ -15,6 +15,7 @@
 #include <re2/set.h>
 
 #include "core/record.h"
+#include "matcher/literal_gate.h"
 
 namespace faultline {
 
@@ -121,6 +122,7 @@ struct Rule {
 struct CompiledSet {
   std::unique_ptr<RE2::Set> set;    // null when no signature applies to this stream kind
   std::vector<uint32_t> signature;  // Set pattern index -> signature index
+  LiteralGate gate{{}, ""};         // the Set's literal gate, longest literals first (untuned)
 };
 
 struct Bank {

@@ -98,7 +98,7 @@ bool equalFolded(const unsigned char* text, const std::string& lower) {
 
 }  // namespace
 
-uint32_t LiteralGate::hash(const unsigned char* p) {
+inline uint32_t LiteralGate::hash(const unsigned char* p) {
   // | 0x20 folds ASCII case (and merges a few punctuation pairs: harmless, a hit is confirmed).
   const uint32_t a = p[0] | 0x20U;
   const uint32_t b = p[1] | 0x20U;
@@ -170,19 +170,23 @@ LiteralGate::Cursor LiteralGate::cursor(std::string_view line) const {
   return {reinterpret_cast<const unsigned char*>(line.data()), line.size(), shortest_ - 1};
 }
 
-bool LiteralGate::probe(Cursor& c, bool* found) const {
+// Inlined into the scans: most probes only skip.
+inline bool LiteralGate::probe(Cursor& c, bool* found) const {
   if (c.end >= c.size) {
     *found = false;
     return true;
   }
-  const uint32_t h = hash(c.text + c.end - (kBlock - 1));
-  const uint8_t skip = shift_[h];
+  const uint8_t skip = shift_[hash(c.text + c.end - (kBlock - 1))];
   if (skip != 0) {
     c.end += skip;
     return false;
   }
+  return confirm(c, found);
+}
+
+bool LiteralGate::confirm(Cursor& c, bool* found) const {
   const size_t start = c.end + 1 - shortest_;
-  for (uint32_t li : ends_.at(h)) {
+  for (uint32_t li : ends_.at(hash(c.text + c.end - (kBlock - 1)))) {
     const std::string& l = literals_[li];
     if (start + l.size() <= c.size && equalFolded(c.text + start, l)) {
       *found = true;

@@ -54,6 +54,8 @@ class LiteralGate {
   Cursor cursor(std::string_view line) const;
   // Moves `c` by one probe; true when its line is decided, with *found set.
   bool probe(Cursor& c, bool* found) const;
+  // The probe's window ends a literal's key: compares the literals of that block.
+  bool confirm(Cursor& c, bool* found) const;
 
   std::vector<std::string> literals_;
   size_t shortest_ = 0;                                       // bytes

@@ -22,7 +22,7 @@ std::string_view Hit::field(std::string_view name) const {
 Matcher::Matcher(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)) {
   stats_.signature_hits.resize(bank_->signatures.size());
   for (int k = 0; k < kStreamKinds; ++k) {
-    gates_.emplace_back(patterns(static_cast<StreamKind>(k)), std::string_view());
+    gates_.push_back(bank_->sets[static_cast<size_t>(k)].gate);
     tuned_[static_cast<size_t>(k)] = !bank_->sets[static_cast<size_t>(k)].set;
   }
 }

@@ -43,7 +43,7 @@ class Matcher {
  public:
   static constexpr size_t kTuneLines = 1000;
 
-  // Builds each stream kind's literal gate from the bank's patterns; once kTuneLines lines of a
+  // Starts from the bank's literal gate of each stream kind; once kTuneLines lines of a
   // kind have been matched, retunes that kind's gate to what is rare in those lines (speed only:
   // the gate never changes which lines match).
   explicit Matcher(std::shared_ptr<const Bank> bank);

@@ -18,6 +18,15 @@ trn-node-01 neuron-hw-fatal"
 mapfile -t files < <(ls "$FL_SOURCE"/tests/data/sample/* | grep -v NOTICE | sort -r)
 "$FAULTLINE" replay --year 2025 --decisions "$tmp/files.jsonl" "${files[@]}" 2>>"$tmp/replay.log"
 cmp "$tmp/embedded.jsonl" "$tmp/files.jsonl" || fail "file order changed the decisions"
+# So does any number of threads, each reading and matching its share of the files.
+for t in 1 2 3 8; do
+  rm -f "$tmp/threads.jsonl"  # the decision log appends
+  "$FAULTLINE" replay --year 2025 --threads $t --decisions "$tmp/threads.jsonl" "${files[@]}" \
+    2>>"$tmp/replay.log"
+  cmp "$tmp/embedded.jsonl" "$tmp/threads.jsonl" || fail "--threads $t changed the decisions"
+  grep -q "with $((t < ${#files[@]} ? t : ${#files[@]})) threads" "$tmp/replay.log" ||
+    fail "--threads $t: not the threads expected"
+done
 
 # Every decision carries the fields operators read.
 jq -e 'select((.time|test("^[0-9-]+T[0-9:]+\\.[0-9]{9}Z$")) and .action == "taint"
