@@ -4,7 +4,9 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -29,7 +31,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   metrics.declare("faultline_queue_batches", T::kGauge, "Batches waiting for the pipeline");
   metrics.declare("faultline_queue_capacity_bytes", T::kGauge, "Bound of the pipeline queue");
   metrics.declare("faultline_lines_total", T::kCounter, "Lines matched by the pipeline");
-  metrics.declare("faultline_hits_total", T::kCounter, "Signature hits");
+  metrics.declare("faultline_hits_total", T::kCounter, "Signature hits, by signature");
   metrics.onRender([&queue](Metrics& m) {
     const auto [bytes, batches] = queue.depth();
     m.set("faultline_queue_bytes", "", static_cast<double>(bytes));
@@ -39,13 +41,24 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
 
   std::atomic<bool> pipeline_running{true};
   std::thread pipeline_thread([&] {
+    std::vector<std::string> signature_labels;  // the bank does not change while serving
+    for (const Signature& sig : pipeline.bank().signatures) {
+      signature_labels.push_back(Metrics::label("signature", sig.id));
+    }
+    std::vector<uint64_t> published(signature_labels.size());
     while (std::optional<BatchQueue::Item> item = queue.pop()) {
       pipeline.process(item->batch);
       queue.done(*item);
-      // Matcher statistics belong to this thread: publish copies.
+      // Matcher statistics belong to this thread: publish copies, only the counts that moved.
       const MatcherStats& s = pipeline.matcherStats();
       metrics.set("faultline_lines_total", "", static_cast<double>(s.lines));
-      metrics.set("faultline_hits_total", "", static_cast<double>(s.hits));
+      for (size_t i = 0; i < published.size(); ++i) {
+        if (s.signature_hits[i] != published[i]) {
+          published[i] = s.signature_hits[i];
+          metrics.set("faultline_hits_total", signature_labels[i],
+                      static_cast<double>(published[i]));
+        }
+      }
     }
     pipeline.flush();
     pipeline_running = false;

@@ -4,7 +4,8 @@
 # a body and decompressed bodies (gzip, snappy) over max_body_bytes (413, without inflating the
 # bomb), an unknown Content-Encoding (415), a missing or stale bearer token (401; the token file
 # is re-read when it changes), a chunked body, and a line over max_line_bytes (truncated and
-# counted, still matched).
+# counted, still matched); then the metrics of the one request accepted (records, bytes, lines,
+# hits by signature, decisions by action, queue depth) and of the refusals by reason.
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
 echo -n "s3cret" >"$tmp/token"
@@ -73,7 +74,21 @@ wait_file "$tmp/decisions.jsonl" 10
 line=$(jq -r '.evidence[0].line' "$tmp/decisions.jsonl")
 [[ ${#line} -le 200 ]] || fail "line not truncated to 200 bytes: ${#line}"
 
+# The pipeline publishes its counts after the batch's decisions: poll.
+for _ in $(seq 100); do
+  curl -fsS "http://127.0.0.1:$port/metrics" | grep -q '^faultline_lines_total 1$' && break
+  sleep 0.1
+done
 metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
+# Only the chunked request was accepted: its one record and its bytes, the one hit, the decision.
+for series in 'faultline_records_total{source="http",format="loki_json"} 1' \
+  "faultline_bytes_total{source=\"http\",format=\"loki_json\"} ${#body}" \
+  'faultline_lines_total 1' 'faultline_hits_total{signature="nvidia-xid"} 1' \
+  'faultline_decisions_total{action="taint"} 1' 'faultline_queue_bytes 0' \
+  'faultline_queue_capacity_bytes 268435456'; do
+  grep -qxF "$series" <<<"$metrics" || fail "metrics: no '$series' in: $(grep -v '^#' <<<"$metrics")"
+done
+[[ $(grep -c '^faultline_hits_total{' <<<"$metrics") == 1 ]] || fail "metrics: hits of other signatures"
 for reason in 'malformed"} 6' 'too_large"} 3' 'unauthorized"} 3' 'encoding"} 1'; do
   grep -q "faultline_push_requests_rejected_total{reason=\"$reason" <<<"$metrics" ||
     fail "metrics: no $reason: $(grep rejected_total <<<"$metrics")"

@@ -56,6 +56,9 @@ TEST(PushServer, AcceptsLokiJsonAndQueuesTheBatch) {
   EXPECT_NE(metrics->body.find(R"(faultline_records_total{source="http",format="loki_json"} 1)"),
             std::string::npos)
       << metrics->body;
+  const std::string bytes = R"(faultline_bytes_total{source="http",format="loki_json"} )" +
+                            std::to_string(sizeof(kLokiJson) - 1) + "\n";
+  EXPECT_NE(metrics->body.find(bytes), std::string::npos) << metrics->body;
 }
 
 TEST(PushServer, FullQueueAnswers429WithRetryAfterAndLosesNothing) {
