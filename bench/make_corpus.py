@@ -33,6 +33,9 @@ FAULTS = [  # (line, decides alone?)
     # https://github.com/leptonai/gpud/pull/1174
     ("NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error", False),
 ]
+# A flood of one Xid 95 line on one node (~800K Xid 95 lines on one node: NVIDIA/NVSentinel#1120;
+# the line as tests/scenarios/xid95-flood-800k.scn writes it).
+REPEATED = "NVRM: Xid (PCI:0000:3b:00): 95, pid=1234, name=python3, Uncontained ECC error at address 0x1c"
 MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
 
 
@@ -135,6 +138,8 @@ def main():
     ap.add_argument("--lines", type=int, default=2000000, help="total lines (all nodes)")
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--fault-every", type=int, default=100000, help="one fault per N lines")
+    ap.add_argument("--repeat-every", type=int, default=0,
+                    help="storm: every Nth line of the first node repeats one Xid 95 line")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rules", default=os.path.join(here, "..", "rules"))
     ap.add_argument("--gpud", default="/work/shared/corpora/gpud")
@@ -167,7 +172,9 @@ def main():
             for i in range(per_node):
                 t += r.expovariate(100.0)  # ~100 lines/s per node
                 fault = faults.get((n, i))
-                if fault:
+                if n == 0 and a.repeat_every and i % a.repeat_every == 0:
+                    msg = REPEATED  # not in faults.tsv: a flood the matcher must shrug off
+                elif fault:
                     msg = fault[0]
                 else:
                     u = r.random()

@@ -5,8 +5,9 @@
 #                                         CPU (core to pin to, 1), RUNS (3)
 #
 # Cases: (a) the embedded sample (`faultline replay` with no files); (b) a generated corpus
-# (bench/make_corpus.py) as plain text and (c) the same files as .zst. Each case runs RUNS times
-# pinned with taskset; the table gives the median of the lines/s and MB/s that faultline prints on
+# (bench/make_corpus.py) as plain text and (c) the same files as .zst, with one thread pinned to
+# CPU; (d) the .zst files with --threads 2 on CPUs 0 and 1 (one file share per core). Each case
+# runs RUNS times; the table gives the median of the lines/s and MB/s that faultline prints on
 # stderr. Baselines on the same core: `zstd -d -c` of the .zst files and `wc -l` of the plain ones.
 set -euo pipefail
 
@@ -33,11 +34,14 @@ expected_hits=$(($(wc -l <"$work/plain/faults.tsv") - 1))
 
 median() { sort -g | sed -n "$(((runs + 1) / 2))p"; }
 
-# Runs faultline RUNS times; prints "lines MB hits decisions median_lines/s median_MB/s all_MB/s".
+# Runs faultline RUNS times with $threads threads on $cpus; prints "lines MB hits decisions
+# median_lines/s median_MB/s all_MB/s".
+threads=1
+cpus=$cpu
 replay() {
   local out=() summary
   for ((i = 0; i < runs; i++)); do
-    summary=$("${pin[@]}" "$fl" replay --year 2025 --decisions /dev/null "$@" 2>&1 >/dev/null |
+    summary=$(taskset -c "$cpus" "$fl" replay --threads "$threads" --year 2025 --decisions /dev/null "$@" 2>&1 >/dev/null |
       grep 'replayed') || { echo "replay.sh: faultline replay failed" >&2; exit 1; }
     out+=("$(sed -E 's/.*: ([0-9]+) lines .*, ([0-9.]+) MB text, ([0-9]+) hits, ([0-9]+) decisions .*\(([0-9]+) lines\/s, ([0-9.]+) MB\/s\).*/\1 \2 \3 \4 \5 \6/' <<<"$summary")")
   done
@@ -62,6 +66,8 @@ timed() {
 read -r s_lines s_mb s_hits s_dec s_lps s_mbs s_all < <(replay)
 read -r p_lines p_mb p_hits p_dec p_lps p_mbs p_all < <(replay "${plain[@]}")
 read -r z_lines z_mb z_hits z_dec z_lps z_mbs z_all < <(replay "${zst[@]}")
+threads=2 cpus=0,1
+read -r d_lines d_mb d_hits d_dec d_lps d_mbs d_all < <(replay "${zst[@]}")
 t_zstd=$(timed zstd -d -c "${zst[@]}")
 t_wc=$(timed wc -l "${plain[@]}")
 zst_mb=$(du -cb "${zst[@]}" | tail -1 | awk '{printf "%.1f", $1 / 1e6}')
@@ -76,9 +82,11 @@ echo "| --- | ---: | ---: | --- | ---: | ---: | --- |"
 echo "| (a) embedded sample | $s_lines | $s_mb | $s_hits / $s_dec | $s_lps | $s_mbs | $s_all |"
 echo "| (b) corpus, plain | $p_lines | $p_mb | $p_hits / $p_dec | $p_lps | $p_mbs | $p_all |"
 echo "| (c) corpus, .zst ($zst_mb MB) | $z_lines | $z_mb | $z_hits / $z_dec | $z_lps | $z_mbs | $z_all |"
+echo "| (d) corpus, .zst, --threads 2 on CPUs 0,1 | $d_lines | $d_mb | $d_hits / $d_dec | $d_lps | $d_mbs | $d_all |"
 echo "| baseline: zstd -d -c (c) | $p_lines | $p_mb | | $(rate "$p_lines" "$t_zstd") | $(mbrate "$p_mb" "$t_zstd") | ${t_zstd}s |"
 echo "| baseline: wc -l (b) | $p_lines | $p_mb | | $(rate "$p_lines" "$t_wc") | $(mbrate "$p_mb" "$t_wc") | ${t_wc}s |"
 echo
+echo "Two cores over one: $(awk -v a="$d_lps" -v b="$z_lps" 'BEGIN { printf "%.2fx", a / b }') (d over c)."
 echo "Corpus: $work/plain ($nodes nodes; $expected_hits faults injected, see faults.tsv)."
 if [[ $p_hits != "$expected_hits" || $z_hits != "$expected_hits" ]]; then
   echo "WARNING: expected $expected_hits hits, got $p_hits (plain) and $z_hits (.zst)"

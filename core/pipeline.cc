@@ -5,7 +5,8 @@
 
 namespace faultline {
 
-Pipeline::Pipeline(std::shared_ptr<const Bank> bank, Taint taint, std::vector<DecisionSink*> sinks)
+Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
+                   std::vector<DecisionSink*> sinks)
     : matcher_(bank), correlator_(bank, std::move(taint)), sinks_(std::move(sinks)) {}
 
 void Pipeline::process(const RecordBatch& batch) {

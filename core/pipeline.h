@@ -17,7 +17,7 @@ namespace faultline {
 
 class Pipeline {
  public:
-  Pipeline(std::shared_ptr<const Bank> bank, Taint taint, std::vector<DecisionSink*> sinks);
+  Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks);
 
   // Live: matches the batch and correlates its hits in arrival order (each node's stream is in
   // event-time order on the wire). Decisions reach the sinks before this returns.

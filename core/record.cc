@@ -75,11 +75,21 @@ size_t RecordBatch::bytes() const {
   return n;
 }
 
+size_t RecordBatch::memoryBytes() const {
+  size_t n =
+      held_bytes_ + records.capacity() * sizeof(LogRecord) + labels.capacity() * sizeof(Label);
+  for (const std::string& chunk : arena_) {
+    n += chunk.capacity();
+  }
+  return n;
+}
+
 void RecordBatch::clear() {
   records.clear();
   labels.clear();
   arena_.clear();
   held_.clear();
+  held_bytes_ = 0;
 }
 
 }  // namespace faultline

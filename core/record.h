@@ -50,19 +50,27 @@ class RecordBatch {
 
   // Copies `bytes` into the batch's arena; the returned view lives as long as the batch.
   std::string_view copy(std::string_view bytes);
-  // Keeps a buffer (a decompressed chunk, a Kafka message) alive for the batch's lifetime so that
-  // records may point into it without a copy.
-  void hold(std::shared_ptr<const void> buffer) { held_.push_back(std::move(buffer)); }
+  // Keeps a buffer (a decompressed chunk, a Kafka message, a decoded protobuf message) alive for
+  // the batch's lifetime so that records may point into it without a copy. `bytes`: the memory it
+  // holds, for memoryBytes(); a buffer held twice is counted once per call.
+  void hold(std::shared_ptr<const void> buffer, size_t bytes) {
+    held_.push_back(std::move(buffer));
+    held_bytes_ += bytes;
+  }
 
   std::string_view label(const LogRecord& rec, std::string_view name) const;
   size_t bytes() const;  // sum of line sizes, for metrics
+  // Memory the batch keeps alive, in bytes: arena chunks, held buffers, record and label arrays.
+  // The pipeline queue accounts batches by it (core/batch_queue.h).
+  size_t memoryBytes() const;
 
   void clear();
 
  private:
-  static constexpr size_t kChunkBytes = 64 * 1024;
+  static constexpr size_t kChunkBytes = size_t{64} * 1024;
   std::deque<std::string> arena_;  // chunks never reallocate: capacity is reserved up front
   std::vector<std::shared_ptr<const void>> held_;
+  size_t held_bytes_ = 0;
 };
 
 }  // namespace faultline

@@ -103,8 +103,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
           [&](RecordBatch& batch) {
             std::promise<void> processed;
             BatchQueue::Item item;
-            item.bytes = batch.bytes() + batch.records.size() * sizeof(LogRecord) +
-                         batch.labels.size() * sizeof(Label);
+            item.bytes = batch.memoryBytes();
             const size_t records = batch.records.size();
             item.batch = std::move(batch);
             item.done = [&processed] { processed.set_value(); };

@@ -7,9 +7,10 @@
 //   HTTP    each request's batch is offered to the queue; a full queue answers 429.
 //
 // Memory stays bounded under a client faster than the matcher: queued and in-process batches
-// hold at most queue_bytes (as accounted by each source), and beyond that the HTTP server holds
-// only the bodies of requests in flight (one per server thread, each at most max_body_bytes,
-// read before the queue is asked and dropped on refusal).
+// hold at most queue_bytes (RecordBatch::memoryBytes()), and beyond that the HTTP server holds
+// only the requests in flight: per server thread (cpp-httplib's pool: max(8, cores - 1)), a body
+// of at most max_body_bytes and, while it decodes, its parsed form (for JSON, a parse tree of
+// several times the body); a refused request is dropped.
 #pragma once
 
 #include <functional>

@@ -77,6 +77,7 @@ std::vector<std::string> requiredAtoms(const std::string& pattern, const Before&
     }
   }
   std::vector<std::string> out;
+  out.reserve(cut.size());
   for (int a : cut) {
     out.push_back(atoms[static_cast<size_t>(a)]);
   }

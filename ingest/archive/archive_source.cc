@@ -111,8 +111,8 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
       }
       parser = makeParser(*format, parse);
     }
-    batch.hold(chunk);
-    batch.hold(prev);
+    batch.hold(chunk, chunk->capacity);
+    batch.hold(prev, prev ? prev->capacity : 0);
     std::string_view text = whole;
     while (!text.empty()) {
       const size_t nl = text.find('\n');
@@ -132,8 +132,8 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         stats_.records += batch.records.size();
         handle(batch);
         batch.clear();
-        batch.hold(chunk);
-        batch.hold(prev);
+        batch.hold(chunk, chunk->capacity);
+        batch.hold(prev, prev ? prev->capacity : 0);
       }
     }
     prev = std::move(chunk);

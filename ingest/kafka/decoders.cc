@@ -223,7 +223,7 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
     return false;
   }
   if (msg.owner) {
-    batch->hold(msg.owner);
+    batch->hold(msg.owner, msg.value.size() + msg.key.size());
   }
   LogRecord& rec = batch->records.emplace_back();
   rec.time_ns = messageTime(msg, receive_ns);

@@ -111,7 +111,8 @@ bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, RecordBat
       }
     }
   }
-  batch->hold(std::move(arena));  // records point into the message's strings
+  const size_t held = arena->SpaceUsed();
+  batch->hold(std::move(arena), held);  // records point into the message's strings
   return true;
 }
 

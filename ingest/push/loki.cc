@@ -250,8 +250,8 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
     *error = "not a Loki PushRequest (protobuf does not parse)";
     return false;
   }
-  proto = std::string();  // the message holds its own copies
-  batch->hold(arena);     // records and labels point into the message
+  proto = std::string();                   // the message holds its own copies
+  batch->hold(arena, arena->SpaceUsed());  // records and labels point into the message
   std::string_view tenant_view = batch->copy(tenant);
   for (const logproto::StreamAdapter& stream : req->streams()) {
     const auto begin = static_cast<uint32_t>(batch->labels.size());

@@ -385,8 +385,7 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
     }
   }
   const size_t records = batch.records.size();
-  // What the batch holds: about the decoded body, plus the record and label arrays.
-  item.bytes = body_bytes + records * sizeof(LogRecord) + batch.labels.size() * sizeof(Label);
+  item.bytes = batch.memoryBytes();
   if (records > 0 && !queue_->tryPush(item)) {
     return reject(protocol, json, 429, "pipeline queue is full; retry later", "queue_full", res);
   }

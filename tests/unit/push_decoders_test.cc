@@ -79,6 +79,10 @@ TEST(LokiProto, DecodesWinstonLokiGoldenVector) {
   EXPECT_EQ(labelsOf(batch, a), "level=error;job=kernel;node=node-1;extra=x;tenant=tenant1;");
   EXPECT_EQ(batch.records[1].line,
             "NETDEV WATCHDOG: eth0 (mlx5_core): transmit queue 3 timed out {\"level\":\"warn\"}");
+  // The queue accounts what the batch keeps alive: the decoded message (more than the snappy
+  // body it came from) and the record array.
+  EXPECT_GT(batch.memoryBytes(), base64(kWinstonLokiSnappy).size() + 2 * sizeof(LogRecord));
+  EXPECT_GE(batch.memoryBytes(), batch.bytes());
 }
 
 TEST(LokiProto, RefusesCorruptSnappyAndProtobuf) {
