@@ -214,7 +214,7 @@ int rulesTest(const std::string& dir) {
 }
 
 // /readyz: the API server answers (any HTTP status: it is reachable), checked at most every 10 s.
-std::function<bool()> sinksReady(const ServiceConfig& cfg) {
+std::function<bool()> sinksReady(const ServiceConfig& cfg, Metrics* metrics) {
   if (!cfg.kubernetes) {
     return [] { return true; };
   }
@@ -223,9 +223,9 @@ std::function<bool()> sinksReady(const ServiceConfig& cfg) {
     KubeClient client;
     int64_t checked_ns = 0;
     bool ok = false;
-    explicit Probe(const KubeConfig& c) : client(c) {}
+    Probe(const KubeConfig& c, Metrics* m) : client(c, m) {}
   };
-  auto probe = std::make_shared<Probe>(*cfg.kubernetes);
+  auto probe = std::make_shared<Probe>(*cfg.kubernetes, metrics);
   return [probe] {
     std::lock_guard lock(probe->mu);
     const int64_t now = nowNanos();
@@ -268,11 +268,12 @@ int serve(const std::string& config_path) {
       counter.write(d);
     };
     if (cfg.leader_election) {
-      lease_client = std::make_unique<KubeClient>(*cfg.kubernetes);
+      lease_client = std::make_unique<KubeClient>(*cfg.kubernetes, &metrics);
       elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election);
       hooks.may_write = [e = elector.get()] { return e->isLeader(); };
     }
-    taints = std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks));
+    taints =
+        std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks), &metrics);
     sinks.push_back(taints.get());
   } else {
     spdlog::warn("no kubernetes section: decisions are logged, no taint is applied");
@@ -304,7 +305,13 @@ int serve(const std::string& config_path) {
   g_stop = &stop;
   std::signal(SIGTERM, onSignal);
   std::signal(SIGINT, onSignal);
-  runServe(sources, pipeline, metrics, sinksReady(cfg), stop.get_token());
+  std::function<bool()> ready = sinksReady(cfg, &metrics);
+  if (elector && sources.http) {
+    // A Service sends pushes to ready pods only: so to the leader, the one replica that writes.
+    // A follower's lines would be matched but never tainted (README "Deploy").
+    ready = [sinks = std::move(ready), e = elector.get()] { return e->isLeader() && sinks(); };
+  }
+  runServe(sources, pipeline, metrics, ready, stop.get_token());
   g_stop = nullptr;
   spdlog::info("stopped: {} lines, {} hits, {} decisions", pipeline.matcherStats().lines,
                pipeline.matcherStats().hits, pipeline.decisions());

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
@@ -55,6 +56,42 @@ size_t readRetryAfter(char* data, size_t size, size_t count, void* user) {
         std::atoi(std::string(data + kName.size(), n - kName.size()).c_str());
   }
   return n;
+}
+
+constexpr const char* kRequestsMetric = "faultline_kube_requests_total";
+
+// The verb and resource labels of a request (kube_client.h): /api/v1/nodes/n1/status is
+// PATCH nodes/status, GET /apis/coordination.k8s.io/v1/namespaces/ns/leases is LIST leases.
+std::string requestLabels(const std::string& method, const std::string& path) {
+  std::vector<std::string> parts;
+  const std::string_view p = std::string_view(path).substr(0, path.find('?'));
+  for (size_t start = 0; start < p.size();) {
+    const size_t end = std::min(p.find('/', start), p.size());
+    if (end > start) {
+      parts.emplace_back(p.substr(start, end - start));
+    }
+    start = end + 1;
+  }
+  size_t at = 0;  // the resource segment, after /api/v1 or /apis/GROUP/VERSION
+  if (!parts.empty() && parts[0] == "api") {
+    at = 2;
+  } else if (!parts.empty() && parts[0] == "apis") {
+    at = 3;
+  }
+  std::string resource = parts.empty() ? "" : parts[0];
+  bool collection = false;
+  if (at > 0 && parts.size() > at) {
+    if (parts[at] == "namespaces" && parts.size() > at + 2) {
+      at += 2;
+    }
+    resource = parts[at];
+    collection = parts.size() == at + 1;
+    if (parts.size() > at + 2) {
+      resource += "/" + parts[at + 2];
+    }
+  }
+  return Metrics::label("verb", method == "GET" && collection ? "LIST" : method) + "," +
+         Metrics::label("resource", resource);
 }
 
 }  // namespace
@@ -107,8 +144,9 @@ KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
   return config;
 }
 
-KubeClient::KubeClient(KubeConfig config)
+KubeClient::KubeClient(KubeConfig config, Metrics* metrics)
     : config_(std::move(config)),
+      metrics_(metrics),
       tokens_(config_.burst),
       refilled_(std::chrono::steady_clock::now()) {
   static std::once_flag global_init;
@@ -116,6 +154,11 @@ KubeClient::KubeClient(KubeConfig config)
   curl_ = curl_easy_init();
   if (curl_ == nullptr) {
     throw std::runtime_error("curl_easy_init failed");
+  }
+  if (metrics_ != nullptr) {
+    metrics_->declare(kRequestsMetric, Metrics::Type::kCounter,
+                      "Kubernetes API requests sent, by verb, resource and HTTP status code "
+                      "(\"error\": no response)");
   }
 }
 
@@ -260,9 +303,15 @@ KubeClient::Response KubeClient::performOnce(const char* method, const std::stri
   if (code != CURLE_OK) {
     response.error = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(code);
     response.body.clear();
-    return response;
+  } else {
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &response.status);
   }
-  curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &response.status);
+  if (metrics_ != nullptr) {
+    metrics_->add(kRequestsMetric,
+                  requestLabels(method, path) + "," +
+                      Metrics::label("code", response.status != 0 ? std::to_string(response.status)
+                                                                  : std::string("error")));
+  }
   return response;
 }
 

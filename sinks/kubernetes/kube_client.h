@@ -12,6 +12,8 @@
 #include <curl/curl.h>
 #include <yaml-cpp/node/node.h>
 
+#include "core/metrics.h"
+
 namespace faultline {
 
 // Where and how to reach the API server.
@@ -40,6 +42,14 @@ struct KubeConfig {
 // The bearer token is cached and re-read when the file changes (inode, size or mtime: the kubelet
 // rotates projected tokens by swapping the file) and once more on a 401, which is then retried
 // once with the fresh token. Requests time out after 15 s (connect: 5 s).
+//
+// With a Metrics, every request sent (each try of a retried one) is counted in
+// faultline_kube_requests_total{verb,resource,code}: verb as the API server's
+// apiserver_request_total names it (GET, LIST = GET of a collection, POST, PUT, PATCH, DELETE),
+// resource the path's resource with its subresource (nodes, nodes/status, events, configmaps,
+// leases; the first path segment, e.g. version, for non-resource paths), code the HTTP status or
+// "error" when no response arrived (connect, TLS, timeout). A request not sent because the token
+// file is unreadable is not counted. Object names never become labels.
 class KubeClient {
  public:
   struct Response {
@@ -49,7 +59,8 @@ class KubeClient {
     int retry_after_s = 0;  // Retry-After header in seconds (429 and 503 from APF), else 0
   };
 
-  explicit KubeClient(KubeConfig config);
+  // `metrics`, if given, must outlive the client.
+  explicit KubeClient(KubeConfig config, Metrics* metrics = nullptr);
   ~KubeClient();
   KubeClient(const KubeClient&) = delete;
   KubeClient& operator=(const KubeClient&) = delete;
@@ -76,6 +87,7 @@ class KubeClient {
   bool loadToken(bool force, std::string* error);
 
   const KubeConfig config_;
+  Metrics* const metrics_;
   mutable std::mutex mu_;  // guards everything below
   CURL* curl_;
   struct TokenStamp {

@@ -1,7 +1,9 @@
 #include "sinks/kubernetes/leader_elector.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -11,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "sinks/kubernetes/kube_objects.h"
 
 namespace faultline {
 namespace {
@@ -110,21 +113,16 @@ std::string LeaderElector::leasePath() const {
   return "/apis/coordination.k8s.io/v1/namespaces/" + config_.lease_namespace + "/leases";
 }
 
-json LeaderElector::leaseSpec(const json& old, bool take_over) const {
+json LeaderElector::leaseSpec(const LeaseRecord& old, bool take_over) const {
   const std::string now = nowMicroTime();
-  json spec = {{"holderIdentity", config_.identity},
-               {"leaseDurationSeconds", config_.lease_duration.count() / 1000},
-               {"acquireTime", now},
-               {"renewTime", now},
-               {"leaseTransitions", 0}};
-  if (old.is_object()) {
-    const int transitions = old.value("leaseTransitions", 0);
-    spec["leaseTransitions"] = take_over ? transitions + 1 : transitions;
-    if (!take_over && old.contains("acquireTime")) {
-      spec["acquireTime"] = old["acquireTime"];
-    }
-  }
-  return spec;
+  return {{"holderIdentity", config_.identity},
+          {"leaseDurationSeconds", config_.lease_duration.count() / 1000},
+          {"acquireTime", take_over || old.acquire_time.empty() ? now : old.acquire_time},
+          {"renewTime", now},
+          // leaseTransitions is an int32 (coordination/v1); saturate rather than wrap.
+          {"leaseTransitions",
+           take_over ? std::min<int64_t>(old.transitions + 1, std::numeric_limits<int32_t>::max())
+                     : old.transitions}};
 }
 
 bool LeaderElector::tryAcquireOrRenew() {
@@ -135,10 +133,10 @@ bool LeaderElector::tryAcquireOrRenew() {
         {"apiVersion", "coordination.k8s.io/v1"},
         {"kind", "Lease"},
         {"metadata", {{"name", config_.name}, {"namespace", config_.lease_namespace}}},
-        {"spec", leaseSpec(nullptr, true)}};
+        {"spec", leaseSpec(LeaseRecord{}, /*take_over=*/false)}};  // new: no transition yet
     const KubeClient::Response created = client_.post(leasePath(), lease.dump());
     if (created.status == 201) {
-      held_ = json::parse(created.body, nullptr, false);
+      held_ = parseObject(created.body);
       return true;
     }
     return false;  // 409: another replica created it first
@@ -147,24 +145,23 @@ bool LeaderElector::tryAcquireOrRenew() {
     spdlog::warn("leader election: GET {}: HTTP {} {}", path, got.status, got.error);
     return false;
   }
-  json lease = json::parse(got.body, nullptr, false);
+  json lease = parseObject(got.body);
   if (!lease.is_object()) {
+    spdlog::warn("leader election: GET {}: not a Lease object", path);
     return false;
   }
-  const json spec = lease.value("spec", json::object());
-  const std::string raw = spec.dump();
-  if (raw != observed_spec_) {
-    observed_spec_ = raw;
+  const LeaseRecord record = leaseRecord(lease);
+  if (!(record == observed_)) {
+    observed_ = record;
     observed_time_ = Clock::now();
   }
-  const std::string holder = spec.value("holderIdentity", "");
-  const auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
-  const bool mine = holder == config_.identity;
-  if (!holder.empty() && !mine && Clock::now() < observed_time_ + duration) {
+  const bool mine = record.holder == config_.identity;
+  if (!record.holder.empty() && !mine &&
+      Clock::now() < observed_time_ + std::chrono::seconds(record.duration_s)) {
     held_ = nullptr;  // held by someone else and not expired: we are not leading, at once
     return false;
   }
-  lease["spec"] = leaseSpec(spec, /*take_over=*/!mine);
+  lease["spec"] = leaseSpec(record, /*take_over=*/!mine);
   const KubeClient::Response put = client_.put(path, lease.dump());
   if (put.status != 200) {
     if (put.status != 409) {
@@ -172,7 +169,7 @@ bool LeaderElector::tryAcquireOrRenew() {
     }
     return false;
   }
-  held_ = json::parse(put.body, nullptr, false);
+  held_ = parseObject(put.body);
   return true;
 }
 
@@ -180,9 +177,18 @@ void LeaderElector::release() {
   if (!held_.is_object()) {
     return;
   }
+  // client-go's ReleaseOnCancel: no holder, a 1 s duration and both times now, so a follower
+  // takes over at its next retry; the resourceVersion of our last write guards against
+  // releasing a Lease someone else has taken meanwhile (409).
   json lease = held_;
+  if (!lease["spec"].is_object()) {
+    lease["spec"] = json::object();
+  }
+  const std::string now = nowMicroTime();
   lease["spec"]["holderIdentity"] = "";
   lease["spec"]["leaseDurationSeconds"] = 1;
+  lease["spec"]["acquireTime"] = now;
+  lease["spec"]["renewTime"] = now;
   const KubeClient::Response put = client_.put(leasePath() + "/" + config_.name, lease.dump());
   spdlog::info("leader election: {} released Lease {}/{} (HTTP {})", config_.identity,
                config_.lease_namespace, config_.name, put.status);

@@ -25,6 +25,7 @@
 #include <yaml-cpp/node/node.h>
 
 #include "sinks/kubernetes/kube_client.h"
+#include "sinks/kubernetes/kube_objects.h"
 
 namespace faultline {
 
@@ -54,8 +55,9 @@ class LeaderElector {
   // leadership was lost or given up. The client must outlive the elector.
   LeaderElector(KubeClient& client, LeaderElectionConfig config,
                 std::function<void(bool)> on_change = {});
-  // Stops; a held Lease is released (holderIdentity "", leaseDurationSeconds 1) so that another
-  // replica takes over at its next retry instead of after the lease duration.
+  // Stops; a held Lease is released (holderIdentity "", leaseDurationSeconds 1, renewTime and
+  // acquireTime now: client-go's ReleaseOnCancel) so that another replica takes over at its
+  // next retry instead of after the lease duration.
   ~LeaderElector();
   LeaderElector(const LeaderElector&) = delete;
   LeaderElector& operator=(const LeaderElector&) = delete;
@@ -70,14 +72,15 @@ class LeaderElector {
   bool tryAcquireOrRenew();
   void release();
   std::string leasePath() const;
-  nlohmann::json leaseSpec(const nlohmann::json& old, bool take_over) const;
+  // The spec we write: renewing `old` (ours) or taking it over (+1 transition, new acquireTime).
+  nlohmann::json leaseSpec(const LeaseRecord& old, bool take_over) const;
 
   KubeClient& client_;
   const LeaderElectionConfig config_;
   std::function<void(bool)> on_change_;
 
-  // Last Lease spec seen and when (steady clock), for the expiry judgement.
-  std::string observed_spec_;
+  // Last Lease record seen and when (steady clock), for the expiry judgement.
+  LeaseRecord observed_;
   std::chrono::steady_clock::time_point observed_time_;
   nlohmann::json held_;  // the Lease as last written by us, while leader
 

@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "sinks/kubernetes/kube_objects.h"
 #include "sinks/kubernetes/leader_elector.h"
 
 namespace faultline {
@@ -19,8 +20,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxLoggedBody = 512;
-constexpr size_t kMaxMessage = 1000;  // Event and condition messages
-constexpr const char* kAnnotation = "faultline.dev/taint";
+constexpr size_t kMaxMessage = 1000;                // Event and condition messages
 constexpr const char* kEventNamespace = "default";  // legacy Events of cluster-scoped objects
 constexpr const char* kStrategicMerge = "application/strategic-merge-patch+json";
 
@@ -81,25 +81,6 @@ std::string describe(const KubeClient::Response& r) {
     return r.error;
   }
   return "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, kMaxLoggedBody);
-}
-
-bool hasTaint(const json& node, const Taint& taint) {
-  const json taints = node.value(json::json_pointer("/spec/taints"), json::array());
-  return taints.is_array() && std::any_of(taints.begin(), taints.end(), [&](const json& t) {
-           return t.is_object() && t.value("key", "") == taint.key &&
-                  t.value("effect", "") == taint.effect;
-         });
-}
-
-// faultline's annotation on the node, or null.
-json annotation(const json& node) {
-  const json annotations = node.value(json::json_pointer("/metadata/annotations"), json());
-  const json value = annotations.is_object() ? annotations.value(kAnnotation, json()) : json();
-  if (!value.is_string()) {
-    return nullptr;
-  }
-  json parsed = json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-  return parsed.is_object() ? parsed : json();
 }
 
 std::string evidenceText(const Decision& d) {
@@ -163,8 +144,9 @@ TaintSinkOptions TaintSinkOptions::fromYaml(const YAML::Node& k) {
   return o;
 }
 
-TaintSink::TaintSink(const KubeConfig& config, TaintSinkOptions options, Hooks hooks)
-    : client_(config),
+TaintSink::TaintSink(const KubeConfig& config, TaintSinkOptions options, Hooks hooks,
+                     Metrics* metrics)
+    : client_(config, metrics),
       options_(std::move(options)),
       hooks_(std::move(hooks)),
       worker_([this] { run(); }) {}
@@ -302,16 +284,25 @@ bool TaintSink::refresh(bool force) {
   const std::vector<std::string> selectors =
       options_.eligible.empty() ? std::vector<std::string>{""} : options_.eligible;
   for (const std::string& selector : selectors) {
-    const std::string path =
-        "/api/v1/nodes" + (selector.empty() ? "" : "?labelSelector=" + percentEncode(selector));
-    const KubeClient::Response r = send([&] { return client_.get(path); }, "GET " + path);
-    const json list = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
-    if (!list.is_object() || !list.value("items", json()).is_array()) {
-      spdlog::error("kubernetes: cannot list eligible nodes: GET {}: {}", path, describe(r));
-      return listed_once_;  // keep the last snapshot; a taint without one is refused
-    }
-    for (const json& node : list["items"]) {
-      nodes[node.value(json::json_pointer("/metadata/name"), std::string())] = node;
+    // Paged like client-go's ListPager: each page is served from the first page's snapshot.
+    const std::string first = "/api/v1/nodes?limit=" + std::to_string(options_.node_list_limit) +
+                              (selector.empty() ? "" : "&labelSelector=" + percentEncode(selector));
+    std::string path = first;
+    while (true) {
+      const KubeClient::Response r = send([&] { return client_.get(path); }, "GET " + path);
+      NodeListPage page;
+      // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
+      if (r.status != 200 || !parseNodeList(r.body, &page)) {
+        spdlog::error("kubernetes: cannot list eligible nodes: GET {}: {}", path, describe(r));
+        return listed_once_;  // keep the last snapshot; a taint without one is refused
+      }
+      for (auto& [name, node] : page.nodes) {
+        nodes[name] = std::move(node);
+      }
+      if (page.continue_token.empty()) {
+        break;
+      }
+      path = first + "&continue=" + percentEncode(page.continue_token);
     }
   }
   nodes_ = std::move(nodes);
@@ -331,9 +322,7 @@ bool TaintSink::refresh(bool force) {
     }
     breaker_.clear();
   } else if (r.status == 200) {
-    const json obj = json::parse(r.body, nullptr, false);
-    const std::string reason =
-        obj.is_object() ? obj.value(json::json_pointer("/data/reason"), std::string()) : "";
+    const std::string reason = stringAt(parseObject(r.body), "/data/reason");
     breaker_ = reason.empty() ? "tripped (ConfigMap without a reason)" : reason;
   }
   return true;
@@ -388,22 +377,9 @@ std::string TaintSink::guard(const Decision& d) {
   const BlastRadiusLimits& l = options_.limits;
   const int64_t window_start =
       nowNanos() - static_cast<int64_t>(l.window.count()) * kNanosPerSecond;
-  int tainted = 0;
-  int recent = 0;
-  for (const auto& [name, node] : nodes_) {
-    const json taints = node.value(json::json_pointer("/spec/taints"), json::array());
-    for (const json& t : taints.is_array() ? taints : json::array()) {
-      if (!t.is_object() || t.value("key", "") != d.taint.key) {
-        continue;
-      }
-      ++tainted;
-      int64_t added = 0;
-      if (parseRfc3339(t.value("timeAdded", ""), &added) && added >= window_start) {
-        ++recent;
-      }
-      break;
-    }
-  }
+  const TaintCount count = countTaints(nodes_, d.taint.key, window_start);
+  const int tainted = count.tainted;
+  const int recent = count.recent;
   const int eligible = static_cast<int>(nodes_.size());
   std::string reason;
   if (l.max_tainted > 0 && tainted + 1 > l.max_tainted) {
@@ -470,23 +446,26 @@ void TaintSink::taint(const Decision& d) {
   bool guarded = false;
   const std::string path = "/api/v1/nodes/" + d.node;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    const json labels = node.value(json::json_pointer("/metadata/labels"), json::object());
-    if (labels.is_object() && labels.value(options_.opt_out_label, "") == "true") {
+    if (hasLabel(node, options_.opt_out_label, "true")) {
       suppress(d, "node opted out (label " + options_.opt_out_label + "=true)");
       return;
     }
-    if (hasTaint(node, d.taint)) {
+    if (hasTaint(node, d.taint.key, d.taint.effect)) {
       spdlog::info("kubernetes: taint {} already present (rule {})", what, d.rule);
       ++already_present_;
       return;
     }
-    const json mark = annotation(node);
-    int64_t marked_ns = 0;
-    if (mark.is_object() && mark.value("rule", "") == d.rule &&
-        parseRfc3339(mark.value("time", ""), &marked_ns) &&
-        std::llabs(d.time_ns - marked_ns) <
-            static_cast<int64_t>(options_.reapply_after.count()) * kNanosPerSecond) {
-      suppress(d, "faultline's taint was removed by hand after " + mark.value("applied", "?") +
+    const std::optional<TaintMark> mark = taintMark(node);
+    // The distance between the two event times, in uint64 so that no annotation overflows it.
+    const uint64_t since_mark =
+        !mark || !mark->time_ns ? 0
+        : d.time_ns > *mark->time_ns
+            ? static_cast<uint64_t>(d.time_ns) - static_cast<uint64_t>(*mark->time_ns)
+            : static_cast<uint64_t>(*mark->time_ns) - static_cast<uint64_t>(d.time_ns);
+    if (mark && mark->rule == d.rule && mark->time_ns &&
+        since_mark < static_cast<uint64_t>(options_.reapply_after.count()) * kNanosPerSecond) {
+      suppress(d, "faultline's taint was removed by hand after " +
+                      (mark->applied.empty() ? "?" : mark->applied) +
                       "; not re-applied for the same incident (rule " + d.rule + ")");
       return;
     }
@@ -498,10 +477,7 @@ void TaintSink::taint(const Decision& d) {
       guarded = true;
     }
 
-    json taints = node.value(json::json_pointer("/spec/taints"), json::array());
-    if (!taints.is_array()) {
-      taints = json::array();
-    }
+    json taints = nodeTaints(node);
     json added = {{"key", d.taint.key},
                   {"effect", d.taint.effect},
                   {"timeAdded", rfc3339Seconds(nowNanos())}};
@@ -514,11 +490,10 @@ void TaintSink::taint(const Decision& d) {
                            {"effect", d.taint.effect},
                            {"time", formatRfc3339(d.time_ns)},
                            {"applied", rfc3339Seconds(nowNanos())}};
-    const json patch = {
-        {"metadata",
-         {{"resourceVersion", node.value(json::json_pointer("/metadata/resourceVersion"), json())},
-          {"annotations", {{kAnnotation, mark_new.dump()}}}}},
-        {"spec", {{"taints", taints}}}};
+    const json patch = {{"metadata",
+                         {{"resourceVersion", stringAt(node, "/metadata/resourceVersion")},
+                          {"annotations", {{kTaintAnnotation, mark_new.dump()}}}}},
+                        {"spec", {{"taints", taints}}}};
     const KubeClient::Response patched = send(
         [&] {
           return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
@@ -527,7 +502,7 @@ void TaintSink::taint(const Decision& d) {
     if (patched.status == 200) {
       spdlog::info("kubernetes: applied taint {} (rule {})", what, d.rule);
       ++applied_;
-      node = json::parse(patched.body, nullptr, false);
+      node = parseObject(patched.body);
       nodes_[d.node] = node;
       const std::string message = "rule " + d.rule + ": " + evidenceText(d);
       event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
@@ -542,7 +517,7 @@ void TaintSink::taint(const Decision& d) {
     spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
     ++conflicts_retried_;
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
-    node = got.status == 200 ? json::parse(got.body, nullptr, false) : json();
+    node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       spdlog::error("kubernetes: dropping taint {}: GET {}: {}", what, path, describe(got));
       nodes_.erase(d.node);
@@ -559,30 +534,28 @@ void TaintSink::untaint(const Decision& d) {
   const std::string path = "/api/v1/nodes/" + d.node;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
-    const json node = got.status == 200 ? json::parse(got.body, nullptr, false) : json();
+    const json node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       spdlog::error("kubernetes: not untainting node {}: GET {}: {}", d.node, path, describe(got));
       ++failed_;
       return;
     }
-    const json mark = annotation(node);
-    if (!mark.is_object() || mark.value("key", "") != d.taint.key ||
-        mark.value("effect", "") != d.taint.effect) {
+    const std::optional<TaintMark> mark = taintMark(node);
+    if (!mark || mark->key != d.taint.key || mark->effect != d.taint.effect) {
       spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
                    d.taint.key);
       ++suppressed_;
       return;
     }
     json kept = json::array();
-    for (const json& t : node.value(json::json_pointer("/spec/taints"), json::array())) {
-      if (!(t.is_object() && t.value("key", "") == d.taint.key &&
-            t.value("effect", "") == d.taint.effect)) {
+    for (const json& t : nodeTaints(node)) {
+      if (!(stringAt(t, "/key") == d.taint.key && stringAt(t, "/effect") == d.taint.effect)) {
         kept.push_back(t);
       }
     }
     const json patch = {{"metadata",
-                         {{"resourceVersion", node["metadata"]["resourceVersion"]},
-                          {"annotations", {{kAnnotation, nullptr}}}}},
+                         {{"resourceVersion", stringAt(node, "/metadata/resourceVersion")},
+                          {"annotations", {{kTaintAnnotation, nullptr}}}}},
                         {"spec", {{"taints", kept}}}};
     const KubeClient::Response patched = send(
         [&] {
@@ -592,7 +565,7 @@ void TaintSink::untaint(const Decision& d) {
     if (patched.status == 200) {
       spdlog::info("kubernetes: removed taint {} from node {} ({})", d.taint.key, d.node, d.reason);
       ++untainted_;
-      const json updated = json::parse(patched.body, nullptr, false);
+      const json updated = parseObject(patched.body);
       if (nodes_.count(d.node) != 0) {
         nodes_[d.node] = updated;
       }
@@ -630,17 +603,15 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
     }
     events_.erase(it);  // expired (404) or unwritable: start a new one
   }
-  const json& n = nodes_.count(node) != 0 ? nodes_[node] : json();
+  const auto known = nodes_.find(node);
+  const std::string uid = known != nodes_.end() ? stringAt(known->second, "/metadata/uid") : "";
   const std::string name = node + "." + fmt::format("{:x}", nowNanos());
   const json ev = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
       {"metadata", {{"name", name}, {"namespace", kEventNamespace}}},
       {"involvedObject",
-       {{"apiVersion", "v1"},
-        {"kind", "Node"},
-        {"name", node},
-        {"uid", n.is_object() ? n.value(json::json_pointer("/metadata/uid"), node) : node}}},
+       {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", uid.empty() ? node : uid}}},
       {"reason", reason},
       {"message", text},
       {"type", type},
@@ -661,24 +632,17 @@ void TaintSink::condition(const json& node, bool faulty, const std::string& reas
                           const std::string& message) {
   const std::string status = faulty ? "True" : "False";
   const std::string text = message.substr(0, kMaxMessage);
-  json conditions = node.value(json::json_pointer("/status/conditions"), json::array());
-  if (!conditions.is_array()) {
-    conditions = json::array();
-  }
-  const auto current = std::find_if(conditions.begin(), conditions.end(), [&](const json& c) {
-    return c.is_object() && c.value("type", "") == options_.condition_type;
-  });
-  if (current == conditions.end()
+  const NodeCondition current = nodeCondition(node, options_.condition_type);
+  if (!current.present
           ? !faulty
-          : current->value("status", "") == status && current->value("reason", "") == reason &&
-                current->value("message", "") == text) {
+          : current.status == status && current.reason == reason && current.message == text) {
     return;  // no write when nothing changes (or nothing to clear)
   }
   const std::string now = rfc3339Seconds(nowNanos());
   // lastTransitionTime moves only when the status does.
   const std::string transition =
-      current != conditions.end() && current->value("status", "") == status
-          ? current->value("lastTransitionTime", now)
+      current.present && current.status == status && !current.last_transition_time.empty()
+          ? current.last_transition_time
           : now;
   const json patch = {{"status",
                        {{"conditions",
@@ -688,7 +652,7 @@ void TaintSink::condition(const json& node, bool faulty, const std::string& reas
                            {"message", text},
                            {"lastHeartbeatTime", now},
                            {"lastTransitionTime", transition}}}}}}};
-  const std::string name = node.value(json::json_pointer("/metadata/name"), std::string());
+  const std::string name = stringAt(node, "/metadata/name");
   const std::string path = "/api/v1/nodes/" + name + "/status";
   const KubeClient::Response r = send(
       [&] {
@@ -699,7 +663,7 @@ void TaintSink::condition(const json& node, bool faulty, const std::string& reas
     spdlog::warn("kubernetes: cannot set condition {} on node {}: {}", options_.condition_type,
                  name, describe(r));
   } else if (nodes_.count(name) != 0) {
-    nodes_[name] = json::parse(r.body, nullptr, false);
+    nodes_[name] = parseObject(r.body);
   }
 }
 

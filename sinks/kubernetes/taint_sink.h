@@ -1,9 +1,12 @@
 // Applies taint and untaint decisions to Kubernetes nodes, guarded against doing harm.
 //
 // Requests (protocols.md section 4):
-//   GET   /api/v1/nodes?labelSelector=S    one LIST per eligible selector every
+//   GET   /api/v1/nodes?limit=N&labelSelector=S[&continue=T]
+//                                          one paged LIST per eligible selector every
 //                                          node_list_period: the node snapshot every check and
-//                                          count below reads (no GET per decision)
+//                                          count below reads (no GET per decision). Pages follow
+//                                          metadata.continue (client-go's ListPager); any failed
+//                                          page keeps the previous snapshot until the next LIST.
 //   PATCH /api/v1/nodes/{node}?fieldManager=faultline
 //         Content-Type: application/strategic-merge-patch+json
 //         {"metadata":{"resourceVersion":"<snapshot's>","annotations":{"faultline.dev/taint":A}},
@@ -78,6 +81,7 @@ struct TaintSinkOptions {
                                        "aws.amazon.com/neuron.present=true"};
   std::string opt_out_label = "faultline.dev/opt-out";  // value "true" opts a node out
   std::chrono::milliseconds node_list_period{30'000};
+  int node_list_limit = 500;  // nodes per LIST page (`limit`), client-go's pager default
   BlastRadiusLimits limits;
   std::string breaker_namespace = "faultline";
   std::string breaker_configmap = "faultline-breaker";
@@ -112,7 +116,9 @@ class TaintSink : public DecisionSink {
     uint64_t failed = 0;             // given up (API errors, invalid node name)
   };
 
-  TaintSink(const KubeConfig& config, TaintSinkOptions options = {}, Hooks hooks = {});
+  // `metrics`, if given, counts the sink's API requests (KubeClient) and must outlive the sink.
+  TaintSink(const KubeConfig& config, TaintSinkOptions options = {}, Hooks hooks = {},
+            Metrics* metrics = nullptr);
   // Drains the queue (including retries), then stops the worker.
   ~TaintSink() override;
 

@@ -65,12 +65,13 @@ expected_role='["/configmaps:create","/configmaps:get","coordination.k8s.io/leas
 flatten_rules='[.rules[] | .apiGroups[] as $g | .resources[] as $r | .verbs[] as $v
                 | "\($g)/\($r):\($v)"] | unique'
 
-check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = replicas
+check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = replicas, $4 = PDBs
   local j=$1
   for kind in Namespace ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding \
-              Deployment PodDisruptionBudget; do
+              Deployment; do
     expect "$j" "exactly one $kind" "[.[] | select(.kind == \"$kind\")] | length == 1"
   done
+  expect "$j" "$4 PodDisruptionBudget(s)" "[.[] | select(.kind == \"PodDisruptionBudget\")] | length == $4"
   expect "$j" "$2 ConfigMap(s)" "[.[] | select(.kind == \"ConfigMap\")] | length == $2"
   expect "$j" "Namespace is faultline" '.[] | select(.kind == "Namespace") | .metadata.name == "faultline"'
   expect "$j" "namespaced objects live in faultline" \
@@ -133,9 +134,9 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
 
   # PodDisruptionBudget.
   expect "$j" "PDB maxUnavailable 1 selecting the pods" \
-    "($d | .spec.template.metadata.labels) as \$l | .[] | select(.kind == \"PodDisruptionBudget\")
+    "($d | .spec.template.metadata.labels) as \$l | [.[] | select(.kind == \"PodDisruptionBudget\")
      | .spec.selector.matchLabels as \$sel
-     | .spec.maxUnavailable == 1 and (\$sel | length > 0) and (\$l | contains(\$sel))"
+     | .spec.maxUnavailable == 1 and (\$sel | length > 0) and (\$l | contains(\$sel))] | all"
 
   # The rules ConfigMap: one key per rules/*.yaml, identical content.
   local rules_cm='(.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("faultline-rules-"))))'
@@ -193,7 +194,7 @@ check_collector() {  # $1 = collector config JSON: every pipeline component is d
 
 # --- base ---
 render base "$tmp/base.json"
-check_common "$tmp/base.json" 1 2
+check_common "$tmp/base.json" 1 2 1
 check_probes "$tmp/base.json"
 expect "$tmp/base.json" "no Service in base" '[.[] | select(.kind == "Service")] | length == 0'
 
@@ -204,8 +205,8 @@ for dir in "$src"/deploy/overlays/*/; do overlays+=("$(basename "$dir")"); done
   fail "expected overlays kafka and push, found: ${overlays[*]}"
 for o in "${overlays[@]}"; do
   render "overlays/$o" "$tmp/$o.json"
-  # push: one replica until its readiness follows the Lease (a follower would drop pushed lines).
-  check_common "$tmp/$o.json" 2 "$([[ $o == push ]] && echo 1 || echo 2)"
+  # push: no PDB (only the Lease holder is Ready; see overlays/push/kustomization.yaml).
+  check_common "$tmp/$o.json" 2 2 "$([[ $o == push ]] && echo 0 || echo 1)"
   check_config "$tmp/$o.json" "$o"
   [[ -f $src/deploy/overlays/$o/otel-collector.yaml ]] || fail "$o: no otel-collector.yaml"
   yaml_file_json "$src/deploy/overlays/$o/otel-collector.yaml" >"$tmp/$o.collector.json"
@@ -240,19 +241,31 @@ expect "$kcol" "kafka collector: node header on every exporter (raw drops resour
 node_headers=$(jq -c '[.kafka.topics[].node_header] | unique' "$kc")
 [[ $node_headers == '["node"]' ]] || fail "kafka: faultline node_header $node_headers != [\"node\"]"
 
-# push (planned): Service with Loki push 3100 and OTLP/HTTP 4318 onto named container ports.
+# push: Service with Loki push 3100 and OTLP/HTTP 4318 onto the one listener (port http, 8080).
 p="$tmp/push.json"
 check_probes "$p"
 expect "$p" "exactly one Service" '[.[] | select(.kind == "Service")] | length == 1'
-expect "$p" "Service ports 3100 loki-push and 4318 otlp-http" \
+expect "$p" "Service ports 3100 loki-push and 4318 otlp-http onto http" \
   '.[] | select(.kind == "Service") | [.spec.ports[] | {name, port, targetPort}] | sort_by(.port)
-   == [{"name":"loki-push","port":3100,"targetPort":"loki-push"},
-       {"name":"otlp-http","port":4318,"targetPort":"otlp-http"}]'
+   == [{"name":"loki-push","port":3100,"targetPort":"http"},
+       {"name":"otlp-http","port":4318,"targetPort":"http"}]'
 expect "$p" "Service selects the pods and targets declared container ports" \
   '(.[] | select(.kind == "Deployment") | .spec.template) as $t
    | .[] | select(.kind == "Service") | .spec.selector as $sel
    | ($t.metadata.labels | contains($sel)) and ($sel | length > 0)
      and all(.spec.ports[].targetPort; . as $n | $t.spec.containers[0].ports | any(.name == $n))'
+# Readiness follows the Lease, so rollouts replace every pod at once and probes are frequent.
+expect "$p" "push: rolling update with maxUnavailable 100% (a new pod is Ready only as leader)" \
+  '.[] | select(.kind == "Deployment") | .spec.strategy
+   | .type == "RollingUpdate" and .rollingUpdate.maxUnavailable == "100%"'
+expect "$p" "push: readiness probed every 2 s" \
+  '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].readinessProbe.periodSeconds == 2'
+pc="$tmp/push.config.json"
+expect "$pc" "push config: listens on the container port http (8080)" '.http.listen == "0.0.0.0:8080"'
+expect "$pc" "push config: leader election and the blast-radius guard" \
+  '(.kubernetes.leader_election | type == "object") and (.kubernetes.guard.max_tainted > 0)
+   and (.kubernetes.guard.max_tainted_percent > 0) and (.kubernetes.guard.max_new > 0)'
+expect "$pc" "push config: no kafka source" 'has("kafka") | not'
 expect "$tmp/push.collector.json" "push collector: otlphttp to the Service on 4318" \
   '[.exporters | to_entries[] | select(.key | startswith("otlphttp")) | .value.endpoint]
    == ["http://faultline.faultline.svc:4318"]'
@@ -278,7 +291,11 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
   grep -q '^  server: "http' "$tmp/kafka.local.yaml" || fail "kafka config: no 'kubernetes:' line to rewrite"
   "$fl" replay --config "$tmp/kafka.local.yaml" --rules "$vol" --decisions "$tmp/decisions" \
     >"$tmp/replay.out" 2>&1 || fail "faultline does not load the kafka config: $(cat "$tmp/replay.out")"
-  echo "faultline loaded the rendered rules ConfigMap and kafka config ($(cat "$tmp/rules-test.out"))"
+  # The push config too (its http section is parsed and checked; replay does not listen).
+  sed 's|^kubernetes:.*$|kubernetes:\n  server: "http://127.0.0.1:9"|' "$tmp/push.config.yaml" >"$tmp/push.local.yaml"
+  "$fl" replay --config "$tmp/push.local.yaml" --rules "$vol" --decisions "$tmp/decisions" \
+    >"$tmp/replay.out" 2>&1 || fail "faultline does not load the push config: $(cat "$tmp/replay.out")"
+  echo "faultline loaded the rendered rules ConfigMap, kafka and push configs ($(cat "$tmp/rules-test.out"))"
 else
   echo "FL_BUILD/faultline not built: skipping the binary's load of the rendered config"
 fi

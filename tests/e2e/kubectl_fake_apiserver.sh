@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves that tests/tools/fake_apiserver behaves like a real API server for kubectl (v1.32,
 # protocols.md 6.4): kubectl discovers nodes, taints one with a strategic-merge patch, reads it
-# back, and sees changes the fake made; a stale resourceVersion gets 409 Conflict.
+# back, and sees changes the fake made; a stale resourceVersion gets 409 Conflict; a paged LIST
+# (--chunk-size) follows the fake's continue tokens.
 # Env: FL_BUILD = build directory (holds tests/tools/fake_apiserver).
 set -eEuo pipefail
 
@@ -125,6 +126,29 @@ label=$(k get node n1 -o jsonpath='{.metadata.labels.faultline\.dev/probe}')
 [[ $label == mutated ]] || fail "kubectl get did not see the fake's label change: '$label'"
 names=$(k get nodes -o name)
 [[ $names == node/n1 ]] || fail "kubectl get nodes: $names"
+
+# Paged LIST: kubectl --chunk-size=1 follows metadata.continue page by page (limit=1 and the
+# fake's tokens), and gets every node, in order, as one list.
+for n in n2 n3; do
+  api -X POST "$base/_test/nodes" -d "{\"metadata\":{\"name\":\"$n\"}}" >/dev/null
+done
+lists_before=$(api "$base/_test/requests" | jq '[.[] | select(.method == "GET" and .path == "/api/v1/nodes")] | length')
+names=$(k get nodes --chunk-size=1 -o name | tr '\n' ' ')
+[[ $names == "node/n1 node/n2 node/n3 " ]] || fail "kubectl get nodes --chunk-size=1: $names"
+pages=$(api "$base/_test/requests" |
+  jq -c --argjson skip "$lists_before" '[.[] | select(.method == "GET" and .path == "/api/v1/nodes")][$skip:] | map(.query)')
+jq -e 'length == 3 and all(.[]; test("(^|&)limit=1(&|$)"))
+       and (.[0] | test("continue=") | not) and all(.[1:][]; test("(^|&)continue=[^&]+"))
+       and .[1] != .[2]' <<<"$pages" >/dev/null || fail "kubectl's paged LIST requests: $pages"
+# A page of the raw API: remainingItemCount without a selector, none on the last page.
+page=$(api "$base/api/v1/nodes?limit=2")
+jq -e '[.items[].metadata.name] == ["n1","n2"] and .metadata.remainingItemCount == 1
+       and (.metadata.continue | length > 0)' <<<"$page" >/dev/null || fail "first page: $page"
+last=$(api "$base/api/v1/nodes?limit=2&continue=$(jq -r .metadata.continue <<<"$page")")
+jq -e '[.items[].metadata.name] == ["n3"] and (.metadata | has("continue") | not)' \
+  <<<"$last" >/dev/null || fail "last page: $last"
+status=$(api -o /dev/null -w '%{http_code}' "$base/api/v1/nodes?limit=1&continue=bogus")
+[[ $status == 400 ]] || fail "a continue token the server did not make got HTTP $status"
 
 # Removal through kubectl keeps the other writer's taint.
 out=$(k taint nodes n1 example.com/x:NoSchedule- 2>&1) || fail "kubectl untaint: $out"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <set>
 #include <stdexcept>
@@ -14,6 +15,12 @@ namespace faultline {
 namespace {
 
 using json = nlohmann::json;
+
+int64_t realtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 const char* reasonFor(int code) {
   switch (code) {
@@ -142,6 +149,54 @@ bool selectorMatches(const std::string& selector, const json& labels) {
       return false;
     }
   }
+  return true;
+}
+
+// List continue tokens as the API server makes them (apiserver storage/etcd3 encodeContinue):
+// base64url without padding of {"v":"meta.k8s.io/v1","rv":<list resourceVersion>,"start":
+// "<last name>\u0000"}. Clients treat them as opaque.
+constexpr const char* kBase64Url =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+std::string encodeContinue(int64_t rv, const std::string& last_name) {
+  const std::string raw =
+      json({{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", last_name + '\0'}}).dump();
+  std::string out;
+  for (size_t i = 0; i < raw.size(); i += 3) {
+    const size_t bytes = std::min<size_t>(3, raw.size() - i);
+    uint32_t n = 0;
+    for (size_t k = 0; k < 3; ++k) {
+      n = (n << 8) | (k < bytes ? static_cast<uint8_t>(raw[i + k]) : 0u);
+    }
+    for (size_t k = 0; k <= bytes; ++k) {  // 1, 2, 3 bytes: 2, 3, 4 characters
+      out += kBase64Url[(n >> (18 - 6 * k)) & 63];
+    }
+  }
+  return out;
+}
+
+// The key to continue from ("<last name>\0") of a token encodeContinue made; false if it is not.
+bool decodeContinue(const std::string& token, std::string* start) {
+  std::string raw;
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : token) {
+    const char* at = c == '\0' ? nullptr : std::strchr(kBase64Url, c);
+    if (at == nullptr) {
+      return false;
+    }
+    bits = (bits << 6) | static_cast<uint32_t>(at - kBase64Url);
+    if ((count += 6) >= 8) {
+      count -= 8;
+      raw += static_cast<char>((bits >> count) & 0xff);
+    }
+  }
+  const json decoded = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (!decoded.is_object() || decoded.value("v", json()) != "meta.k8s.io/v1" ||
+      !decoded.value("start", json()).is_string()) {
+    return false;
+  }
+  *start = decoded["start"];
   return true;
 }
 
@@ -447,7 +502,7 @@ void FakeApiServer::installRoutes() {
         requests_.push_back({req.method, req.path,
                              q == std::string::npos ? "" : req.target.substr(q + 1),
                              req.get_header_value("Content-Type"),
-                             req.get_header_value("Authorization"), req.body});
+                             req.get_header_value("Authorization"), req.body, realtimeNs()});
         for (auto it = failures_.begin(); it != failures_.end(); ++it) {
           if (it->method == req.method && it->path == req.path) {
             const int status = it->status;
@@ -530,30 +585,66 @@ void FakeApiServer::installRoutes() {
                     {"verbs", {"create", "delete", "get", "list", "patch", "update"}},
                     {"shortNames", {"cm"}}}}}});
         }));
-  s.Get("/api/v1/nodes", api([this](const httplib::Request& req, httplib::Response& res) {
-          const std::string selector = req.get_param_value("labelSelector");
-          std::lock_guard lock(mu_);
-          json list = {{"kind", "NodeList"},
-                       {"apiVersion", "v1"},
-                       {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
-                       {"items", json::array()}};
-          for (const auto& [name, node] : nodes_) {
-            if (selectorMatches(selector,
-                                node.value(json::json_pointer("/metadata/labels"), json()))) {
-              list["items"].push_back(node);
-            }
+  s.Get(
+      "/api/v1/nodes", api([this](const httplib::Request& req, httplib::Response& res) {
+        const std::string selector = req.get_param_value("labelSelector");
+        // Paging (limit, continue) as the API server does it, in name order. Unlike a real
+        // server, a continued page is read from the current nodes rather than from the first
+        // page's snapshot.
+        int64_t limit = 0;
+        if (const std::string l = req.get_param_value("limit"); !l.empty()) {
+          size_t used = 0;
+          try {
+            limit = std::stoll(l, &used);
+          } catch (const std::exception&) {
+            used = 0;
           }
-          reply(res, 200, list);
-          // As for GET: the listed copies are now stale.
-          for (const json& item : list["items"]) {
-            const std::string name = item["metadata"]["name"];
-            const auto [first, last] = after_get_.equal_range(name);
-            for (auto pending = first; pending != last; ++pending) {
-              patchNodeLocked(name, pending->second, /*from_client=*/false);
-            }
-            after_get_.erase(first, last);
+          if (used != l.size() || limit < 0) {
+            reply(res, 400, statusBody(400, "limit: Invalid value: \"" + l + "\""));
+            return;
           }
-        }));
+        }
+        std::string start;
+        if (req.has_param("continue") && !decodeContinue(req.get_param_value("continue"), &start)) {
+          reply(res, 400, statusBody(400, "continue key is not valid"));
+          return;
+        }
+        std::lock_guard lock(mu_);
+        json list = {{"kind", "NodeList"},
+                     {"apiVersion", "v1"},
+                     {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                     {"items", json::array()}};
+        int64_t remaining = 0;
+        for (auto it = nodes_.lower_bound(start); it != nodes_.end(); ++it) {
+          const json& node = it->second;
+          if (!selectorMatches(selector,
+                               node.value(json::json_pointer("/metadata/labels"), json()))) {
+            continue;
+          }
+          if (limit > 0 && static_cast<int64_t>(list["items"].size()) == limit) {
+            ++remaining;
+            continue;
+          }
+          list["items"].push_back(node);
+        }
+        if (remaining > 0) {
+          list["metadata"]["continue"] =
+              encodeContinue(resource_version_, list["items"].back()["metadata"]["name"]);
+          if (selector.empty()) {
+            list["metadata"]["remainingItemCount"] = remaining;  // only without a selector
+          }
+        }
+        reply(res, 200, list);
+        // As for GET: the listed copies are now stale.
+        for (const json& item : list["items"]) {
+          const std::string name = item["metadata"]["name"];
+          const auto [first, last] = after_get_.equal_range(name);
+          for (auto pending = first; pending != last; ++pending) {
+            patchNodeLocked(name, pending->second, /*from_client=*/false);
+          }
+          after_get_.erase(first, last);
+        }
+      }));
   s.Get("/api/v1/nodes/([^/]+)", api([this](const httplib::Request& req, httplib::Response& res) {
           const std::string name = req.matches[1];
           std::lock_guard lock(mu_);
@@ -654,7 +745,8 @@ void FakeApiServer::installRoutes() {
                       {"query", r.query},
                       {"content_type", r.content_type},
                       {"authorization", r.authorization},
-                      {"body", r.body}});
+                      {"body", r.body},
+                      {"received_ns", r.received_ns}});
     }
     reply(res, 200, list);
   });

@@ -5,6 +5,9 @@
 //   GET   /version, /api, /apis, /api/v1        discovery (nodes, events, configmaps, leases)
 //   GET   /api/v1/nodes[?labelSelector=S]       NodeList; S is equality-based: comma-separated
 //                                               key=value, key==value, key!=value, key, !key
+//         [&limit=N[&continue=T]]               pages of N nodes in name order: metadata.continue
+//         is set while more remain (remainingItemCount too without a selector), a token the
+//         server did not make is 400; continued pages read the current nodes (no snapshot)
 //   GET   /api/v1/nodes/{name}                  Node, or 404 NotFound
 //   PATCH /api/v1/nodes/{name}                  Content-Type application/strategic-merge-patch+json
 //         or application/merge-patch+json (else 415). Applied as an RFC 7386 merge patch, so
@@ -24,7 +27,9 @@
 // Test control (not recorded in /_test/requests):
 //   POST /_test/nodes           body: a Node, at least {"metadata":{"name":"n1"}} → 201, 409 if
 //                               it exists; see createNode()
-//   GET  /_test/requests        [{method, path, query, content_type, authorization, body}, ...]
+//   GET  /_test/requests        [{method, path, query, content_type, authorization, body,
+//                               received_ns}, ...]; received_ns: CLOCK_REALTIME ns when the
+//                               handler got the whole request (bench/latency.sh)
 //   POST /_test/fail            {"method":"PATCH","path":"/api/v1/nodes/n1","status":409,
 //                               "count":1} → the next count matching requests get that status
 //   POST /_test/mutate/{name}   {"patch":{...merge patch...},"after_next_get":false}; see mutate()
@@ -57,6 +62,7 @@ class FakeApiServer {
     std::string content_type;
     std::string authorization;
     std::string body;
+    int64_t received_ns = 0;  // CLOCK_REALTIME, ns since the epoch
   };
 
   FakeApiServer();

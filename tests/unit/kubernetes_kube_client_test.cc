@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/metrics.h"
 #include "sinks/kubernetes/kube_client.h"
 #include "tests/tools/fake_apiserver.h"
 
@@ -129,6 +130,83 @@ TEST(KubeClientTest, TransportErrorHasNoStatus) {
   const KubeClient::Response response = client.get("/version");
   EXPECT_EQ(response.status, 0);
   EXPECT_FALSE(response.error.empty());
+}
+
+// Every request sent is counted by verb, resource (never the object's name) and status.
+TEST(KubeClientTest, CountsRequestsByVerbResourceAndStatus) {
+  FakeApiServer server;
+  server.start();
+  ASSERT_TRUE(server.createNode({{"metadata", {{"name", "n1"}}}}));
+  Metrics metrics;
+  KubeClient client(KubeConfig{server.url(), "", "", false}, &metrics);
+
+  EXPECT_EQ(client.get("/api/v1/nodes?labelSelector=a%3Db&limit=500").status, 200);
+  EXPECT_EQ(client.get("/api/v1/nodes/n1").status, 200);
+  EXPECT_EQ(client.get("/api/v1/nodes/n2").status, 404);
+  EXPECT_EQ(client.get("/api/v1/nodes/n3").status, 404);
+  EXPECT_EQ(client
+                .patch("/api/v1/nodes/n1/status?fieldManager=faultline",
+                       "application/strategic-merge-patch+json", R"({"status":{}})")
+                .status,
+            200);
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/faultline/leases";
+  EXPECT_EQ(client.post(leases, R"({"metadata":{"name":"l"},"spec":{}})").status, 201);
+  EXPECT_EQ(client.post(leases, R"({"metadata":{"name":"l"},"spec":{}})").status, 409);
+  EXPECT_EQ(client.put(leases + "/l", R"({"metadata":{"name":"l"},"spec":{}})").status, 200);
+  EXPECT_EQ(client.del("/api/v1/namespaces/faultline/configmaps/c").status, 404);
+  server.failNext("GET", "/version", 429);
+  EXPECT_EQ(client.get("/version").status, 429);
+  server.stop();
+  EXPECT_EQ(client.get("/api/v1/namespaces/default/events").status, 0);
+
+  const std::string text = metrics.render();
+  for (const std::string line : {
+           R"(faultline_kube_requests_total{verb="LIST",resource="nodes",code="200"} 1)",
+           R"(faultline_kube_requests_total{verb="GET",resource="nodes",code="200"} 1)",
+           R"(faultline_kube_requests_total{verb="GET",resource="nodes",code="404"} 2)",
+           R"(faultline_kube_requests_total{verb="PATCH",resource="nodes/status",code="200"} 1)",
+           R"(faultline_kube_requests_total{verb="POST",resource="leases",code="201"} 1)",
+           R"(faultline_kube_requests_total{verb="POST",resource="leases",code="409"} 1)",
+           R"(faultline_kube_requests_total{verb="PUT",resource="leases",code="200"} 1)",
+           R"(faultline_kube_requests_total{verb="DELETE",resource="configmaps",code="404"} 1)",
+           R"(faultline_kube_requests_total{verb="GET",resource="version",code="429"} 1)",
+           R"(faultline_kube_requests_total{verb="LIST",resource="events",code="error"} 1)",
+       }) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\nin:\n" << text;
+  }
+  // Nothing else: 11 requests, 10 series.
+  size_t series = 0;
+  for (size_t at = text.find("\nfaultline_kube_requests_total{"); at != std::string::npos;
+       at = text.find("\nfaultline_kube_requests_total{", at + 1)) {
+    ++series;
+  }
+  EXPECT_EQ(series, 10u) << text;
+  EXPECT_EQ(client.requests(), 11u);
+}
+
+// A 401 retried with a re-read token is two requests, each counted with its own status.
+TEST(KubeClientTest, CountsBothTriesOfA401) {
+  FakeApiServer server;
+  server.start();
+  const std::string token_file =
+      (std::filesystem::temp_directory_path() / ("fl-token-m-" + std::to_string(getpid())))
+          .string();
+  std::ofstream(token_file) << "t";
+  Metrics metrics;
+  KubeClient client(KubeConfig{server.url(), token_file, "", false}, &metrics);
+  server.failNext("GET", "/api/v1/nodes/n1", 401);
+  EXPECT_EQ(client.get("/api/v1/nodes/n1").status, 404);
+  std::filesystem::remove(token_file);
+  EXPECT_EQ(client.get("/api/v1/nodes/n1").status, 0);  // token unreadable: nothing sent
+
+  const std::string text = metrics.render();
+  EXPECT_NE(text.find(R"(faultline_kube_requests_total{verb="GET",resource="nodes",code="401"} 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(faultline_kube_requests_total{verb="GET",resource="nodes",code="404"} 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(R"(code="error")"), std::string::npos) << text;
 }
 
 TEST(KubeConfigTest, FromYaml) {

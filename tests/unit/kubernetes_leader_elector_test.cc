@@ -102,6 +102,40 @@ TEST_F(LeaderElectorTest, ReleasedLeaseIsTakenOver) {
   EXPECT_EQ(l["spec"]["leaseTransitions"], 1);
 }
 
+// client-go's ReleaseOnCancel: no holder, 1 s, renewTime and acquireTime at the release.
+TEST_F(LeaderElectorTest, ReleaseClearsTheHolderAndStampsTheTime) {
+  auto a = std::make_unique<LeaderElector>(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a->isLeader(); }));
+  const std::string renewed = lease()["spec"]["renewTime"];
+  a.reset();
+  const json spec = lease()["spec"];
+  EXPECT_EQ(spec["holderIdentity"], "");
+  EXPECT_EQ(spec["leaseDurationSeconds"], 1);
+  EXPECT_EQ(spec["leaseTransitions"], 0);
+  EXPECT_EQ(spec["acquireTime"], spec["renewTime"]);
+  EXPECT_GE(spec["renewTime"].get<std::string>(), renewed);  // same-length MicroTimes
+}
+
+// A Lease whose fields have the wrong types (another writer, a proxy) reads as unheld; the
+// election goes on.
+TEST_F(LeaderElectorTest, LeaseWithFieldsOfTheWrongTypeIsTakenOver) {
+  ASSERT_EQ(a_client_
+                ->post("/apis/coordination.k8s.io/v1/namespaces/faultline/leases",
+                       json({{"metadata", {{"name", "faultline"}}},
+                             {"spec",
+                              {{"holderIdentity", 7},
+                               {"leaseDurationSeconds", "15"},
+                               {"acquireTime", json::array()},
+                               {"leaseTransitions", 1e300}}}})
+                           .dump())
+                .status,
+            201);
+  LeaderElector b(*b_client_, config("replica-b"));
+  ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-b");
+  EXPECT_EQ(lease()["spec"]["leaseTransitions"], 1);
+}
+
 TEST_F(LeaderElectorTest, ExpiredLeaseOfACrashedLeaderIsTakenOver) {
   // A Lease held by a replica that died without releasing it.
   ASSERT_EQ(a_client_

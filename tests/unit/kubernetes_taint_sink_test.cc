@@ -445,8 +445,8 @@ TEST_F(GuardTest, ListsEligibleNodesBySelector) {
       queries.push_back(r.query);
     }
   }
-  EXPECT_EQ(queries, (Lines{"labelSelector=nvidia.com%2Fgpu.present%3Dtrue",
-                            "labelSelector=aws.amazon.com%2Fneuron.present%3Dtrue"}));
+  EXPECT_EQ(queries, (Lines{"limit=500&labelSelector=nvidia.com%2Fgpu.present%3Dtrue",
+                            "limit=500&labelSelector=aws.amazon.com%2Fneuron.present%3Dtrue"}));
   EXPECT_FALSE(tainted("cpu-0"));
   EXPECT_TRUE(tainted("g1"));
   ASSERT_EQ(suppressed().size(), 1u);
@@ -506,6 +506,42 @@ TEST_F(GuardTest, PercentageLimitCountsTaintsFaultlineDidNotWrite) {
   ASSERT_EQ(suppressed().size(), 1u);
   EXPECT_EQ(suppressed()[0].reason,
             "would taint 3 of 20 eligible nodes, over max_tainted_percent 10 (2 nodes)");
+}
+
+// The eligible nodes come in pages of node_list_limit (limit + continue), and the guard counts
+// taints on every page.
+TEST_F(GuardTest, ListsEligibleNodesInPages) {
+  createCluster(5);
+  for (const char* n : {"g0", "g2"}) {  // on pages 1 and 2
+    ASSERT_TRUE(server_.mutate(
+        n,
+        {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  }
+  TaintSinkOptions o = guarded({3, 0, 0, std::chrono::seconds(60)});
+  o.node_list_limit = 2;
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("g4"));  // on page 3: found, and the 3rd tainted node
+  sink.write(decision("g3"));  // would be the 4th
+  sink.flush();
+
+  EXPECT_TRUE(tainted("g4"));
+  EXPECT_FALSE(tainted("g3"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would taint 4 nodes, over max_tainted 3");
+  Lines queries;
+  for (const auto& r : server_.requests()) {
+    if (r.method == "GET" && r.path == "/api/v1/nodes") {
+      queries.push_back(r.query);
+    }
+  }
+  // g0 g1 | g2 g3 | g4 for the GPU selector, one empty page for Neuron.
+  ASSERT_EQ(queries.size(), 4u);
+  const std::string gpu = "limit=2&labelSelector=nvidia.com%2Fgpu.present%3Dtrue";
+  EXPECT_EQ(queries[0], gpu);
+  EXPECT_EQ(queries[1].rfind(gpu + "&continue=", 0), 0u) << queries[1];
+  EXPECT_EQ(queries[2].rfind(gpu + "&continue=", 0), 0u) << queries[2];
+  EXPECT_NE(queries[1], queries[2]);
+  EXPECT_EQ(queries[3], "limit=2&labelSelector=aws.amazon.com%2Fneuron.present%3Dtrue");
 }
 
 TEST_F(GuardTest, PercentageAllowsOneNodeInASmallPool) {
@@ -615,6 +651,35 @@ TEST_F(TaintSinkTest, HandRemovedTaintIsNotPutBackForTheSameIncident) {
   sink.write(decision("n1", "xid-fatal", t0 + 25 * 3600 * kNanosPerSecond));
   sink.flush();
   EXPECT_TRUE(tainted("n1"));
+}
+
+// Another writer's annotation under faultline's key, with fields of the wrong types, is not
+// faultline's mark: the taint is applied (and the annotation replaced), nothing throws.
+TEST_F(TaintSinkTest, ForeignAnnotationOfTheWrongShapeIsIgnored) {
+  createNode("n1");
+  createNode("n2");
+  ASSERT_TRUE(server_.mutate(
+      "n1",
+      {{"metadata",
+        {{"annotations",
+          {{"faultline.dev/taint",
+            R"({"rule":1,"key":["x"],"effect":{},"time":"9999-99-99","applied":null})"}}}}}}));
+  ASSERT_TRUE(server_.mutate(
+      "n2",
+      {{"metadata",
+        {{"annotations",
+          {{"faultline.dev/taint", R"({"rule":"test-rule","time":"1678-01-01T00:00:00Z"})"}}}}}}));
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n1"));
+  sink.write(decision("n2"));  // 347 years after the mark (over 2^63 ns): a new incident
+  sink.flush();
+
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_TRUE(tainted("n2"));
+  EXPECT_TRUE(suppressed().empty());
+  const json mark = json::parse(
+      server_.node("n1")["metadata"]["annotations"]["faultline.dev/taint"].get<std::string>());
+  EXPECT_EQ(mark["rule"], "test-rule");
 }
 
 TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {

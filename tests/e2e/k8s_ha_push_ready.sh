@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The push path with two replicas (deploy/overlays/push): with leader election on, /readyz is 200
+# only on the Lease holder, so a Service sends pushes to the one replica that writes. When the
+# leader stops (SIGTERM releases the Lease) the other one becomes ready. Also: /metrics counts the
+# API requests by verb, resource and status (faultline_kube_requests_total).
+source "$(dirname "$0")/lib.sh"
+
+"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1 \
+  --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
+pids+=($!)
+wait_file "$tmp/port" 20
+api="http://127.0.0.1:$(cat "$tmp/port")"
+lease_path=/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline
+
+start_replica() {  # $1 = a | b: serve with its own HTTP port; sets port_$1 and pid_$1
+  cat >"$tmp/config-$1.yaml" <<YAML
+decisions: $tmp/decisions-$1.jsonl
+http: {listen: "127.0.0.1:0"}
+kubernetes:
+  server: "$api"
+  namespace: faultline
+  leader_election: {lease_duration: 2s, renew_deadline: 1500ms, retry_period: 300ms}
+YAML
+  POD_NAME="replica-$1" "$FAULTLINE" serve --config "$tmp/config-$1.yaml" 2>>"$tmp/serve-$1.log" &
+  pids+=($!)
+  eval "pid_$1=$!"
+  local p=""
+  for _ in $(seq 100); do
+    p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve-$1.log" | tail -1)
+    [[ -n $p ]] && break
+    sleep 0.1
+  done
+  [[ -n $p ]] || fail "replica-$1 did not listen"
+  eval "port_$1=$p"
+}
+holder() { curl -fsS "$api$lease_path" 2>/dev/null | jq -r '.spec.holderIdentity // ""'; }
+readyz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz"; }
+wait_for() {  # $1 = seconds, $2... = command that must succeed
+  local limit=$1
+  shift
+  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+holder_is() { [[ $(holder) == "$1" ]]; }
+ready_is() { [[ $(readyz "$1") == "$2" ]]; }
+
+start_replica a
+wait_for 20 holder_is replica-a || fail "replica-a did not take the Lease"
+start_replica b
+wait_for 20 ready_is "$port_a" 200 || fail "leader replica-a: /readyz $(readyz "$port_a")"
+# replica-b is up (it answers /healthz) but not ready: it does not hold the Lease.
+[[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port_b/healthz") == 200 ]] ||
+  fail "replica-b /healthz"
+[[ $(readyz "$port_b") == 503 ]] || fail "follower replica-b: /readyz $(readyz "$port_b"), expected 503"
+
+# A push to the ready replica taints the node.
+now=$(date +%s%N)
+curl -fsS -H 'Content-Type: application/json' --data-binary \
+  "{\"streams\":[{\"stream\":{\"node\":\"gpu-1\",\"transport\":\"kernel\"},\"values\":[[\"$now\",\"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus\"]]}]}" \
+  "http://127.0.0.1:$port_a/loki/api/v1/push" || fail "push to replica-a"
+tainted() { curl -fsS "$api/api/v1/nodes/gpu-1" | jq -e '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length == 1' >/dev/null; }
+wait_for 20 tainted || fail "gpu-1 not tainted"
+
+# API requests by verb, resource and status: the Lease renewals, the node LIST and PATCH.
+metrics=$(curl -fsS "http://127.0.0.1:$port_a/metrics")
+for series in 'verb="PUT",resource="leases",code="200"' 'verb="LIST",resource="nodes",code="200"' \
+              'verb="PATCH",resource="nodes",code="200"' 'verb="PATCH",resource="nodes/status",code="200"' \
+              'verb="POST",resource="events",code="201"'; do
+  grep -qE "^faultline_kube_requests_total\{$series\} [1-9]" <<<"$metrics" ||
+    fail "no faultline_kube_requests_total{$series} in: $(grep kube_requests <<<"$metrics")"
+done
+[[ $(grep -c '^faultline_kube_requests_total{verb="PATCH",resource="nodes",code="200"} 1$' <<<"$metrics") == 1 ]] ||
+  fail "one taint PATCH expected: $(grep kube_requests <<<"$metrics")"
+
+# SIGTERM: replica-a releases the Lease; replica-b takes it and becomes ready.
+kill -TERM "$pid_a"
+wait "$pid_a" || fail "replica-a exited non-zero after SIGTERM"
+wait_for 20 holder_is replica-b || fail "replica-b did not take the Lease"
+wait_for 20 ready_is "$port_b" 200 || fail "new leader replica-b: /readyz $(readyz "$port_b")"
+kill -TERM "$pid_b"
+wait "$pid_b" || fail "replica-b exited non-zero after SIGTERM"
+echo "PASS"
