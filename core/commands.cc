@@ -306,9 +306,10 @@ int serve(const std::string& config_path) {
   std::signal(SIGTERM, onSignal);
   std::signal(SIGINT, onSignal);
   std::function<bool()> ready = sinksReady(cfg, &metrics);
-  if (elector && sources.http) {
+  if (elector && sources.http && !sources.kafka) {
     // A Service sends pushes to ready pods only: so to the leader, the one replica that writes.
-    // A follower's lines would be matched but never tainted (README "Deploy").
+    // A follower's lines would be matched but never tainted (README "Deploy"). With Kafka every
+    // replica consumes every partition, so a follower is ready to take over: it stays ready.
     ready = [sinks = std::move(ready), e = elector.get()] { return e->isLeader() && sinks(); };
   }
   runServe(sources, pipeline, metrics, ready, stop.get_token());
