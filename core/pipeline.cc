@@ -9,7 +9,45 @@ Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
                    std::vector<DecisionSink*> sinks)
     : matcher_(bank), correlator_(bank, std::move(taint)), sinks_(std::move(sinks)) {}
 
+void Pipeline::noteMembers(const RecordBatch& batch) {
+  // Records of one stream share their labels: the job is looked up once per run of a stream's
+  // records, and the run's earliest and latest times extend the membership.
+  const LogRecord* run = nullptr;
+  std::string_view job;
+  int64_t first = 0;
+  int64_t last = 0;
+  auto flush = [&] {
+    if (run != nullptr && !job.empty()) {
+      correlator_.member(job, run->node, first);
+      correlator_.member(job, run->node, last);
+    }
+  };
+  for (const LogRecord& rec : batch.records) {
+    if (rec.stream != StreamKind::kPod || rec.labels_begin == rec.labels_end) {
+      continue;
+    }
+    if (run != nullptr && run->labels_begin == rec.labels_begin &&
+        run->labels_end == rec.labels_end && run->node == rec.node) {
+      first = std::min(first, rec.time_ns);
+      last = std::max(last, rec.time_ns);
+      continue;
+    }
+    flush();
+    run = &rec;
+    first = last = rec.time_ns;
+    job = {};
+    for (std::string_view name : kJobLabels) {
+      job = batch.label(rec, name);
+      if (!job.empty()) {
+        break;
+      }
+    }
+  }
+  flush();
+}
+
 void Pipeline::process(const RecordBatch& batch) {
+  noteMembers(batch);
   hits_.clear();
   matcher_.match(batch, &hits_);
   correlate(hits_);
@@ -27,6 +65,7 @@ void Pipeline::collect(const RecordBatch& batch) {
   for (const LogRecord& rec : batch.records) {
     max_time_ns_ = std::max(max_time_ns_, rec.time_ns);
   }
+  noteMembers(batch);
   const size_t first = hits_.size();
   matcher_.match(batch, &hits_);
   keep(first);
@@ -34,6 +73,7 @@ void Pipeline::collect(const RecordBatch& batch) {
 
 void Pipeline::absorb(Pipeline& other) {
   max_time_ns_ = std::max(max_time_ns_, other.max_time_ns_);
+  correlator_.absorbMembers(other.correlator_);
   const size_t first = hits_.size();
   std::move(other.hits_.begin(), other.hits_.end(), std::back_inserter(hits_));
   other.hits_.clear();

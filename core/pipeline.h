@@ -15,6 +15,15 @@
 
 namespace faultline {
 
+// Labels naming a pod's job, first found wins: the OTel k8sattributes processor, Loki/Promtail
+// relabelling conventions, the Job controller, Kubeflow training operators and JobSet.
+inline constexpr std::string_view kJobLabels[] = {"k8s.job.name",
+                                                  "job_name",
+                                                  "job-name",
+                                                  "batch.kubernetes.io/job-name",
+                                                  "training.kubeflow.org/job-name",
+                                                  "jobset.sigs.k8s.io/jobset-name"};
+
 class Pipeline {
  public:
   Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks);
@@ -42,10 +51,13 @@ class Pipeline {
   const MatcherStats& matcherStats() const { return matcher_.stats(); }
   const Bank& bank() const { return matcher_.bank(); }
   uint64_t decisions() const { return decisions_; }
+  const Correlator& correlator() const { return correlator_; }
 
  private:
   // Drops hits_[first..] whose (node, signature, second, line) is already kept (see collect()).
   void keep(size_t first);
+  // Tells the correlator which jobs the batch's pod records belong to (kJobLabels).
+  void noteMembers(const RecordBatch& batch);
   void correlate(const std::vector<Hit>& hits);
   void emit(const std::vector<Decision>& decisions);
 

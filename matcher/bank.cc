@@ -340,6 +340,13 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
       return;
     }
   }
+  if (const YAML::Node p = n["suspects_peers"]) {
+    if (!p.IsMap() || !p["within"] || !durationAt(p, "within", &rule.peers_within_ns) ||
+        rule.peers_within_ns <= 0) {
+      problems->add(file, p, where + ": suspects_peers is {within: DUR}");
+      return;
+    }
+  }
   if (const YAML::Node c = n["cluster"]) {
     rule.cluster_nodes = c["nodes"].IsScalar() ? c["nodes"].as<int>(0) : 0;
     if (rule.cluster_nodes < 2 || !c["within"] ||
@@ -366,6 +373,11 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
   }
   if (rule.severity == Severity::kFatal && rule.count != 1) {
     problems->add(file, n, where + ": a fatal rule acts on the first hit; use severity warning");
+    return;
+  }
+  if (rule.peers_within_ns > 0 && rule.severity != Severity::kInfo) {
+    problems->add(file, n,
+                  where + ": a suspects_peers rule never acts on its own node: severity info");
     return;
   }
   if (rule.severity == Severity::kFatal && rule.quiet_ns > 0) {

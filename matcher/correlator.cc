@@ -151,6 +151,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   if (recovers_[ri]) {
     recover(ri, node, node_name, f, ev, out);
   }
+  if (rule.peers_within_ns > 0) {
+    markPeers(node_name, t, rule.peers_within_ns);
+  }
   for (uint32_t held : cancels_[ri]) {
     const std::string key = entityKey(held, bank_->rules[held], f);
     if (const auto it = node.pending.find(key); it != node.pending.end()) {
@@ -496,6 +499,44 @@ const Correlator::Recent* Correlator::findRecent(const NodeData& node,
   return best;
 }
 
+void Correlator::member(std::string_view job, std::string_view node, int64_t time_ns) {
+  auto [it, fresh] = jobs_[std::string(job)].try_emplace(std::string(node), time_ns, time_ns);
+  if (!fresh) {
+    it->second.first = std::min(it->second.first, time_ns);
+    it->second.second = std::max(it->second.second, time_ns);
+  }
+}
+
+void Correlator::absorbMembers(const Correlator& other) {
+  for (const auto& [job, nodes] : other.jobs_) {
+    for (const auto& [node, span] : nodes) {
+      member(job, node, span.first);
+      member(job, node, span.second);
+    }
+  }
+}
+
+void Correlator::markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns) {
+  auto around = [&](const std::pair<int64_t, int64_t>& span) {
+    return span.first - within_ns <= time_ns && time_ns <= span.second + within_ns;
+  };
+  for (const auto& [job, nodes] : jobs_) {
+    const auto self = nodes.find(node_name);
+    if (self == nodes.end() || !around(self->second)) {
+      continue;
+    }
+    for (const auto& [peer, span] : nodes) {
+      if (peer != node_name && around(span)) {
+        NodeData& n = nodes_[peer];
+        if (n.suspect_until_ns < time_ns) {
+          ++stats_.peers_marked;
+        }
+        n.suspect_until_ns = std::max(n.suspect_until_ns, time_ns + within_ns);
+      }
+    }
+  }
+}
+
 Correlator::NodeState Correlator::state(std::string_view node) const {
   const auto it = nodes_.find(std::string(node));
   if (it == nodes_.end()) {
@@ -512,7 +553,8 @@ Correlator::NodeState Correlator::state(std::string_view node) const {
   const bool held = std::any_of(held_.begin(), held_.end(), [&](const std::deque<Held>& q) {
     return std::any_of(q.begin(), q.end(), [&](const Held& h) { return h.node == node; });
   });
-  return counted || held || !n.pending.empty() ? NodeState::kSuspect : NodeState::kHealthy;
+  const bool peer = n.suspect_until_ns >= now_ns_;
+  return counted || held || peer || !n.pending.empty() ? NodeState::kSuspect : NodeState::kHealthy;
 }
 
 }  // namespace faultline

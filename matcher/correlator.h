@@ -31,6 +31,8 @@ namespace faultline {
 //     for `flap` rules, it is the up half of a down-then-up pair;
 //   - `unless_followed_by` rules hold a hit that would count for their `within`: it counts when
 //     that time has passed with no hit of the listed rules on the same entity (a lasting state);
+//   - a `suspects_peers` hit marks suspect the other nodes that ran pods of this node's jobs
+//     around it (member()), never its own node;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window are a job's event and count for no node; `corroborated_by` decides at once when
 //     one of those rules hit the same node within its window, before or after;
@@ -49,9 +51,10 @@ class Correlator {
  public:
   enum class NodeState : uint8_t { kHealthy, kSuspect, kTainted, kRecovering };
   struct Stats {
-    uint64_t attached = 0;    // hits attached to their cause, not counted
-    uint64_t suppressed = 0;  // hits dropped by suppressed_by
-    uint64_t job_events = 0;  // cluster-wide windows that counted for no node
+    uint64_t attached = 0;      // hits attached to their cause, not counted
+    uint64_t suppressed = 0;    // hits dropped by suppressed_by
+    uint64_t job_events = 0;    // cluster-wide windows that counted for no node
+    uint64_t peers_marked = 0;  // nodes marked suspect by a peer's suspects_peers hit
   };
 
   Correlator(std::shared_ptr<const Bank> bank, Taint taint);
@@ -63,6 +66,12 @@ class Correlator {
   void advance(int64_t now_ns, std::vector<Decision>* out);
   // End of input (replay): decides every held cluster window.
   void finish(std::vector<Decision>* out);
+
+  // Job membership, from pod records: `node` ran a pod of `job` at time_ns (ns since the epoch).
+  // Kept as a [first, last] interval per (job, node), for suspects_peers rules.
+  void member(std::string_view job, std::string_view node, int64_t time_ns);
+  // Adds the membership another correlator recorded (replay threads).
+  void absorbMembers(const Correlator& other);
 
   NodeState state(std::string_view node) const;
   const Stats& stats() const { return stats_; }
@@ -100,8 +109,9 @@ class Correlator {
   };
   struct NodeData {
     bool tainted = false;
-    std::unordered_map<std::string, Pending> pending;         // key: rule index + entity
-    std::unordered_map<std::string, Counter> counters;        // key: rule index + entity
+    int64_t suspect_until_ns = INT64_MIN;               // marked by a peer's suspects_peers hit
+    std::unordered_map<std::string, Pending> pending;   // key: rule index + entity
+    std::unordered_map<std::string, Counter> counters;  // key: rule index + entity
     std::unordered_map<uint32_t, std::deque<Recent>> recent;  // newest hits per rule
     std::map<std::string, Fault> faults;                      // key: rule index + entity
     std::unordered_map<std::string, std::string> alias;       // e.g. GPU UUID -> PCI address
@@ -127,6 +137,7 @@ class Correlator {
                   int64_t at_ns, std::string reason, std::vector<Decision>* out);
   void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
   void flushHeld(uint32_t ri, std::vector<Decision>* out);
+  void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
   const Recent* findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
                            const std::vector<std::string>& entity, const Fields& fields,
                            int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
@@ -140,7 +151,10 @@ class Correlator {
   std::vector<uint32_t> alias_rules_;
   std::unordered_map<std::string, NodeData> nodes_;
   std::vector<std::deque<Held>> held_;  // cluster rules: hits held until their window ends
-  std::vector<int64_t> job_until_;      // cluster rules: a job event lasts until then
+  // job -> node -> [first, last] time it ran a pod of the job, ns
+  std::unordered_map<std::string, std::unordered_map<std::string, std::pair<int64_t, int64_t>>>
+      jobs_;
+  std::vector<int64_t> job_until_;  // cluster rules: a job event lasts until then
   // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
   // has a pending hit only while it has no fault).
   std::set<std::tuple<int64_t, std::string, std::string>> timers_;

@@ -46,6 +46,11 @@ signatures:
     severity: info
     pattern: 'nccl timeout'
     examples: {match: ['nccl timeout']}
+  - id: hang
+    streams: [kernel]
+    severity: info
+    pattern: 'HANG_ON_COLLECTIVES'
+    examples: {match: ['NEURON_HW_ERR=HANG_ON_COLLECTIVES']}
 tables:
   - id: catalog
     signature: xid
@@ -103,6 +108,10 @@ rules:
     entity: [pci]
     joins: {rule: head, within: 5s}
     suppressed_by: {rules: [xid-fatal], within: 5m}
+  - id: hang
+    signature: hang
+    severity: info
+    suspects_peers: {within: 10m}
   - id: nccl
     signature: nccl
     severity: warning
@@ -252,6 +261,24 @@ TEST_F(CorrelatorSemantics, PodEvidenceTaintsWhenCorroboratedOrRepeated) {
   EXPECT_EQ(d, (std::vector<std::string>{"a taint nccl", "b taint nccl"}));
 }
 
+TEST_F(CorrelatorSemantics, HangOnCollectivesMarksThePeersSuspectNotTheReporter) {
+  const int64_t t = 1000 * kNanosPerSecond;
+  c_.member("job-a", "a", t - 300 * kNanosPerSecond);  // a and b ran job-a's pods
+  c_.member("job-a", "a", t);
+  c_.member("job-a", "b", t - 60 * kNanosPerSecond);
+  c_.member("job-b", "c", t);                           // c ran another job
+  c_.member("job-a", "d", t - 7200 * kNanosPerSecond);  // d left job-a two hours before
+  feed("a", 1000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  EXPECT_EQ(c_.state("a"), Correlator::NodeState::kHealthy);
+  EXPECT_EQ(c_.state("b"), Correlator::NodeState::kSuspect);
+  EXPECT_EQ(c_.state("c"), Correlator::NodeState::kHealthy);
+  EXPECT_EQ(c_.state("d"), Correlator::NodeState::kHealthy);
+  EXPECT_EQ(c_.stats().peers_marked, 1U);
+  EXPECT_TRUE(out_.empty());  // suspicion is not a decision
+  c_.advance(t + 11 * 60 * kNanosPerSecond, &out_);
+  EXPECT_EQ(c_.state("b"), Correlator::NodeState::kHealthy);  // the suspicion lapses
+}
+
 TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
   const std::string bad = std::string(kBank) + R"(
   - id: r2
@@ -262,6 +289,10 @@ TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
     signature: xid
     severity: fatal
     recovery: {quiet: 1h}
+  - id: r4
+    signature: xid
+    severity: fatal
+    suspects_peers: {within: 10m}
 )";
   try {
     loadBank({{"b.yaml", bad}});
@@ -270,6 +301,9 @@ TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
     const std::string what = e.what();
     EXPECT_NE(what.find("rule r2: attach_to: unknown rule 'nope'"), std::string::npos) << what;
     EXPECT_NE(what.find("rule r3: a fatal fault needs repair"), std::string::npos) << what;
+    EXPECT_NE(what.find("rule r4: a suspects_peers rule never acts on its own node"),
+              std::string::npos)
+        << what;
   }
 }
 

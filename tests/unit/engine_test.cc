@@ -188,5 +188,29 @@ TEST(Pipeline, ReplayOrderDoesNotChangeDecisions) {
   EXPECT_EQ(a[0].time_ns, 10 * kNanosPerSecond);
 }
 
+// Pod records tell the pipeline which nodes ran a job's pods (by kJobLabels); a Neuron
+// HANG_ON_COLLECTIVES on one of them (the real bank) then marks the others suspect, not itself.
+TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
+  Pipeline p(loadBank(embeddedRuleFiles()), Taint{}, {});
+  RecordBatch pods;
+  pods.labels = {{"k8s.pod.name", "train-0"}, {"batch.kubernetes.io/job-name", "train"},
+                 {"k8s.pod.name", "train-1"}, {"batch.kubernetes.io/job-name", "train"},
+                 {"k8s.pod.name", "other-0"}, {"job-name", "other"}};
+  pods.records.push_back({100 * kNanosPerSecond, "n1", "step 10", 0, 2, StreamKind::kPod});
+  pods.records.push_back({101 * kNanosPerSecond, "n1", "step 11", 0, 2, StreamKind::kPod});
+  pods.records.push_back({100 * kNanosPerSecond, "n2", "step 10", 2, 4, StreamKind::kPod});
+  pods.records.push_back({100 * kNanosPerSecond, "n3", "step 3", 4, 6, StreamKind::kPod});
+  p.process(pods);
+  RecordBatch kernel;
+  kernel.records.push_back({160 * kNanosPerSecond, "n1",
+                            "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0", 0,
+                            0, StreamKind::kKernel});
+  p.process(kernel);
+  EXPECT_EQ(p.correlator().state("n1"), Correlator::NodeState::kHealthy);
+  EXPECT_EQ(p.correlator().state("n2"), Correlator::NodeState::kSuspect);
+  EXPECT_EQ(p.correlator().state("n3"), Correlator::NodeState::kHealthy);
+  EXPECT_EQ(p.decisions(), 0U);
+}
+
 }  // namespace
 }  // namespace faultline
