@@ -3,8 +3,10 @@
 # and checks what the manifests promise: the kinds, the exact RBAC verbs, the pod's security
 # settings and probes, ConfigMap wiring, and that the faultline-rules ConfigMap holds exactly
 # rules/*.yaml, byte for byte. The collector configs are cross-checked against the faultline
-# configs (topics, endpoint). With FL_BUILD set and the binary built, the rendered configs and
-# rule bank are also loaded by `faultline` itself.
+# configs (topics, encoding, partition key, endpoint). With FL_BUILD set and the binary built,
+# the rendered configs and rule bank are also loaded by `faultline` itself, and the kafka config
+# is served against a librdkafka mock cluster and the test API server (needs kcat, protoc, curl
+# and the test tools mock_kafka and fake_apiserver of the build).
 # Env: FL_SOURCE = repository root (required); FL_BUILD = build directory (optional).
 # YAML -> JSON without a server or python-yaml: `kubectl annotate --local -o json -f -`.
 set -eEuo pipefail
@@ -213,33 +215,46 @@ for o in "${overlays[@]}"; do
   check_collector "$tmp/$o.collector.json"
 done
 
-# kafka: works with today's binary, so no probes until the push server (issue 3) serves them.
+# kafka: the base's probes (the config's http section serves them), its PDB, no Service.
 k="$tmp/kafka.json"
-expect "$k" "no Service (Kafka consumer only)" '[.[] | select(.kind == "Service")] | length == 0'
-expect "$k" "no probes until issue 3 (overlay patch)" \
-  '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0]
-   | has("livenessProbe") or has("readinessProbe") | not'
+check_probes "$k"
+expect "$k" "no Service (Kafka consumer only; /metrics is scraped per pod)" \
+  '[.[] | select(.kind == "Service")] | length == 0'
+expect "$k" "kafka: the base's rolling update (both replicas Ready, one at a time)" \
+  '.[] | select(.kind == "Deployment") | has("strategy") | not'
 kc="$tmp/kafka.config.json"
+expect "$kc" "kafka config: http listens on the container port http (8080), where the probes look" \
+  '.http.listen == "0.0.0.0:8080"'
+expect "$kc" "kafka config: pushes refused (empty token file)" '.http.token_file == "/dev/null"'
 expect "$kc" "kafka config: leader election and the blast-radius guard" \
   '(.kubernetes.leader_election | type == "object") and (.kubernetes.guard.max_tainted > 0)
    and (.kubernetes.guard.max_tainted_percent > 0) and (.kubernetes.guard.max_new > 0)'
-expect "$kc" "kafka config: topics use today's decoders (raw|json)" \
-  '.kafka.topics | length > 0 and all(.encoding | IN("raw", "json"))'
-expect "$kc" "kafka config: a raw kernel topic and a json pod topic" \
-  '(.kafka.topics | any(.encoding == "raw" and .stream == "kernel"))
-   and (.kafka.topics | any(.encoding == "json" and .stream == "pod"))'
+expect "$kc" "kafka config: every topic is otlp_proto, the OTel kafka exporter's default" \
+  '.kafka.topics | length > 0 and all(.encoding == "otlp_proto")'
+# Kernel and pod records share the topic: a `stream: kernel` default would let an unmarked
+# record pass for kernel output.
+expect "$kc" "kafka config: no topic defaults its records to the kernel stream" \
+  '.kafka.topics | all((.stream // "other") != "kernel")'
 kcol="$tmp/kafka.collector.json"
+kafka_exporters='[.exporters | to_entries[] | select(.key | test("^kafka(/|$)"))]'
 topics_cfg=$(jq -c '[.kafka.topics[].name] | sort' "$kc")
-topics_col=$(jq -c '[.exporters | to_entries[] | select(.key | startswith("kafka")) | .value.logs.topic] | sort' "$kcol")
+topics_col=$(jq -c "[${kafka_exporters}[] | .value.logs.topic] | unique" "$kcol")
 [[ $topics_cfg == "$topics_col" ]] ||
   fail "kafka: collector exporter topics $topics_col != faultline config topics $topics_cfg"
-expect "$kcol" "kafka collector: exporters use raw encoding (otlp_proto is not decoded yet)" \
-  '[.exporters | to_entries[] | select(.key | startswith("kafka")) | .value.logs.encoding] | all(. == "raw")'
-expect "$kcol" "kafka collector: node header on every exporter (raw drops resources)" \
-  '[.exporters | to_entries[] | select(.key | startswith("kafka")) | .value.record_headers.node]
-   | all(. == "${env:KUBE_NODE_NAME}")'
-node_headers=$(jq -c '[.kafka.topics[].node_header] | unique' "$kc")
-[[ $node_headers == '["node"]' ]] || fail "kafka: faultline node_header $node_headers != [\"node\"]"
+expect "$kcol" "kafka collector: exporters send otlp_proto, keyed by resource attributes" \
+  "$kafka_exporters | length > 0 and all(.value.logs.encoding == \"otlp_proto\"
+     and .value.partition_logs_by_resource_attributes == true)"
+# The key hashes all resource attributes: every pipeline into Kafka must cut the resource down to
+# the node, or one node's pods land in many partitions; first the records take the resource's
+# attributes, or pod records would lose k8s.pod.name (and the pod rules).
+expect "$kcol" "kafka collector: every Kafka pipeline keys by the node alone, last before batch" \
+  '[.processors | to_entries[] | select(.value.log_statements // [] | map(
+       if .context == "log" and .statements == ["merge_maps(attributes, resource.attributes, \"insert\")"] then "copy"
+       elif .context == "resource" and .statements == ["keep_keys(attributes, [\"k8s.node.name\"])"] then "cut"
+       else "other" end) == ["copy", "cut"])
+     | .key] as $keyers
+   | [.service.pipelines[] | select(any(.exporters[]; test("^kafka(/|$)")))]
+   | length > 0 and all(.processors | (.[-1] == "batch") and (.[-2] | IN($keyers[])))'
 
 # push: Service with Loki push 3100 and OTLP/HTTP 4318 onto the one listener (port http, 8080).
 p="$tmp/push.json"
@@ -296,6 +311,126 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
   "$fl" replay --config "$tmp/push.local.yaml" --rules "$vol" --decisions "$tmp/decisions" \
     >"$tmp/replay.out" 2>&1 || fail "faultline does not load the push config: $(cat "$tmp/replay.out")"
   echo "faultline loaded the rendered rules ConfigMap, kafka and push configs ($(cat "$tmp/rules-test.out"))"
+
+  # The kafka config served for real, changed only where a cluster differs from 127.0.0.1:
+  # brokers (a librdkafka mock cluster), the API server (the fake one), the listen address, the
+  # rules directory. As a follower (another holder owns the Lease) it must answer /healthz and
+  # /readyz with 200 (the base's probes), refuse pushes, decode otlp_proto messages shaped as
+  # otel-collector.yaml sends them (resource = k8s.node.name only, pod attributes on the
+  # records), decide the kernel Xid on gpu-1 and not the pod's Xid on gpu-2, write nothing, and
+  # taint gpu-1 once the Lease is released to it.
+  for tool in kcat protoc curl; do command -v "$tool" >/dev/null || fail "$tool not installed"; done
+  for tool in mock_kafka fake_apiserver; do
+    [[ -x $FL_BUILD/tests/tools/$tool ]] || fail "$FL_BUILD/tests/tools/$tool not built"
+  done
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
+  wait_file() {  # $1 = file, $2 = seconds
+    for _ in $(seq $(($2 * 10))); do [[ -s $1 ]] && return 0; sleep 0.1; done
+    fail "$1 not written within $2 s"
+  }
+  "$FL_BUILD/tests/tools/mock_kafka" --brokers 1 --topic otlp_logs:2 \
+    --bootstrap-file "$tmp/bootstrap" >"$tmp/mock.log" 2>&1 &
+  pids+=($!)
+  "$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/apiport" --nodes gpu-1,gpu-2 \
+    --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
+  pids+=($!)
+  wait_file "$tmp/bootstrap" 20
+  wait_file "$tmp/apiport" 20
+  api="http://127.0.0.1:$(cat "$tmp/apiport")"
+  lease="$api/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline"
+  holder() { curl -fsS "$lease" | jq -r '.spec.holderIdentity'; }
+  now=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)
+  curl -fsS -X POST -H 'Content-Type: application/json' "${lease%/faultline}" -d '{
+    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "faultline"},
+    "spec": {"holderIdentity": "faultline-other", "leaseDurationSeconds": 15,
+             "acquireTime": "'"$now"'", "renewTime": "'"$now"'", "leaseTransitions": 0}}' >/dev/null
+
+  sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
+    -e "s|^rules: .*\$|rules: $vol|" \
+    -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
+    -e "s|^  brokers: .*\$|  brokers: \"$(cat "$tmp/bootstrap")\"|" \
+    "$tmp/kafka.config.yaml" >"$tmp/kafka.live.yaml"
+  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' "  brokers: \"$(cat "$tmp/bootstrap")\""; do
+    grep -qxF "$line" "$tmp/kafka.live.yaml" || fail "kafka config: could not rewrite to '$line'"
+  done
+  [[ $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml" | grep -c '^>') == 5 ]] ||
+    fail "kafka config: rewrote more than the 4 site-specific lines: $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml")"
+  # Decisions go to stdout, as in the pod.
+  POD_NAME=faultline-test "$fl" serve --config "$tmp/kafka.live.yaml" \
+    >"$tmp/decisions.jsonl" 2>"$tmp/serve.log" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
+  [[ -n $port ]] || fail "kafka config: serve did not listen: $(cat "$tmp/serve.log")"
+  http="http://127.0.0.1:$port"
+  code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+  [[ $(code "$http/healthz") == 200 ]] || fail "kafka config: /healthz is not 200"
+  [[ $(code "$http/readyz") == 200 ]] || fail "kafka config: /readyz is not 200 on a follower"
+  [[ $(holder) == faultline-other ]] || fail "kafka config: the Lease moved before the test released it"
+  push='{"streams":[{"stream":{"node":"gpu-2","transport":"kernel"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"]]}]}'
+  [[ $(code -X POST -H 'Content-Type: application/json' -d "$push" "$http/loki/api/v1/push") == 401 ]] ||
+    fail "kafka config: a push without the (empty) token is not refused with 401"
+
+  xid='NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus'
+  encode() {  # stdin: text ExportLogsServiceRequest; $1 = output
+    protoc --encode=opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest \
+      -I "$src/ingest/otlp/proto" opentelemetry/proto/collector/logs/v1/logs_service.proto >"$1"
+  }
+  node_attr() { echo "attributes { key: \"k8s.node.name\" value { string_value: \"$1\" } }"; }
+  encode "$tmp/kernel.pb" <<TXT
+resource_logs {
+  resource { $(node_attr gpu-1) }
+  scope_logs { log_records {
+    time_unix_nano: 1700000000000000000
+    $(node_attr gpu-1)
+    body { kvlist_value {
+      values { key: "MESSAGE" value { string_value: "$xid" } }
+      values { key: "_TRANSPORT" value { string_value: "kernel" } }
+      values { key: "_HOSTNAME" value { string_value: "ip-10-0-0-1" } }
+    } }
+  } }
+}
+TXT
+  encode "$tmp/pod.pb" <<TXT
+resource_logs {
+  resource { $(node_attr gpu-2) }
+  scope_logs { log_records {
+    time_unix_nano: 1700000000000000000
+    $(node_attr gpu-2)
+    attributes { key: "k8s.pod.name" value { string_value: "evil-0" } }
+    attributes { key: "k8s.namespace.name" value { string_value: "default" } }
+    attributes { key: "log.iostream" value { string_value: "stdout" } }
+    body { string_value: "$xid" }
+  } }
+}
+TXT
+  # One partition, the pod's message first: once gpu-1 is decided, the pod's record has been
+  # through the pipeline too.
+  kcat -P -b "$(cat "$tmp/bootstrap")" -t otlp_logs -p 0 "$tmp/pod.pb" "$tmp/kernel.pb" 2>"$tmp/kcat.log"
+  taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$tmp/decisions.jsonl" | sort; }
+  for _ in $(seq 300); do [[ -n $(taints_decided) ]] && break; sleep 0.1; done
+  metrics=$(curl -fsS "$http/metrics")
+  grep -qx 'faultline_kafka_messages_total{topic="otlp_logs"} 2' <<<"$metrics" &&
+    grep -qx 'faultline_kafka_malformed_total{topic="otlp_logs"} 0' <<<"$metrics" ||
+    fail "kafka config: expected 2 otlp_logs messages, none malformed: $(grep kafka_ <<<"$metrics")"
+  tainted() { curl -fsS "$api/api/v1/nodes/$1" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length'; }
+  [[ $(taints_decided) == 'gpu-1 xid-fatal' ]] ||
+    fail "kafka config: decisions $(cat "$tmp/decisions.jsonl"), expected gpu-1 xid-fatal only: $(tail -5 "$tmp/serve.log")"
+  [[ $(tainted gpu-1) == 0 ]] || fail "kafka config: a follower wrote a taint"
+  # Release the Lease as client-go's ReleaseOnCancel does: the replica takes it at its next retry.
+  curl -fsS -X PUT -H 'Content-Type: application/json' "$lease" -d '{
+    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "faultline"},
+    "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 0}}' >/dev/null
+  for _ in $(seq 100); do [[ $(tainted gpu-1) == 1 ]] && break; sleep 0.1; done
+  [[ $(holder) == faultline-test ]] || fail "kafka config: the replica did not take the released Lease"
+  [[ $(tainted gpu-1) == 1 && $(tainted gpu-2) == 0 ]] ||
+    fail "kafka config: after takeover gpu-1 tainted: $(tainted gpu-1), gpu-2: $(tainted gpu-2)"
+  [[ $(code "$http/readyz") == 200 ]] || fail "kafka config: /readyz is not 200 on the leader"
+  kill -TERM "$serve_pid"
+  wait "$serve_pid" || fail "kafka config: serve exited non-zero after SIGTERM: $(tail -5 "$tmp/serve.log")"
+  echo "faultline served the rendered kafka config: probes 200 as follower and leader, push 401, otlp_proto kernel Xid tainted gpu-1 after takeover, pod Xid ignored"
 else
   echo "FL_BUILD/faultline not built: skipping the binary's load of the rendered config"
 fi
