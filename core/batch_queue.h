@@ -48,7 +48,7 @@ class BatchQueue {
   // Waits for room, then enqueues. Returns false (item left) if `stop` is requested or the queue
   // is closed first. `wake` is called about every `wake_ms` while waiting (the Kafka source polls
   // its consumer there so that it stays in its group).
-  bool push(Item& item, std::stop_token stop, const std::function<void()>& wake = {},
+  bool push(Item& item, const std::stop_token& stop, const std::function<void()>& wake = {},
             int wake_ms = 100) {
     std::unique_lock lock(mu_);
     ++waiting_;

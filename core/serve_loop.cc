@@ -23,7 +23,7 @@ void DecisionCounter::write(const Decision& decision) {
 }
 
 void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
-              const std::function<bool()>& ready, std::stop_token stop) {
+              const std::function<bool()>& ready, const std::stop_token& stop) {
   using T = Metrics::Type;
   BatchQueue queue(sources.queue_bytes);
   metrics.declare("faultline_queue_bytes", T::kGauge,

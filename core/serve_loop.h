@@ -36,7 +36,7 @@ struct ServeSources {
 // and the sinks are flushed. `ready` tells whether the sinks are reachable (for /readyz).
 // Throws std::runtime_error if a source cannot start (HTTP port taken, bad Kafka settings).
 void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
-              const std::function<bool()>& ready, std::stop_token stop);
+              const std::function<bool()>& ready, const std::stop_token& stop);
 
 // A DecisionSink that counts decisions by action in faultline_decisions_total.
 class DecisionCounter : public DecisionSink {

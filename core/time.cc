@@ -111,7 +111,7 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
   if (i < s.size() && s[i] == 'Z') {
     ++i;
   } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
-    const int sign = s[i] == '-' ? -1 : 1;
+    const int64_t sign = s[i] == '-' ? -1 : 1;
     int oh = 0;
     int om = 0;
     if (!digits(s, i + 1, 2, &oh)) {

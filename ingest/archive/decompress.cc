@@ -27,6 +27,8 @@ class RawInput {
   explicit RawInput(const std::string* bytes) : name_("(memory)"), memory_(bytes) {}
   RawInput(const RawInput&) = delete;
   RawInput& operator=(const RawInput&) = delete;
+  RawInput(RawInput&&) = delete;
+  RawInput& operator=(RawInput&&) = delete;
   ~RawInput() {
     if (owned_) {
       std::fclose(file_);
@@ -60,7 +62,7 @@ class RawInput {
   uint64_t consumed_ = 0;
 };
 
-constexpr size_t kInChunk = 256 * 1024;
+constexpr size_t kInChunk = size_t{256} * 1024;
 
 // Base for the readers: owns the raw input and an input buffer that starts with the peeked
 // magic bytes.
@@ -110,6 +112,8 @@ class GzipReader : public Reader {
   }
   GzipReader(const GzipReader&) = delete;
   GzipReader& operator=(const GzipReader&) = delete;
+  GzipReader(GzipReader&&) = delete;
+  GzipReader& operator=(GzipReader&&) = delete;
   ~GzipReader() override { inflateEnd(&z_); }
 
   size_t read(char* out, size_t n) override {
@@ -150,6 +154,8 @@ class ZstdReader : public Reader {
       : Reader(std::move(raw), std::move(peeked)), ctx_(ZSTD_createDStream()) {}
   ZstdReader(const ZstdReader&) = delete;
   ZstdReader& operator=(const ZstdReader&) = delete;
+  ZstdReader(ZstdReader&&) = delete;
+  ZstdReader& operator=(ZstdReader&&) = delete;
   ~ZstdReader() override { ZSTD_freeDStream(ctx_); }
 
   size_t read(char* out, size_t n) override {

@@ -96,10 +96,11 @@ Head parseHead(std::string_view line) {
     return h;
   }
   // dmesg --decode --time-format iso: "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 msg"
+  // A find() miss gives npos, which fails these upper bounds.
   const size_t colon = s.find(':');
-  if (colon != std::string_view::npos && colon < 8 && s.size() > 16) {
+  if (colon < 8 && s.size() > 16) {
     const size_t second = s.find(':', colon + 1);
-    if (second != std::string_view::npos && second < 20) {
+    if (second < 20) {
       std::string_view rest = trimLeft(s.substr(second + 1));
       size_t used = 0;
       if (parseRfc3339(rest, &h.ns, &used)) {
@@ -112,7 +113,7 @@ Head parseHead(std::string_view line) {
   // "<6>" priority prefix (pstore, `dmesg -r`)
   if (s.size() > 3 && s[0] == '<' && isDigit(s[1])) {
     const size_t gt = s.find('>');
-    if (gt == std::string_view::npos || gt > 4) {
+    if (gt > 4) {  // also a missing '>' (npos)
       return h;
     }
     s.remove_prefix(gt + 1);

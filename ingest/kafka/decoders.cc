@@ -105,7 +105,7 @@ bool parseTime(const json& v, int64_t* ns) {
   if (!v.is_string()) {
     return false;
   }
-  const std::string& s = v.get_ref<const std::string&>();
+  const auto& s = v.get_ref<const std::string&>();
   size_t consumed = 0;
   if (parseRfc3339(s, ns, &consumed) && consumed == s.size()) {
     return true;

@@ -258,7 +258,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   if (!rk) {
     throw std::runtime_error(std::string("kafka: cannot create consumer: ") + err);
   }
-  conf.release();                        // rd_kafka_new took ownership
+  static_cast<void>(conf.release());     // rd_kafka_new took ownership
   rd_kafka_poll_set_consumer(rk.get());  // serve error callbacks from rd_kafka_consumer_poll
 
   ListPtr subscription(rd_kafka_topic_partition_list_new(static_cast<int>(config_.topics.size())));

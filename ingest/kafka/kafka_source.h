@@ -16,7 +16,7 @@
 #include "core/source.h"
 #include "ingest/kafka/decoders.h"
 
-namespace YAML {
+namespace YAML {  // NOLINT(readability-identifier-naming): yaml-cpp's name
 class Node;
 }
 
@@ -64,6 +64,10 @@ struct KafkaStats {
 class KafkaSource : public Source {
  public:
   explicit KafkaSource(KafkaConfig config);
+  KafkaSource(const KafkaSource&) = delete;
+  KafkaSource& operator=(const KafkaSource&) = delete;
+  KafkaSource(KafkaSource&&) = delete;
+  KafkaSource& operator=(KafkaSource&&) = delete;
   ~KafkaSource() override;
 
   // Subscribes, then polls until `stop`: each batch of up to batch_max_messages messages (or what

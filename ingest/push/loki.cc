@@ -328,12 +328,12 @@ bool decodeLokiJson(std::string_view text, std::string_view tenant, const Stream
       const json& entry = (*values)[v];
       const std::string at = where + ".values[" + std::to_string(v) + "]";
       if (!entry.is_array() || entry.size() < 2 || entry.size() > 3 || !entry[1].is_string()) {
-        *error = at + " is not [\"<ns>\", \"<line>\"(, {metadata})]";
+        *error = at + R"( is not ["<ns>", "<line>"(, {metadata})])";
         return false;
       }
       int64_t ns = 0;
       if (entry[0].is_string()) {
-        const std::string& t = entry[0].get_ref<const std::string&>();
+        const auto& t = entry[0].get_ref<const std::string&>();
         size_t used = 0;
         try {
           ns = std::stoll(t, &used);

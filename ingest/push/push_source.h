@@ -40,7 +40,7 @@
 #include "core/metrics.h"
 #include "ingest/formats/labels.h"
 
-namespace YAML {
+namespace YAML {  // NOLINT(readability-identifier-naming): yaml-cpp's name
 class Node;
 }
 namespace httplib {
@@ -57,8 +57,10 @@ struct PushConfig {
   int port = 3100;
   size_t max_body_bytes = 64 << 20;   // request body, before and after decompression
   size_t max_line_bytes = 256 << 10;  // longer lines are truncated (and counted)
-  std::string token_file;             // bearer token for the push paths; empty: no auth
-  StreamRules streams;                // labels naming the node and the stream kind
+  // Bearer token for the push paths; empty: no auth. A file that holds no token refuses every
+  // push (/dev/null: the listener serves health and metrics only, as on the Kafka path).
+  std::string token_file;
+  StreamRules streams;  // labels naming the node and the stream kind
 
   // Shape (unknown keys are errors):
   //   listen: "0.0.0.0:3100"          # host:port; port 0 picks a free one
@@ -77,6 +79,10 @@ class PushServer {
  public:
   // `queue` and `metrics` must outlive the server. `ready` answers /readyz.
   PushServer(PushConfig config, BatchQueue* queue, Metrics* metrics, std::function<bool()> ready);
+  PushServer(const PushServer&) = delete;
+  PushServer& operator=(const PushServer&) = delete;
+  PushServer(PushServer&&) = delete;
+  PushServer& operator=(PushServer&&) = delete;
   ~PushServer();
 
   // Binds and serves on a thread pool. Throws std::runtime_error if it cannot listen.

@@ -36,7 +36,7 @@ std::string decisionToJson(const Decision& d) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-DecisionLog::DecisionLog(const std::string& path) : out_(stdout), owned_(false) {
+DecisionLog::DecisionLog(const std::string& path) : out_(stdout) {
   if (!path.empty() && path != "-") {
     out_ = std::fopen(path.c_str(), "a");
     if (out_ == nullptr) {

@@ -21,6 +21,8 @@ class DecisionLog : public DecisionSink {
   explicit DecisionLog(const std::string& path);
   DecisionLog(const DecisionLog&) = delete;
   DecisionLog& operator=(const DecisionLog&) = delete;
+  DecisionLog(DecisionLog&&) = delete;
+  DecisionLog& operator=(DecisionLog&&) = delete;
   ~DecisionLog() override;
 
   // DecisionSink
@@ -29,7 +31,7 @@ class DecisionLog : public DecisionSink {
 
  private:
   std::FILE* out_;
-  bool owned_;
+  bool owned_ = false;
 };
 
 }  // namespace faultline

@@ -64,6 +64,8 @@ class KubeClient {
   ~KubeClient();
   KubeClient(const KubeClient&) = delete;
   KubeClient& operator=(const KubeClient&) = delete;
+  KubeClient(KubeClient&&) = delete;
+  KubeClient& operator=(KubeClient&&) = delete;
 
   // path is absolute and already URL-encoded, including any query: /api/v1/nodes/n1?x=y.
   // Bodies are JSON; content_type names the patch flavour for PATCH.

@@ -38,7 +38,7 @@ std::chrono::milliseconds durationAt(const YAML::Node& node, const char* key,
     return fallback;
   }
   int64_t ns = 0;
-  const std::string text = node[key].as<std::string>();
+  const auto text = node[key].as<std::string>();
   if (!parseDuration(text, &ns) || ns <= 0) {
     throw std::runtime_error(std::string("leader_election.") + key + ": '" + text +
                              "' is not a duration like 15s");
@@ -81,7 +81,8 @@ LeaderElectionConfig LeaderElectionConfig::fromYaml(const YAML::Node& node) {
   if (c.lease_duration <= c.renew_deadline) {
     throw std::runtime_error("leader_election: lease_duration must be greater than renew_deadline");
   }
-  if (c.renew_deadline.count() <= 1.2 * static_cast<double>(c.retry_period.count())) {
+  if (static_cast<double>(c.renew_deadline.count()) <=
+      1.2 * static_cast<double>(c.retry_period.count())) {
     throw std::runtime_error("leader_election: renew_deadline must exceed 1.2 * retry_period");
   }
   return c;

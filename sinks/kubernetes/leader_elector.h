@@ -61,6 +61,8 @@ class LeaderElector {
   ~LeaderElector();
   LeaderElector(const LeaderElector&) = delete;
   LeaderElector& operator=(const LeaderElector&) = delete;
+  LeaderElector(LeaderElector&&) = delete;
+  LeaderElector& operator=(LeaderElector&&) = delete;
 
   // True while this replica holds the Lease and renewed it less than renew_deadline ago. Judged
   // at the call, so a leader whose renewals hang stops acting within renew_deadline.

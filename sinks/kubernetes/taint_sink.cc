@@ -97,7 +97,7 @@ std::chrono::seconds secondsAt(const YAML::Node& node, const char* key,
     return fallback;
   }
   int64_t ns = 0;
-  const std::string text = node[key].as<std::string>();
+  const auto text = node[key].as<std::string>();
   if (!parseDuration(text, &ns) || ns <= 0) {
     throw std::runtime_error(std::string(key) + ": '" + text + "' is not a duration like 10m");
   }

@@ -117,8 +117,12 @@ class TaintSink : public DecisionSink {
   };
 
   // `metrics`, if given, counts the sink's API requests (KubeClient) and must outlive the sink.
-  TaintSink(const KubeConfig& config, TaintSinkOptions options = {}, Hooks hooks = {},
-            Metrics* metrics = nullptr);
+  explicit TaintSink(const KubeConfig& config, TaintSinkOptions options = {}, Hooks hooks = {},
+                     Metrics* metrics = nullptr);
+  TaintSink(const TaintSink&) = delete;
+  TaintSink& operator=(const TaintSink&) = delete;
+  TaintSink(TaintSink&&) = delete;
+  TaintSink& operator=(TaintSink&&) = delete;
   // Drains the queue (including retries), then stops the worker.
   ~TaintSink() override;
 
