@@ -123,7 +123,13 @@ LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_v
     }
     return it->second;
   };
+  // Long atoms first (the shortest literal bounds the scan's skip), then rare ones, then longer.
   auto before = [&](const std::string& a, const std::string& b) {
+    const bool la = a.size() >= kLongLiteral;
+    const bool lb = b.size() >= kLongLiteral;
+    if (la != lb) {
+      return la;
+    }
     const size_t ca = occurrences(a);
     const size_t cb = occurrences(b);
     return ca != cb ? ca < cb : a.size() > b.size();

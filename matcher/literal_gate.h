@@ -6,11 +6,12 @@
 // The literals are derived from the patterns, not hand-kept: RE2's FilteredRE2 prefilter gives
 // each pattern's atoms (lowercased, per re2/filtered_re2.h) and which atom combinations a match
 // needs; for each pattern the gate keeps a smallest set of atoms of which a match must contain at
-// least one, preferring atoms that are rare in a sample of the stream (a subsystem tag such as
-// `mlx5_core ` is a poor gate on a GPU node, the `: Port: ` of a port state line a good one), then
-// long ones. The search is Wu-Manber (Wu and Manber, "A fast algorithm for multi-pattern
-// searching", TR-94-17, 1994) over case-folded 3-byte blocks: it skips up to (shortest literal -
-// 2) bytes per probe, and confirms a candidate with a byte compare.
+// least one, preferring atoms of 8 bytes or more (the shortest literal bounds the search's skip),
+// then atoms that are rare in a sample of the stream (a subsystem tag such as `mlx5_core ` is a
+// poor gate on a GPU node, the `: Port: ` of a port state line a good one), then long ones. The
+// search is Wu-Manber (Wu and Manber, "A fast algorithm for multi-pattern searching", TR-94-17,
+// 1994) over case-folded 3-byte blocks: it skips up to (shortest literal - 2) bytes per probe, and
+// confirms a candidate with a byte compare.
 #pragma once
 
 #include <array>
@@ -43,8 +44,9 @@ class LiteralGate {
   const std::vector<std::string>& literals() const { return literals_; }
 
  private:
-  static constexpr int kBlock = 3;          // bytes per Wu-Manber block
-  static constexpr size_t kTableBits = 16;  // hashed blocks in the shift table
+  static constexpr int kBlock = 3;           // bytes per Wu-Manber block
+  static constexpr size_t kLongLiteral = 8;  // bytes; shorter atoms are taken only if need be
+  static constexpr size_t kTableBits = 16;   // hashed blocks in the shift table
   struct Cursor {  // one line's scan: `end` is the last byte of the Wu-Manber window
     const unsigned char* text = nullptr;
     size_t size = 0;

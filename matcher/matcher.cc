@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 
 namespace faultline {
 namespace {
@@ -151,27 +152,25 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       ++stats_.hits;
       ++stats_.signature_hits[sig];
     };
-    if (last_valid_ && rec.stream == last_stream_ && rec.line == last_line_) {
+    Seen& seen = seen_[std::hash<std::string_view>()(rec.line) % kSeenSlots];
+    if (seen.valid && seen.stream == rec.stream && seen.line == rec.line) {
       ++stats_.repeats;
-      for (const auto& [sig, f] : last_hits_) {
+      for (const auto& [sig, f] : seen.hits) {
         emit(sig, f);
       }
       continue;
     }
     matchSet(rec.line, rec.stream);
-    if (sigs_.empty()) {
-      continue;
-    }
-    last_valid_ = true;
-    last_stream_ = rec.stream;
-    last_line_.assign(rec.line);
-    last_hits_.clear();
+    seen.valid = rec.line.size() <= kSeenLineBytes;
+    seen.stream = rec.stream;
+    seen.line.assign(seen.valid ? rec.line : std::string_view());
+    seen.hits.clear();
     for (uint32_t sig : sigs_) {
       if (!extract(rec.line, bank_->signatures[sig], &fields)) {
         continue;
       }
       emit(sig, fields);
-      last_hits_.emplace_back(sig, fields);
+      seen.hits.emplace_back(sig, fields);
     }
   }
 }

@@ -36,7 +36,7 @@ struct MatcherStats {
   uint64_t candidates = 0;               // lines the literal gate passed to the RE2::Set
   std::vector<uint64_t> signature_hits;  // hits per signature, indexed like Bank::signatures
   uint64_t set_errors = 0;  // RE2::Set DFA out of memory: the line was matched pattern by pattern
-  uint64_t repeats = 0;     // matching lines equal to the previous one: its hits were reused
+  uint64_t repeats = 0;     // candidate lines seen recently: their earlier outcome was reused
 };
 
 class Matcher {
@@ -86,12 +86,18 @@ class Matcher {
   std::vector<int> ids_;
   std::vector<uint32_t> sigs_;  // likewise
   uint64_t seq_ = 0;
-  // The last line that hit and its hits: a node repeating one line in a storm pays for the Set
-  // and the captures once.
-  std::string last_line_;
-  StreamKind last_stream_ = StreamKind::kOther;
-  bool last_valid_ = false;
-  std::vector<std::pair<uint32_t, Fields>> last_hits_;
+  // Recent candidate lines and their hits (none, for a line the gate passed in vain), by a hash
+  // of the line, one entry per slot: a storm of repeated lines (800K Xid 95 lines with 29
+  // distinct) pays for the Set and the captures once per distinct line.
+  struct Seen {
+    bool valid = false;
+    StreamKind stream = StreamKind::kOther;
+    std::string line;
+    std::vector<std::pair<uint32_t, Fields>> hits;
+  };
+  static constexpr size_t kSeenSlots = 256;
+  static constexpr size_t kSeenLineBytes = 1024;  // longer lines are not kept: at most 256 KiB
+  std::vector<Seen> seen_ = std::vector<Seen>(kSeenSlots);
 };
 
 }  // namespace faultline
