@@ -1,12 +1,16 @@
 // Micro-benchmarks of the hot paths: the matcher with the embedded bank (quiet and storm inputs)
 // and with the bench bank of 20/100/300 patterns (bench_bank.h), the memchr line split of the same
-// bytes (the floor to compare with), the correlator under a flood of one line, and the dmesg /
-// syslog / journal-json line parsers. Compare rates within one run: the machines are shared.
+// bytes (the floor to compare with), the correlator (under a flood of one line, and over a storm
+// of the bank's own example lines across many nodes), the five archive line parsers (dmesg,
+// syslog, journal-json, otlp-json, loki-jsonl) and the four Kafka decoders (raw, json,
+// otlp_proto, otlp_json). The push decoders are in push_bench.cc. Compare rates within one run:
+// the machines are shared.
 //
 // Background lines are generated from a seeded std::mt19937 out of templates shaped like the
 // kernel lines of the leptonai/gpud test captures (Apache-2.0, /work/shared/corpora/gpud), with
 // varying numbers, PCI addresses, interface names and PIDs. Any generated line that some signature
 // matches is drawn again, so only the fault lines below match. Fault lines are real ones.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -18,9 +22,12 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_bank.h"
+#include "bench/bench_records.h"
 #include "core/decision.h"
 #include "core/record.h"
+#include "core/time.h"
 #include "ingest/formats/formats.h"
+#include "ingest/kafka/decoders.h"
 #include "matcher/bank.h"
 #include "matcher/correlator.h"
 #include "matcher/matcher.h"
@@ -277,6 +284,65 @@ void BM_CorrelatorFlood(benchmark::State& state) {
 }
 BENCHMARK(BM_CorrelatorFlood)->Arg(0)->Arg(1);
 
+// A storm over many nodes (arg: how many): 100000 records, each a match example of the bank
+// (real lines, sources in rules/) on a stream kind its signature applies to, on a node drawn
+// at random, 100 µs apart in event time (10000 hits/s cluster-wide). The matcher turns them into
+// hits once, outside the timing; each pass feeds them to a fresh correlator, moving its clock
+// every 1000 hits as the pipeline does per batch. Items are hits.
+void BM_CorrelatorStorm(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::vector<std::pair<std::string_view, StreamKind>> examples;
+  for (const Signature& sig : bank()->signatures) {
+    for (const Example& ex : sig.match_examples) {
+      for (int k = 0; k < kStreamKinds; ++k) {
+        if (sig.appliesTo(static_cast<StreamKind>(k))) {
+          examples.emplace_back(ex.line, static_cast<StreamKind>(k));
+          break;
+        }
+      }
+    }
+  }
+  std::vector<std::string> names;
+  for (int n = 0; n < nodes; ++n) {
+    names.push_back("gpu-node-" + std::to_string(n));
+  }
+  LineGen gen(11);
+  RecordBatch batch;
+  for (int i = 0; i < 100000; ++i) {
+    const auto& [line, kind] = examples[gen.num(0, static_cast<int>(examples.size()) - 1)];
+    LogRecord& r = batch.records.emplace_back();
+    r.time_ns = 1'741'000'000'000'000'000 + static_cast<int64_t>(i) * 100000;
+    r.node = names[gen.num(0, nodes - 1)];
+    r.line = line;
+    r.stream = kind;
+  }
+  Matcher matcher(bank());
+  std::vector<Hit> hits;
+  matcher.match(batch, &hits);
+  std::vector<Decision> out;
+  int64_t decisions = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto correlator = std::make_unique<Correlator>(bank(), Taint{});
+    state.ResumeTiming();
+    for (size_t i = 0; i < hits.size(); ++i) {
+      correlator->observe(hits[i], &out);
+      if (i % 1000 == 999) {
+        correlator->advance(hits[i].time_ns, &out);
+      }
+      decisions += static_cast<int64_t>(out.size());
+      out.clear();
+    }
+    state.PauseTiming();
+    correlator.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(hits.size()));
+  state.counters["hits_per_pass"] = static_cast<double>(hits.size());
+  state.counters["decisions_per_pass"] = static_cast<double>(decisions) / state.iterations();
+}
+BENCHMARK(BM_CorrelatorStorm)->Arg(100)->Arg(10000)->Unit(benchmark::kMillisecond);
+
 std::string jsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -310,13 +376,39 @@ std::vector<std::string> rawLines(Format format, size_t n) {
                       gen.num(1, 16));
         out.push_back(b + msgs[i]);
         break;
-      default:
+      case Format::kJournalJson:
         std::snprintf(b, sizeof b, "{\"__REALTIME_TIMESTAMP\": \"%lld\", \"_HOSTNAME\": ",
                       static_cast<long long>(us));
         out.push_back(b + std::string("\"gpu-node-01\", \"_TRANSPORT\": \"kernel\", ") +
                       "\"SYSLOG_IDENTIFIER\": \"kernel\", \"PRIORITY\": \"6\", \"MESSAGE\": \"" +
                       jsonEscape(msgs[i]) + "\"}");
         break;
+      case Format::kLokiJsonl: {
+        // A Promtail/Alloy journal scrape relabelled the usual way, as logcli prints it.
+        nlohmann::ordered_json j;
+        j["labels"] = {{"host", "gpu-node-01"},
+                       {"job", "systemd-journal"},
+                       {"syslog_identifier", "kernel"},
+                       {"transport", "kernel"}};
+        j["line"] = msgs[i];
+        j["timestamp"] = formatRfc3339(us * 1000 + gen.num(0, 999));
+        out.push_back(j.dump());
+        break;
+      }
+      case Format::kOtlpJson: {
+        // The collector's file exporter writes one request per batch; 100 entries per line.
+        constexpr size_t kPerLine = 100;
+        if (i % kPerLine != 0) {
+          break;
+        }
+        std::vector<KernelEntry> entries;
+        for (size_t k = i; k < std::min(n, i + kPerLine); ++k) {
+          entries.push_back(
+              {"gpu-node-01", us * 1000 + static_cast<int64_t>(k - i) * 1000000, msgs[k], k});
+        }
+        out.push_back(otlpJson(entries.data(), entries.size()));
+        break;
+      }
     }
   }
   return out;
@@ -334,19 +426,24 @@ void runParser(benchmark::State& state, Format format) {
   auto parser = makeParser(format, opts);
   RecordBatch batch;
   int64_t rejected = 0;
+  int64_t records = 0;  // items are records: an otlp-json line holds many
   for (auto _ : state) {
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (i % 8192 == 0) {
+    for (const std::string& line : lines) {
+      if (batch.records.size() >= 8192) {
+        records += static_cast<int64_t>(batch.records.size());
         batch.clear();  // as ArchiveSource hands on batches of 8192 records
       }
-      rejected += parser->parse(lines[i], &batch) ? 0 : 1;
+      rejected += parser->parse(line, &batch) ? 0 : 1;
     }
     parser->finish(&batch);
     benchmark::DoNotOptimize(batch.records.data());
+    records += static_cast<int64_t>(batch.records.size());
+    batch.clear();
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(lines.size()));
+  state.SetItemsProcessed(records);
   state.SetBytesProcessed(state.iterations() * bytes);
   state.counters["rejected"] = static_cast<double>(rejected);
+  state.counters["records_per_pass"] = static_cast<double>(records) / state.iterations();
 }
 
 void BM_DmesgParse(benchmark::State& state) {
@@ -363,6 +460,110 @@ void BM_JournalJsonParse(benchmark::State& state) {
   runParser(state, Format::kJournalJson);
 }
 BENCHMARK(BM_JournalJsonParse)->Unit(benchmark::kMillisecond);
+
+void BM_OtlpJsonParse(benchmark::State& state) {
+  runParser(state, Format::kOtlpJson);
+}
+BENCHMARK(BM_OtlpJsonParse)->Unit(benchmark::kMillisecond);
+
+void BM_LokiJsonlParse(benchmark::State& state) {
+  runParser(state, Format::kLokiJsonl);
+}
+BENCHMARK(BM_LokiJsonlParse)->Unit(benchmark::kMillisecond);
+
+// Kafka messages of one topic as the shippers produce them, decoded as KafkaSource does, into
+// batches handed on every 10000 records, without the broker. Kernel entries of 16 nodes, 1 ms
+// apart per node. Arg: the encoding:
+//   0 raw: the message is the line, the node in the `node` header (the OTel collector's raw
+//     encoding of a string body with a header, as deploy/overlays/kafka sends kernel logs);
+//   1 json: Fluent Bit's systemd input through its kafka output (bench_records.h);
+//   2 otlp_proto: the journald receiver's records, 1000 per message (one export batch of one
+//     node; bench_records.h); 3 otlp_json: the same messages in the JSON mapping.
+void BM_KafkaDecode(benchmark::State& state) {
+  const auto encoding = static_cast<KafkaEncoding>(state.range(0));
+  constexpr size_t kEntries = 100000;
+  constexpr int kNodes = 16;
+  constexpr int64_t kStartNs = 1'741'000'000'000'000'000;
+  const std::vector<std::string> msgs = messages(kEntries, 100000);
+  std::vector<std::string> nodes;
+  for (int n = 0; n < kNodes; ++n) {
+    nodes.push_back("gpu-node-" + std::to_string(n + 1));
+  }
+  // Grouped by node, so that an OTLP message holds one node's entries.
+  std::vector<KernelEntry> entries;
+  for (size_t i = 0; i < kEntries; ++i) {
+    const size_t node = i % kNodes;
+    entries.push_back(
+        {nodes[node], kStartNs + static_cast<int64_t>(i / kNodes) * 1000000, msgs[i], i / kNodes});
+  }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const KernelEntry& a, const KernelEntry& b) { return a.node < b.node; });
+  struct Message {
+    std::string value;
+    std::string_view node;
+  };
+  std::vector<Message> values;
+  if (encoding == KafkaEncoding::kRaw || encoding == KafkaEncoding::kJson) {
+    for (const KernelEntry& e : entries) {
+      values.push_back(
+          {encoding == KafkaEncoding::kRaw ? std::string(e.message) : fluentBitJson(e), e.node});
+    }
+  } else {
+    for (size_t i = 0; i < entries.size();) {
+      size_t end = i;
+      while (end < entries.size() && end - i < 1000 && entries[end].node == entries[i].node) {
+        ++end;
+      }
+      values.push_back({encoding == KafkaEncoding::kOtlpProto
+                            ? otlpRequest(&entries[i], end - i).SerializeAsString()
+                            : otlpJson(&entries[i], end - i),
+                        entries[i].node});
+      i = end;
+    }
+  }
+  int64_t bytes = 0;
+  for (const Message& m : values) {
+    bytes += static_cast<int64_t>(m.value.size());
+  }
+  KafkaTopicConfig config;
+  config.name = "bench";
+  config.encoding = encoding;
+  config.stream = StreamKind::kKernel;  // raw: the topic says what the lines are
+  const KafkaDecoder decoder(config);
+  RecordBatch batch;
+  KafkaMessage first;
+  first.value = values[0].value;
+  first.node_header = values[0].node;
+  if (!decoder.decode(first, kStartNs, &batch) || batch.records[0].stream != StreamKind::kKernel ||
+      batch.records[0].node != values[0].node) {
+    state.SkipWithError("the first message does not decode to a kernel record of its node");
+    return;
+  }
+  batch.clear();
+  int64_t records = 0;
+  int64_t malformed = 0;
+  for (auto _ : state) {
+    for (const Message& m : values) {
+      KafkaMessage msg;
+      msg.value = m.value;
+      msg.node_header = m.node;
+      msg.timestamp_ms = kStartNs / 1000000;
+      malformed += decoder.decode(msg, kStartNs, &batch) ? 0 : 1;
+      if (batch.records.size() >= 10000) {
+        records += static_cast<int64_t>(batch.records.size());
+        batch.clear();
+      }
+    }
+    records += static_cast<int64_t>(batch.records.size());
+    batch.clear();
+  }
+  state.SetItemsProcessed(records);
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["malformed"] = static_cast<double>(malformed);
+  state.counters["records_per_pass"] = static_cast<double>(records) / state.iterations();
+  state.counters["avg_record_B"] = static_cast<double>(bytes) / static_cast<double>(kEntries);
+}
+BENCHMARK(BM_KafkaDecode)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace faultline

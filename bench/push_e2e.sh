@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# HTTP push to matched lines, end to end, one core for faultline. Builds nothing: pass the build
+# directory (default: build, Release; it needs faultline and bench/push_load).
+#
+#   bench/push_e2e.sh [BUILD_DIR]   env: LINES (200000: the corpus), RECORDS (1000000 per format:
+#                                    the corpus is sent in turn until then), NODES (16), FORMATS
+#                                    ("loki_proto loki_json otlp_proto otlp_json"), CPU (core for
+#                                    faultline, 0), LOAD_CPU (core for the client, 1),
+#                                    CONNECTIONS (2), QUEUE_BYTES (268435456), WORK (temp dir)
+#
+# The corpus is bench/make_corpus.py's (seeded, real-format kernel lines of NODES nodes, one fault
+# per 100,000 lines), the messages without their dmesg / syslog envelope. For each format a fresh
+# `faultline serve` (http section only, decisions to a file) runs pinned to CPU, and
+# bench/push_load, pinned to LOAD_CPU, sends it the corpus as the agents do: requests of 1000
+# records of one node (Loki protobuf + snappy and Loki JSON with the stream's labels; OTLP
+# protobuf and JSON shaped as the OTel collector's journald receiver exports them), every body
+# encoded beforehand, over CONNECTIONS keep-alive connections, 429s retried after Retry-After.
+# The time runs from the first request until /metrics shows every record matched
+# (faultline_lines_total); records/s and MB/s are over that wall time, MB/s for the bodies as sent
+# and for the message text alone (MB = 10^6 bytes); "per CPU-second" divides by the CPU time
+# faultline used meanwhile (/proc/PID/stat). Peak RSS is faultline's VmHWM.
+#
+# What bounds memory: the queue (queue_bytes, default 256 MiB, accounted as decoded bytes) plus,
+# per HTTP server thread, the request being read and decoded (each at most http.max_body_bytes);
+# a client faster than the matcher gets 429 once the queue is full (the "429 retried" column).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-build}" && pwd)
+fl=$build/faultline
+load=$build/bench/push_load
+for b in "$fl" "$load"; do
+  [[ -x $b ]] || { echo "push_e2e.sh: $b not found (build it first)" >&2; exit 2; }
+done
+for t in curl python3 taskset; do
+  command -v $t >/dev/null || { echo "push_e2e.sh: $t not installed" >&2; exit 2; }
+done
+lines=${LINES:-200000}
+records=${RECORDS:-1000000}
+nodes=${NODES:-16}
+formats=${FORMATS:-loki_proto loki_json otlp_proto otlp_json}
+cpu=${CPU:-0}
+load_cpu=${LOAD_CPU:-1}
+connections=${CONNECTIONS:-2}
+queue_bytes=${QUEUE_BYTES:-268435456}
+work=${WORK:-$(mktemp -d)}
+mkdir -p "$work"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+echo "generating $lines lines for $nodes nodes in $work ..." >&2
+python3 "$here/make_corpus.py" --out "$work/corpus" --lines "$lines" --nodes "$nodes" 2>"$work/corpus.log"
+# node<TAB>message, without the dmesg / syslog envelope.
+for f in "$work"/corpus/*.dmesg "$work"/corpus/*.syslog; do
+  node=$(basename "${f%%.*}")
+  sed -E "s/^\[ *[0-9.]+\] //; s/^[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} [^ ]+ kernel: //; s/^/$node\t/" "$f"
+done >"$work/lines.tsv"
+faults=$(($(wc -l <"$work/corpus/faults.tsv") - 1))
+
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+rows=()
+for format in $formats; do
+  cat >"$work/config-$format.yaml" <<YAML
+decisions: $work/decisions-$format.jsonl
+http: {listen: "127.0.0.1:0"}
+queue_bytes: $queue_bytes
+YAML
+  : >"$work/serve-$format.log"
+  taskset -c "$cpu" "$fl" serve --config "$work/config-$format.yaml" 2>"$work/serve-$format.log" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/serve-$format.log" | tail -1)
+    [[ -n $port ]] && break
+    sleep 0.1
+  done
+  [[ -n $port ]] || { echo "push_e2e.sh: serve did not listen (see $work/serve-$format.log)" >&2; exit 1; }
+  rss_idle=$(awk '/^VmRSS/ { print $2 }' "/proc/$serve_pid/status")
+  echo "$format: pushing $records records ..." >&2
+  c0=$(cpu_ticks "$serve_pid")
+  out=$(taskset -c "$load_cpu" "$load" --url "http://127.0.0.1:$port" --format "$format" \
+    --input "$work/lines.tsv" --records "$records" --connections "$connections")
+  c1=$(cpu_ticks "$serve_pid")
+  echo "  $out" >&2
+  rss_peak=$(awk '/^VmHWM/ { print $2 }' "/proc/$serve_pid/status")
+  metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
+  hits=$(awk '/^faultline_hits_total\{/ { n += $2 } END { print n + 0 }' <<<"$metrics")
+  kill -TERM "$serve_pid"
+  wait "$serve_pid" || { echo "push_e2e.sh: serve exited non-zero (see $work/serve-$format.log)" >&2; exit 1; }
+  decisions=$(wc -l <"$work/decisions-$format.jsonl")
+  field() { sed -E "s/.* $1=([0-9.]+).*/\1/" <<<"$out"; }
+  rows+=("$(awk -v f="$format" -v n="$(field records)" -v q="$(field requests)" \
+    -v r="$(field retried_429)" -v b="$(field body_bytes)" -v t="$(field text_bytes)" \
+    -v s="$(field seconds)" -v c="$((c1 - c0))" -v hz="$hz" -v hits="$hits" -v d="$decisions" \
+    -v idle="$rss_idle" -v peak="$rss_peak" 'BEGIN {
+      printf "| %s | %d | %d | %.1f | %.0f | %.1f | %.1f | %.0f | %.2fs / %.2fs | %d | %d / %d | %d / %d |\n",
+        f, n, q, b / n, n / s, b / 1e6 / s, t / 1e6 / s, (c > 0 ? n / (c / hz) : 0), s, c / hz,
+        r, hits, d, idle / 1024, peak / 1024 }')")
+done
+
+echo
+echo "faultline serve, HTTP push, pinned to CPU $cpu; push_load on CPU $load_cpu with $connections"
+echo "keep-alive connections ($(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo
+echo "Corpus: $(wc -l <"$work/lines.tsv") lines of $nodes nodes, $faults faults injected, sent in turn"
+echo "until $records records per format. queue_bytes $queue_bytes."
+echo
+echo "| format | records | requests | body B/record | records/s | MB/s bodies | MB/s text | records/s per CPU-second | wall / CPU time | 429 retried | hits / decisions | RSS idle / peak (MiB) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- |"
+printf '%s\n' "${rows[@]}"
