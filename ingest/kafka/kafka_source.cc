@@ -396,17 +396,16 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       }
       held_back.clear();
     }
-    int timeout_ms = kIdlePollMs;
-    if (pending > 0) {
-      timeout_ms = static_cast<int>(
-          std::clamp<int64_t>((deadline_ns - nowNanos()) / 1'000'000, 0, kIdlePollMs));
-    }
-    MessagePtr msg(rd_kafka_consumer_poll(rk.get(), timeout_ms));
+    // With a batch open, take only what librdkafka has already fetched: a batch closes when
+    // nothing more is queued (a light load is not held for batch_timeout_ms), at
+    // batch_max_messages, or at its deadline under a steady trickle.
+    MessagePtr msg(rd_kafka_consumer_poll(rk.get(), pending > 0 ? 0 : kIdlePollMs));
     const int64_t now = nowNanos();
+    const bool drained = !msg;
     if (msg) {
       consume(std::move(msg), now);
     }
-    if (pending > 0 && (pending >= config_.batch_max_messages || now >= deadline_ns)) {
+    if (pending > 0 && (drained || pending >= config_.batch_max_messages || now >= deadline_ns)) {
       flush();
     }
   }

@@ -71,7 +71,8 @@ class KafkaSource : public Source {
   ~KafkaSource() override;
 
   // Subscribes, then polls until `stop`: each batch of up to batch_max_messages messages (or what
-  // arrived within batch_timeout_ms of its first message) is decoded, passed to `handle`, and its
+  // librdkafka had fetched when it ran out, or what arrived within batch_timeout_ms of its first
+  // message) is decoded, passed to `handle`, and its
   // offsets stored; auto commit sends them. On stop the partial batch is handled too, stored
   // offsets are committed synchronously and the consumer leaves the group. Raw records point into
   // librdkafka messages that the batch holds, so a handler that moves the batch out must release
