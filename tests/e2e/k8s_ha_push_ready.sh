@@ -61,7 +61,13 @@ curl -fsS -H 'Content-Type: application/json' --data-binary \
 tainted() { curl -fsS "$api/api/v1/nodes/gpu-1" | jq -e '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length == 1' >/dev/null; }
 wait_for 20 tainted || fail "gpu-1 not tainted"
 
-# API requests by verb, resource and status: the Lease renewals, the node LIST and PATCH.
+# API requests by verb, resource and status: the Lease renewals, the node LIST and PATCH. The
+# first renewal comes one retry period (300 ms) after the acquisition: wait for it.
+renewed() {
+  curl -fsS "http://127.0.0.1:$port_a/metrics" |
+    grep -qE '^faultline_kube_requests_total\{verb="PUT",resource="leases",code="200"\} [1-9]'
+}
+wait_for 10 renewed || true  # the loop below names what is missing
 metrics=$(curl -fsS "http://127.0.0.1:$port_a/metrics")
 for series in 'verb="PUT",resource="leases",code="200"' 'verb="LIST",resource="nodes",code="200"' \
               'verb="PATCH",resource="nodes",code="200"' 'verb="PATCH",resource="nodes/status",code="200"' \
