@@ -26,6 +26,8 @@
 // end --sent gets "node<TAB>sent_ns<TAB>acked_ns" per fault, CLOCK_REALTIME just before the
 // message is handed to librdkafka and when its delivery report arrived (the broker has it).
 // Exit status: 0, 1 on a failed delivery or I/O error, 2 on bad arguments.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -60,8 +62,11 @@ int64_t realtimeNs() {
   std::exit(2);
 }
 
-int failed_deliveries = 0;
-std::vector<int64_t> acked_ns;  // per fault: when its delivery report arrived
+std::atomic<int> failed_deliveries{0};
+// Per fault: when its delivery report arrived. Sized before producing; written only by the thread
+// that serves the reports (a poller of its own while pacing, so that building messages does not
+// delay the stamps), read after it stopped.
+std::vector<int64_t> acked_ns;
 
 // Fault messages carry their index + 1 as the message opaque.
 void onDelivery(rd_kafka_t* /*rk*/, const rd_kafka_message_t* msg, void* /*opaque*/) {
@@ -163,7 +168,8 @@ class Producer {
     return sent;
   }
 
-  void poll() { rd_kafka_poll(rk_, 0); }
+  // Serves delivery reports, waiting up to `ms` for one.
+  void poll(int ms = 0) { rd_kafka_poll(rk_, ms); }
   bool flush() {
     sendOld(0);
     return rd_kafka_flush(rk_, 120'000) == RD_KAFKA_RESP_ERR_NO_ERROR && failed_deliveries == 0;
@@ -323,6 +329,16 @@ int main(int argc, char** argv) {
     }
   } else {
     const int64_t duration_ns = static_cast<int64_t>(seconds * 1e9);
+    if (faults) {
+      acked_ns.resize(static_cast<size_t>(
+          std::max<int64_t>(0, (duration_ns - fault_after_ns) / fault_every_ns + 1)));
+    }
+    std::atomic<bool> pacing{true};
+    std::thread poller([&] {
+      while (pacing) {
+        producer.poll(10);
+      }
+    });
     uint64_t produced = 0;
     int64_t next_fault_ns = fault_after_ns;
     for (;;) {
@@ -332,11 +348,10 @@ int main(int argc, char** argv) {
       if (elapsed >= duration_ns) {
         break;
       }
-      if (faults && elapsed >= next_fault_ns) {
+      if (faults && elapsed >= next_fault_ns && fault_names.size() < acked_ns.size()) {
         char name[64];
         std::snprintf(name, sizeof name, "%s-%04zu", fault_nodes.c_str(), fault_names.size());
         fault_names.emplace_back(name);
-        acked_ns.push_back(0);
         fault_sent_ns.push_back(producer.sendAlone(name, fault, fault_names.size() - 1));
         next_fault_ns += fault_every_ns;
       }
@@ -346,9 +361,10 @@ int main(int argc, char** argv) {
         producer.add(l.node, l.message);
       }
       producer.sendOld(200'000'000);
-      producer.poll();
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
+    pacing = false;
+    poller.join();
   }
   const bool ok = producer.flush();
   if (faults) {
