@@ -3,7 +3,8 @@
 # checks its fragile part against the real binary: the runtime stage must install, directly or as
 # a dependency, the Debian package of every shared library `faultline` loads (ldd).
 source "$(dirname "$0")/lib.sh"
-if ldd "$FAULTLINE" | grep -q -E 'libasan|libubsan'; then
+libs=$(ldd "$FAULTLINE")  # not piped into grep -q: its early exit would fail the pipeline
+if grep -q -E 'libasan|libubsan' <<<"$libs"; then
   echo "sanitizer build: its runtime libraries are not the image's; skipped"
   exit 0
 fi
