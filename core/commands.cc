@@ -251,7 +251,8 @@ int serve(const std::string& config_path) {
     return 2;
   }
   const auto bank = loadRules(cfg.rules_dir);
-  spdlog::info("loaded {} signatures and {} rules", bank->signatures.size(), bank->rules.size());
+  spdlog::info("loaded {} signatures and {} rules from {}", bank->signatures.size(),
+               bank->rules.size(), cfg.rules_dir.empty() ? "the embedded bank" : cfg.rules_dir);
   DecisionLog log(cfg.decisions_path);
   Metrics metrics;
   DecisionCounter counter(&metrics);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# deploy/Dockerfile cannot be built here (no container registry to pull debian:12 from), so this
-# checks its fragile part against the real binary: the runtime stage must install, directly or as
-# a dependency, the Debian package of every shared library `faultline` loads (ldd).
+# The fast check of deploy/Dockerfile's fragile part, against the binary of this build: the runtime
+# stage must install, directly or as a dependency, the Debian package of every shared library
+# `faultline` loads (ldd). .ci/image builds and runs the whole image (without a container engine).
 source "$(dirname "$0")/lib.sh"
 libs=$(ldd "$FAULTLINE")  # not piped into grep -q: its early exit would fail the pipeline
 if grep -q -E 'libasan|libubsan' <<<"$libs"; then

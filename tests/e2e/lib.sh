@@ -33,3 +33,15 @@ start_serve_http() {
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
   [[ -n $port ]] || fail "serve did not listen"
 }
+# A cluster CA ($tmp/ca.crt) and an API server certificate for 127.0.0.1 signed by it
+# ($tmp/server.{crt,key}), as kubeadm makes them (P-256 keys, valid one day).
+make_cluster_ca() {
+  local key=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  openssl req -x509 "${key[@]}" -days 1 -subj /CN=test-cluster-ca -keyout "$tmp/ca.key" \
+    -out "$tmp/ca.crt" 2>>"$tmp/openssl.log"
+  openssl req "${key[@]}" -subj /CN=kube-apiserver -keyout "$tmp/server.key" \
+    -out "$tmp/server.csr" 2>>"$tmp/openssl.log"
+  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$tmp/server.ext"
+  openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" \
+    -CAcreateserial -days 1 -extfile "$tmp/server.ext" -out "$tmp/server.crt" 2>>"$tmp/openssl.log"
+}

@@ -230,7 +230,18 @@ bool readPatch(const httplib::Request& req, httplib::Response& res, bool merge_p
 
 }  // namespace
 
-FakeApiServer::FakeApiServer() : server_(std::make_unique<httplib::Server>()) {
+FakeApiServer::FakeApiServer(const std::string& tls_cert_file, const std::string& tls_key_file)
+    : tls_(!tls_cert_file.empty() && !tls_key_file.empty()) {
+  if (tls_) {
+    auto ssl = std::make_unique<httplib::SSLServer>(tls_cert_file.c_str(), tls_key_file.c_str());
+    if (!ssl->is_valid()) {
+      throw std::runtime_error("fake apiserver: cannot load TLS certificate " + tls_cert_file +
+                               " and key " + tls_key_file);
+    }
+    server_ = std::move(ssl);
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
   installRoutes();
 }
 

@@ -65,7 +65,11 @@ class FakeApiServer {
     int64_t received_ns = 0;  // CLOCK_REALTIME, ns since the epoch
   };
 
-  FakeApiServer();
+  // Plain HTTP; with both files given, HTTPS with this PEM certificate (chain) and private key,
+  // as a real API server serves (the client checks it against the cluster CA). Throws
+  // std::runtime_error if the certificate or key cannot be loaded.
+  explicit FakeApiServer(const std::string& tls_cert_file = "",
+                         const std::string& tls_key_file = "");
   ~FakeApiServer();  // stops the server
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
@@ -76,7 +80,9 @@ class FakeApiServer {
   // Stops listening and joins the server thread. Idempotent.
   void stop();
   int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const {
+    return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_);
+  }
 
   // The operations behind /_test/, for in-process tests.
 
@@ -125,6 +131,7 @@ class FakeApiServer {
                           const std::string& ns, const std::string& name,
                           const nlohmann::json& body);
 
+  bool tls_ = false;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;

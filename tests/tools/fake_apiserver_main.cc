@@ -2,7 +2,10 @@
 // or SIGINT, for end-to-end tests that drive it with kubectl or curl.
 //
 //   fake_apiserver [--port N] [--port-file F] [--nodes n1,n2,...] [--labels k=v,k2=v2]
+//                  [--tls-cert PEM --tls-key PEM]
 //
+// With --tls-cert and --tls-key it serves HTTPS, so clients verify it against a CA as they verify
+// a real API server.
 // --labels puts the labels on every node of --nodes (e.g. nvidia.com/gpu.present=true, which
 // makes them eligible for faultline's taints). --port 0 (the default) picks a free port;
 // --port-file then tells the caller which one. The file is written atomically (rename), so its
@@ -10,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -27,7 +31,17 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", nodes, "comma-separated node names to create");
   std::string labels;
   app.add_option("--labels", labels, "comma-separated key=value labels of every created node");
+  std::string tls_cert;
+  std::string tls_key;
+  app.add_option("--tls-cert", tls_cert, "serve HTTPS with this PEM certificate")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", tls_key, "the certificate's PEM private key")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
+  if (tls_cert.empty() != tls_key.empty()) {
+    std::fprintf(stderr, "fake_apiserver: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
 
   // Block the signals in every thread (the server's inherit the mask) and take them in sigwait.
   sigset_t signals;
@@ -36,7 +50,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  faultline::FakeApiServer server;
+  std::unique_ptr<faultline::FakeApiServer> owned;
+  try {
+    owned = std::make_unique<faultline::FakeApiServer>(tls_cert, tls_key);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  faultline::FakeApiServer& server = *owned;
   nlohmann::json label_map = nlohmann::json::object();
   std::istringstream pairs(labels);
   for (std::string pair; std::getline(pairs, pair, ',');) {
