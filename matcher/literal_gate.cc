@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <memory>
+#include <unordered_map>
 
 #include <re2/filtered_re2.h>
 
@@ -25,19 +27,32 @@ bool foldsCase(const std::string& pattern) {
   return false;
 }
 
-// Atoms of `pattern` such that every match holds at least one, those `before` ranks first
-// preferred; empty when the prefilter cannot rule out any text.
-template <typename Before>
-std::vector<std::string> requiredAtoms(const std::string& pattern, const Before& before) {
-  re2::FilteredRE2 filter(3);  // atoms shorter than 3 bytes filter nothing
+// One pattern's prefilter: its atoms (lowercased, per re2/filtered_re2.h) and which
+// combinations of them a match needs.
+struct Prefilter {
+  re2::FilteredRE2 filter{3};  // atoms shorter than 3 bytes filter nothing
+  std::vector<std::string> atoms;
+};
+
+// Null when RE2 cannot parse the pattern (the Set reports that).
+std::unique_ptr<Prefilter> prefilter(const std::string& pattern) {
+  auto p = std::make_unique<Prefilter>();
   RE2::Options opts;
   opts.set_log_errors(false);
   int id = 0;
-  if (filter.Add(pattern, opts, &id) != RE2::NoError) {
-    return {};
+  if (p->filter.Add(pattern, opts, &id) != RE2::NoError) {
+    return nullptr;
   }
-  std::vector<std::string> atoms;
-  filter.Compile(&atoms);
+  p->filter.Compile(&p->atoms);
+  return p;
+}
+
+// Atoms of the prefiltered pattern such that every match holds at least one, those `before`
+// ranks first preferred; empty when the prefilter cannot rule out any text.
+template <typename Before>
+std::vector<std::string> requiredAtoms(Prefilter& pre, const Before& before) {
+  re2::FilteredRE2& filter = pre.filter;
+  const std::vector<std::string>& atoms = pre.atoms;
   std::vector<int> present(atoms.size());
   for (size_t i = 0; i < atoms.size(); ++i) {
     present[i] = static_cast<int>(i);
@@ -101,6 +116,8 @@ bool equalFolded(const unsigned char* text, const std::string& lower) {
 
 inline uint32_t LiteralGate::hash(const unsigned char* p) {
   // | 0x20 folds ASCII case (and merges a few punctuation pairs: harmless, a hit is confirmed).
+  // Shifts and xors, no multiply: each probe's position depends on the previous probe's table
+  // load, so the hash's latency is the scan's.
   const uint32_t a = p[0] | 0x20U;
   const uint32_t b = p[1] | 0x20U;
   const uint32_t c = p[2] | 0x20U;
@@ -123,7 +140,22 @@ LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_v
     }
     return it->second;
   };
-  // Long atoms first (the shortest literal bounds the scan's skip), then rare ones, then longer.
+  const size_t sample_lines = static_cast<size_t>(std::count(lower.begin(), lower.end(), '\n'));
+  std::vector<std::unique_ptr<Prefilter>> pre;
+  std::unordered_map<std::string, size_t> shared;  // atom -> patterns that have it
+  for (const std::string& p : patterns) {
+    pre.push_back(foldsCase(p) ? nullptr : prefilter(p));
+    if (pre.back() == nullptr) {
+      return;  // open: a pattern without usable atoms may match a line without any literal
+    }
+    for (const std::string& atom : pre.back()->atoms) {
+      ++shared[atom];
+    }
+  }
+  // Long atoms first (the shortest literal bounds the scan's skip); then rare ones (in at most
+  // one sample line of kRareLines); among rare ones, those more patterns share (a family of
+  // per-code patterns gets one literal, not one each: fewer literals, fewer probes that stop);
+  // then fewer occurrences, then longer.
   auto before = [&](const std::string& a, const std::string& b) {
     const bool la = a.size() >= kLongLiteral;
     const bool lb = b.size() >= kLongLiteral;
@@ -132,12 +164,19 @@ LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_v
     }
     const size_t ca = occurrences(a);
     const size_t cb = occurrences(b);
+    const bool ra = ca * kRareLines <= sample_lines;
+    const bool rb = cb * kRareLines <= sample_lines;
+    if (ra != rb) {
+      return ra;
+    }
+    if (ra && shared[a] != shared[b]) {
+      return shared[a] > shared[b];
+    }
     return ca != cb ? ca < cb : a.size() > b.size();
   };
   std::vector<std::string> literals;
-  for (const std::string& p : patterns) {
-    std::vector<std::string> atoms =
-        foldsCase(p) ? std::vector<std::string>{} : requiredAtoms(p, before);
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    std::vector<std::string> atoms = requiredAtoms(*pre[i], before);
     const bool ascii = std::all_of(atoms.begin(), atoms.end(), [](const std::string& a) {
       return std::all_of(a.begin(), a.end(), [](char c) { return (c & 0x80) == 0; });
     });
@@ -159,6 +198,7 @@ LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_v
   // skip of shortest_ - 1 - j; a block that ends a key (skip 0) names the literals to confirm.
   const auto max_skip = static_cast<uint8_t>(std::min<size_t>(shortest_ - kBlock + 1, 255));
   shift_.assign(size_t{1} << kTableBits, max_skip);
+  std::map<uint32_t, std::vector<uint32_t>> ends;  // block hash -> literals whose key it ends
   for (uint32_t li = 0; li < literals.size(); ++li) {
     const auto* key = reinterpret_cast<const unsigned char*>(literals[li].data());
     for (size_t j = kBlock - 1; j < shortest_; ++j) {
@@ -166,9 +206,23 @@ LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_v
       const auto skip = static_cast<uint8_t>(std::min<size_t>(shortest_ - 1 - j, 255));
       shift_[h] = std::min(shift_[h], skip);
       if (j == shortest_ - 1) {
-        ends_[h].push_back(li);
+        ends[h].push_back(li);
       }
     }
+  }
+  size_t buckets = 2;
+  while (buckets < 2 * ends.size()) {
+    buckets *= 2;
+  }
+  end_buckets_.resize(buckets);
+  for (const auto& [h, lits] : ends) {
+    size_t i = h & (buckets - 1);
+    while (end_buckets_[i].hash != kNoHash) {
+      i = (i + 1) & (buckets - 1);
+    }
+    end_buckets_[i] = {h, static_cast<uint32_t>(end_literals_.size()),
+                       static_cast<uint32_t>(lits.size())};
+    end_literals_.insert(end_literals_.end(), lits.begin(), lits.end());
   }
   literals_ = std::move(literals);
 }
@@ -191,10 +245,20 @@ inline bool LiteralGate::probe(Cursor& c, bool* found) const {
   return confirm(c, found);
 }
 
+const LiteralGate::EndBucket& LiteralGate::endBucket(uint32_t h) const {
+  // Present: a block hash has skip 0 only if it ends some literal's key.
+  size_t i = h & (end_buckets_.size() - 1);
+  while (end_buckets_[i].hash != h) {
+    i = (i + 1) & (end_buckets_.size() - 1);
+  }
+  return end_buckets_[i];
+}
+
 bool LiteralGate::confirm(Cursor& c, bool* found) const {
   const size_t start = c.end + 1 - shortest_;
-  for (uint32_t li : ends_.at(hash(c.text + c.end - (kBlock - 1)))) {
-    const std::string& l = literals_[li];
+  const EndBucket& b = endBucket(hash(c.text + c.end - (kBlock - 1)));
+  for (uint32_t k = b.first; k < b.first + b.count; ++k) {
+    const std::string& l = literals_[end_literals_[k]];
     if (start + l.size() <= c.size && equalFolded(c.text + start, l)) {
       *found = true;
       return true;
@@ -220,40 +284,46 @@ void LiteralGate::mayMatch(const std::string_view* lines, size_t n, uint8_t* may
     std::fill(may, may + n, uint8_t{1});
     return;
   }
-  std::array<Cursor, 2> c;
-  std::array<size_t, 2> line{};
+  std::array<Cursor, kLanes> c;
+  std::array<size_t, kLanes> line{};
   size_t next = 0;
-  for (size_t s = 0; s < 2 && next < n; ++s, ++next) {
-    c[s] = cursor(lines[next]);
-    line[s] = next;
+  size_t active = 0;
+  for (; active < kLanes && next < n; ++active, ++next) {
+    c[active] = cursor(lines[next]);
+    line[active] = next;
   }
-  if (n >= 2) {
-    for (;;) {  // both slots busy; a slot whose line is decided takes the next line
+  // Every lane busy: a lane whose line is decided takes the next line.
+  while (active == kLanes) {
+    for (size_t s = 0; s < kLanes; ++s) {
       bool found = false;
-      size_t s = 0;
-      for (; s < 2; ++s) {
-        if (probe(c[s], &found)) {
-          break;
-        }
-      }
-      if (s == 2) {
+      if (!probe(c[s], &found)) {
         continue;
       }
       may[line[s]] = found ? 1 : 0;
-      if (next == n) {
-        c[0] = c[1 - s];
-        line[0] = line[1 - s];
+      if (next < n) {
+        c[s] = cursor(lines[next]);
+        line[s] = next++;
+      } else {
+        --active;  // no more lines: the last lane takes this one's place
+        c[s] = c[active];
+        line[s] = line[active];
         break;
       }
-      c[s] = cursor(lines[next]);
-      line[s] = next++;
     }
   }
-  if (n > 0) {
-    bool found = false;
-    while (!probe(c[0], &found)) {
+  // The last lines, fewer than the lanes.
+  while (active > 0) {
+    for (size_t s = 0; s < active;) {
+      bool found = false;
+      if (!probe(c[s], &found)) {
+        ++s;
+        continue;
+      }
+      may[line[s]] = found ? 1 : 0;
+      --active;
+      c[s] = c[active];
+      line[s] = line[active];
     }
-    may[line[0]] = found ? 1 : 0;
   }
 }
 

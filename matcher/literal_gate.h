@@ -8,7 +8,8 @@
 // needs; for each pattern the gate keeps a smallest set of atoms of which a match must contain at
 // least one, preferring atoms of 8 bytes or more (the shortest literal bounds the search's skip),
 // then atoms that are rare in a sample of the stream (a subsystem tag such as `mlx5_core ` is a
-// poor gate on a GPU node, the `: Port: ` of a port state line a good one), then long ones. The
+// poor gate on a GPU node, the `: Port: ` of a port state line a good one), among those the atoms
+// more patterns share (a family of per-code patterns gets one literal), then long ones. The
 // search is Wu-Manber (Wu and Manber, "A fast algorithm for multi-pattern searching", TR-94-17,
 // 1994) over case-folded 3-byte blocks: it skips up to (shortest literal - 2) bytes per probe, and
 // confirms a candidate with a byte compare.
@@ -18,7 +19,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace faultline {
@@ -37,16 +37,18 @@ class LiteralGate {
   // True when `line` holds one of the literals in any ASCII case (or the gate is open): only
   // then can a pattern match.
   bool mayMatch(std::string_view line) const;
-  // Sets may[i] to 1 if mayMatch(lines[i]), else 0, for i < n. Scans two lines at a time: two
-  // independent probe chains keep a core busy while each waits on its loads.
+  // Sets may[i] to 1 if mayMatch(lines[i]), else 0, for i < n. Scans kLanes lines at a time:
+  // each probe waits on the previous one's table load, and independent chains fill that wait.
   void mayMatch(const std::string_view* lines, size_t n, uint8_t* may) const;
   // The literals searched for, lowercased; empty when the gate is open.
   const std::vector<std::string>& literals() const { return literals_; }
 
  private:
-  static constexpr int kBlock = 3;           // bytes per Wu-Manber block
-  static constexpr size_t kLongLiteral = 8;  // bytes; shorter atoms are taken only if need be
-  static constexpr size_t kTableBits = 16;   // hashed blocks in the shift table
+  static constexpr int kBlock = 3;            // bytes per Wu-Manber block
+  static constexpr size_t kLongLiteral = 8;   // bytes; shorter atoms are taken only if need be
+  static constexpr size_t kTableBits = 16;    // hashed blocks in the shift table
+  static constexpr size_t kLanes = 4;         // lines scanned at once
+  static constexpr size_t kRareLines = 1000;  // an atom in at most 1 sample line of this is rare
   struct Cursor {  // one line's scan: `end` is the last byte of the Wu-Manber window
     const unsigned char* text = nullptr;
     size_t size = 0;
@@ -60,9 +62,21 @@ class LiteralGate {
   bool confirm(Cursor& c, bool* found) const;
 
   std::vector<std::string> literals_;
-  size_t shortest_ = 0;                                       // bytes
-  std::vector<uint8_t> shift_;                                // block hash -> safe skip
-  std::unordered_map<uint32_t, std::vector<uint32_t>> ends_;  // hash -> literals ending there
+  size_t shortest_ = 0;  // bytes
+  // The literals whose key ends in a block, by the block's hash: only hashes of skip 0 are
+  // looked up, on every such probe, so an open-addressing table (a power of two in size, at most
+  // half full) of ranges of end_literals_ rather than a node-based map.
+  struct EndBucket {
+    uint32_t hash = kNoHash;
+    uint32_t first = 0;  // index into end_literals_
+    uint32_t count = 0;
+  };
+  static constexpr uint32_t kNoHash = ~0U;
+  const EndBucket& endBucket(uint32_t h) const;
+
+  std::vector<uint8_t> shift_;  // block hash -> safe skip
+  std::vector<EndBucket> end_buckets_;
+  std::vector<uint32_t> end_literals_;
 };
 
 }  // namespace faultline

@@ -55,6 +55,33 @@ TEST(LiteralGate, SampleRanksRareLiteralsFirst) {
   EXPECT_FALSE(tuned.mayMatch("mlx5_core 0000:ab:00.0: E-Switch: Total vports 8"));
 }
 
+TEST(LiteralGate, AFamilyOfPatternsSharesOneLiteral) {
+  // One SXid pattern per code, as a bank that sets severity per code has them: each could be
+  // gated by its own code ("): 10001, fatal, link" ...) or by a literal they all share; the
+  // longest shared one makes one literal where the others would make two per pattern.
+  std::vector<std::string> family;
+  for (int code = 10001; code <= 10030; ++code) {
+    family.push_back(R"(nvidia-nvswitch\d+: SXid \(PCI:[0-9a-f:.]+\): )" + std::to_string(code) +
+                     ", (?P<severity>Fatal|Non-fatal), Link");
+  }
+  for (const std::string& sample : {std::string(), std::string("kernel: eth0: link up\n")}) {
+    const LiteralGate gate(family, sample);
+    EXPECT_EQ(gate.literals(), std::vector<std::string>{"nvidia-nvswitch"});
+    EXPECT_TRUE(gate.mayMatch("nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 10007, Fatal, Link 4"));
+  }
+  // Shared literals that are common in the sample lose to the rare per-code ones.
+  std::string sample;
+  for (int i = 0; i < 20; ++i) {
+    sample += "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Non-fatal, Link 9\n";
+  }
+  const LiteralGate tuned(family, sample);
+  EXPECT_FALSE(has(tuned.literals(), "nvidia-nvswitch"));
+  EXPECT_FALSE(has(tuned.literals(), ": sxid (pci:"));
+  EXPECT_TRUE(has(tuned.literals(), "): 10001, fatal, link"));
+  EXPECT_FALSE(
+      tuned.mayMatch("nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Non-fatal, Link 9"));
+}
+
 TEST(LiteralGate, OpenWhenAPatternNeedsNoLiteralOrFoldsCase) {
   EXPECT_TRUE(LiteralGate({"NVRM: Xid", R"(\d+ errors?)"}, "").open() == false);
   EXPECT_TRUE(LiteralGate({"NVRM: Xid", R"(\d+)"}, "").open());
@@ -71,8 +98,8 @@ TEST(LiteralGate, OpenWhenAPatternNeedsNoLiteralOrFoldsCase) {
 }
 
 // Every line the Set matches passes the gate, over the real bank's example lines (as written, and
-// upper- and lower-cased) and the bundled sample archive; and the two-line scan agrees with the
-// one-line scan on every batch size.
+// upper- and lower-cased) and the bundled sample archive; and the batch scan (four lines at once)
+// agrees with the one-line scan on every batch size, fewer lines than lanes included.
 TEST(LiteralGate, NeverRulesOutALineTheSetMatches) {
   const std::shared_ptr<const Bank> bank = loadBank(embeddedRuleFiles());
   std::vector<std::string> lines;
@@ -117,7 +144,8 @@ TEST(LiteralGate, NeverRulesOutALineTheSetMatches) {
           EXPECT_TRUE(gate.mayMatch(l)) << l;
         }
       }
-      for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, views.size()}) {
+      for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5}, size_t{7},
+                       views.size()}) {
         std::vector<uint8_t> may(n, 2);
         gate.mayMatch(views.data(), n, may.data());
         for (size_t i = 0; i < n; ++i) {
