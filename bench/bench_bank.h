@@ -17,7 +17,8 @@ struct BenchPattern {
   std::string example;  // a line it matches
 };
 
-inline std::vector<BenchPattern> benchPatterns(size_t n) {
+// The real bank's kernel signatures with a one-line example.
+inline std::vector<BenchPattern> realKernelPatterns() {
   std::vector<BenchPattern> out;
   const std::shared_ptr<const Bank> real = loadBank(embeddedRuleFiles());
   for (const Signature& sig : real->signatures) {
@@ -26,6 +27,11 @@ inline std::vector<BenchPattern> benchPatterns(size_t n) {
       out.push_back({sig.pattern, sig.match_examples.front().line});
     }
   }
+  return out;
+}
+
+inline std::vector<BenchPattern> benchPatterns(size_t n) {
+  std::vector<BenchPattern> out = realKernelPatterns();
   std::vector<std::vector<BenchPattern>> families(4);
   const std::string pci = R"((?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}))";
   for (int code = 1; code <= 160; ++code) {
@@ -92,8 +98,8 @@ inline std::vector<BenchPattern> benchPatterns(size_t n) {
   return out;
 }
 
-// The patterns as one rule file (signatures only, no rules: the matcher needs no more).
-inline std::vector<RuleFile> benchBank(size_t n) {
+// Patterns [first, size) as a rule file of signatures named bench-<index> (no rules).
+inline RuleFile benchSignatures(const std::vector<BenchPattern>& pats, size_t first) {
   auto quote = [](const std::string& s) {
     std::string q = "'";
     for (char c : s) {
@@ -102,13 +108,25 @@ inline std::vector<RuleFile> benchBank(size_t n) {
     return q + "'";
   };
   std::string yaml = "signatures:\n";
-  const std::vector<BenchPattern> pats = benchPatterns(n);
-  for (size_t i = 0; i < pats.size(); ++i) {
+  for (size_t i = first; i < pats.size(); ++i) {
     yaml += "  - id: bench-" + std::to_string(i) + "\n    streams: [kernel]\n    severity: info\n" +
             "    pattern: " + quote(pats[i].pattern) + "\n    examples: {match: [" +
             quote(pats[i].example) + "]}\n";
   }
-  return {{"bench.yaml", yaml}};
+  return {"bench.yaml", yaml};
+}
+
+// The N patterns as one rule file (signatures only, no rules: the matcher needs no more).
+inline std::vector<RuleFile> benchBank(size_t n) {
+  return {benchSignatures(benchPatterns(n), 0)};
+}
+
+// The real bank (its rule files, rules included) grown to N kernel patterns by the per-code
+// variants, as a production bank grows: for `faultline replay --rules`.
+inline std::vector<RuleFile> grownBank(size_t n) {
+  std::vector<RuleFile> files = embeddedRuleFiles();
+  files.push_back(benchSignatures(benchPatterns(n), realKernelPatterns().size()));
+  return files;
 }
 
 }  // namespace faultline

@@ -1,6 +1,9 @@
 // The matcher alone over files, for bench/compare.sh: the same bytes grep, rg, Python and Go see.
 //
 //   faultline_match_file --patterns N            prints the bench bank's N patterns, one a line
+//   faultline_match_file --grown-rules N DIR     writes rules/ grown to N kernel patterns by the
+//                                                bench bank's variants into DIR, as rule files
+//                                                for `faultline replay --rules DIR`
 //   faultline_match_file N FILE... [--reps R]    matches every line of the files (as kernel
 //                                                stream lines) against the N-pattern bench bank
 //
@@ -12,16 +15,22 @@
 //   gate <MB/s> <lines/s> <candidate lines>             the Set's literal gate alone on each line
 //   setup <ms> ms <literals>                            building the Matcher and tuning its gate
 //                                                       on the first batch (once per bank load)
+//   records <lines/s> <records> <matching> <hits>       the Matcher over the records the files'
+//                                                       parsers give (the message without its
+//                                                       timestamp or syslog header, as the
+//                                                       service matches it; parsing not timed)
 // MB = 10^6 bytes of text, newlines included.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_bank.h"
+#include "ingest/formats/formats.h"
 #include "matcher/matcher.h"
 
 namespace faultline {
@@ -46,13 +55,28 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
+  if (argc == 4 && std::strcmp(argv[1], "--grown-rules") == 0) {
+    for (const RuleFile& f : grownBank(std::stoul(argv[2]))) {
+      const std::string name = f.name.substr(f.name.rfind('/') + 1);  // rules/x.yaml -> x.yaml
+      std::ofstream out(std::string(argv[3]) + "/" + name, std::ios::binary);
+      out << f.text;
+      if (!out) {
+        std::fprintf(stderr, "faultline_match_file: cannot write %s/%s\n", argv[3], name.c_str());
+        return 1;
+      }
+    }
+    return 0;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: faultline_match_file --patterns N | N FILE... [--reps R]\n");
+    std::fprintf(stderr,
+                 "usage: faultline_match_file --patterns N | --grown-rules N DIR | N FILE... "
+                 "[--reps R]\n");
     return 2;
   }
   const size_t n = std::stoul(argv[1]);
   int reps = 3;
   std::string text;
+  std::vector<std::pair<std::string, std::string>> files;  // name, content
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
@@ -65,7 +89,8 @@ int run(int argc, char** argv) {
     }
     std::stringstream ss;
     ss << in.rdbuf();
-    text += ss.str();
+    files.emplace_back(argv[i], ss.str());
+    text += files.back().second;
   }
   size_t lines = 0;
   const double t_split = bestSeconds(reps, [&] {
@@ -143,6 +168,49 @@ int run(int argc, char** argv) {
   std::printf("gate %.1f %.0f %zu\n", static_cast<double>(text.size()) / t_gate / 1e6,
               static_cast<double>(lines) / t_gate, candidates);
   std::printf("setup %.1f ms %zu literals\n", t_tune * 1e3, gate.literals().size());
+
+  // The same files as the service's records: each parsed in its own detected format.
+  std::vector<RecordBatch> parsed(1);
+  size_t records = 0;
+  for (const auto& [name, content] : files) {
+    const std::optional<Format> format = detectFormat(std::string_view(content).substr(0, 65536));
+    if (!format) {
+      std::fprintf(stderr, "faultline_match_file: %s: no known format\n", name.c_str());
+      return 1;
+    }
+    ParseOptions options;
+    const size_t slash = name.rfind('/') + 1;
+    options.node = name.substr(slash, name.find('.', slash) - slash);
+    const std::unique_ptr<LineParser> parser = makeParser(*format, options);
+    for (size_t pos = 0; pos < content.size();) {
+      size_t nl = content.find('\n', pos);
+      nl = nl == std::string::npos ? content.size() : nl;
+      if (parsed.back().records.size() >= 8192) {
+        parsed.emplace_back();
+      }
+      parser->parse(std::string_view(content).substr(pos, nl - pos), &parsed.back());
+      pos = nl + 1;
+    }
+    parser->finish(&parsed.back());
+  }
+  for (const RecordBatch& b : parsed) {
+    records += b.records.size();
+  }
+  Matcher on_records(bank);  // tuned on the first batch, as above
+  on_records.match(parsed.front(), &hits);
+  const double t_records = bestSeconds(reps, [&] {
+    matching = hit_count = 0;
+    for (const RecordBatch& b : parsed) {
+      hits.clear();
+      on_records.match(b, &hits);
+      hit_count += hits.size();
+      for (size_t i = 0; i < hits.size(); ++i) {
+        matching += i == 0 || hits[i].seq != hits[i - 1].seq;
+      }
+    }
+  });
+  std::printf("records %.0f %zu %zu %zu\n", static_cast<double>(records) / t_records, records,
+              matching, hit_count);
   return 0;
 }
 
