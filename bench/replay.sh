@@ -88,6 +88,8 @@ echo "| baseline: wc -l (b) | $p_lines | $p_mb | | $(rate "$p_lines" "$t_wc") | 
 echo
 echo "Two cores over one: $(awk -v a="$d_lps" -v b="$z_lps" 'BEGIN { printf "%.2fx", a / b }') (d over c)."
 echo "Corpus: $work/plain ($nodes nodes; $expected_hits faults injected, see faults.tsv)."
-if [[ $p_hits != "$expected_hits" || $z_hits != "$expected_hits" ]]; then
-  echo "WARNING: expected $expected_hits hits, got $p_hits (plain) and $z_hits (.zst)"
+# Every injected fault line hits at least once (some match two signatures, e.g. an Xid code and
+# its own family's signature), and plain and .zst agree.
+if [[ $p_hits != "$z_hits" || $p_hits -lt $expected_hits ]]; then
+  echo "WARNING: $expected_hits fault lines injected, but $p_hits hits (plain) and $z_hits (.zst)"
 fi

@@ -1,5 +1,6 @@
 #include "ingest/push/loki.h"
 
+#include <charconv>
 #include <memory>
 
 #include <google/protobuf/arena.h>
@@ -162,6 +163,364 @@ LogRecord& addEntry(uint32_t stream_begin, uint32_t stream_end, RecordBatch* bat
   return r;
 }
 
+// A Loki JSON PushRequest read through nlohmann's SAX interface: no parse tree, so nothing is
+// allocated per value; keys and strings go straight into the batch. Unknown keys are skipped.
+// JSON objects are unordered, so an entry's labels are settled when its stream object closes.
+class LokiJsonReader final : public nlohmann::json_sax<json> {
+ public:
+  LokiJsonReader(std::string_view tenant, const StreamRules& rules, RecordBatch* batch,
+                 std::string* error)
+      : tenant_(batch->copy(tenant)), rules_(rules), batch_(batch), error_(error) {}
+
+  // True when the document was a whole PushRequest (sax_parse only knows it was JSON).
+  bool complete() { return saw_streams_ || fail("streams is missing or not an array"); }
+
+  bool null() override { return scalar(); }
+  bool boolean(bool /*value*/) override { return scalar(); }
+  bool number_integer(number_integer_t value) override { return integer(value); }
+  bool number_unsigned(number_unsigned_t value) override {
+    return value <= static_cast<uint64_t>(INT64_MAX) ? integer(static_cast<int64_t>(value))
+                                                     : scalar();
+  }
+  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override {
+    return scalar();
+  }
+  bool binary(binary_t& /*value*/) override { return scalar(); }
+  bool string(string_t& value) override;
+  bool key(string_t& value) override;
+  bool start_object(std::size_t /*elements*/) override;
+  bool end_object() override;
+  bool start_array(std::size_t /*elements*/) override;
+  bool end_array() override;
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& e) override {
+    return fail(std::string("body is not a JSON object (") + e.what() + ")");
+  }
+
+ private:
+  // Where the next value goes. kSkip: inside a value nobody reads (depth in skip_).
+  enum class At {
+    kTop,
+    kRoot,
+    kStreamsValue,
+    kStreams,
+    kStream,
+    kLabelsValue,
+    kLabels,
+    kValuesValue,
+    kValues,
+    kEntry,
+    kMeta,
+    kSkip,
+    kDone
+  };
+  struct Entry {  // an entry of the current stream, until its labels are settled
+    uint32_t record;
+    uint32_t meta_begin;  // its structured metadata in batch_->labels
+    uint32_t meta_end;
+  };
+
+  bool fail(const std::string& why) {
+    *error_ = why;
+    return false;
+  }
+  std::string where() const { return "streams[" + std::to_string(stream_index_) + "]"; }
+  std::string entryAt() const {
+    return where() + ".values[" + std::to_string(entries_.size()) + "]";
+  }
+  bool badEntry() const {
+    *error_ = entryAt() + R"( is not ["<ns>", "<line>"(, {metadata})])";
+    return false;
+  }
+  // Starts skipping a value whose first event was a start_object or start_array.
+  bool skipNested(At resume) {
+    resume_ = resume;
+    skip_ = 1;
+    at_ = At::kSkip;
+    return true;
+  }
+  bool scalar();
+  bool integer(int64_t value);
+  // The stream object closed: every entry gets the stream's labels (and its metadata).
+  void settleStream();
+
+  std::string_view tenant_;
+  const StreamRules& rules_;
+  RecordBatch* batch_;
+  std::string* error_;
+  At at_ = At::kTop;
+  At resume_ = At::kTop;  // where a skipped value returns to
+  int skip_ = 0;          // nesting depth of the value being skipped
+  bool saw_streams_ = false;
+  size_t stream_index_ = 0;
+  bool saw_values_ = false;
+  bool saw_labels_ = false;
+  uint32_t labels_begin_ = 0;  // the stream's labels (and tenant) in batch_->labels
+  uint32_t labels_end_ = 0;
+  std::string_view label_key_;
+  std::vector<Entry> entries_;
+  size_t field_ = 0;  // index within the current entry
+  int64_t time_ns_ = 0;
+  std::string_view line_;
+  uint32_t meta_begin_ = 0;
+  uint32_t meta_end_ = 0;
+};
+
+bool LokiJsonReader::scalar() {
+  switch (at_) {
+    case At::kSkip:
+      return true;  // inside a skipped array or object
+    case At::kTop:
+      return fail("body is not a JSON object");
+    case At::kStreamsValue:
+      return fail("streams is missing or not an array");
+    case At::kStreams:
+      return fail(where() + " is not an object");
+    case At::kLabelsValue:
+      return fail(where() + ".stream is not an object");
+    case At::kLabels:
+      return fail(where() + ".stream." + std::string(label_key_) + " is not a string");
+    case At::kValuesValue:
+      return fail(where() + ".values is missing or not an array");
+    case At::kValues:
+      return badEntry();
+    case At::kEntry:
+      if (field_ == 0) {
+        return fail(entryAt() + "[0] is not a string of nanoseconds");
+      }
+      return field_ == 2 ? fail(entryAt() + "[2] (structured metadata) is not an object")
+                         : badEntry();
+    case At::kRoot:
+    case At::kStream:
+      at_ = resume_;  // the value of an unknown key
+      return true;
+    case At::kMeta:  // metadata values other than strings are dropped
+    case At::kDone:
+      return true;
+  }
+  return true;
+}
+
+bool LokiJsonReader::integer(int64_t value) {
+  if (at_ == At::kEntry && field_ == 0) {
+    time_ns_ = value;
+    ++field_;
+    return true;
+  }
+  return scalar();
+}
+
+bool LokiJsonReader::string(string_t& value) {
+  switch (at_) {
+    case At::kLabels:
+    case At::kMeta:
+      batch_->labels.push_back({label_key_, batch_->copy(value)});
+      return true;
+    case At::kEntry:
+      if (field_ == 0) {
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), time_ns_);
+        if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
+          return fail(entryAt() + "[0] is not a string of nanoseconds");
+        }
+      } else if (field_ == 1) {
+        line_ = batch_->copy(value);
+      } else {
+        return scalar();
+      }
+      ++field_;
+      return true;
+    default:
+      return scalar();
+  }
+}
+
+bool LokiJsonReader::key(string_t& value) {
+  switch (at_) {
+    case At::kRoot:
+      // A repeated "streams" key would add its streams again: nlohmann keeps the last one, and
+      // so does this (the first one's records are dropped below).
+      at_ = value == "streams" ? At::kStreamsValue : At::kRoot;
+      resume_ = At::kRoot;
+      return true;
+    case At::kStream:
+      at_ = value == "stream"   ? At::kLabelsValue
+            : value == "values" ? At::kValuesValue
+                                : At::kStream;
+      resume_ = At::kStream;
+      return true;
+    case At::kLabels:
+    case At::kMeta:
+      label_key_ = batch_->copy(value);
+      return true;
+    default:
+      return true;  // keys inside skipped values
+  }
+}
+
+bool LokiJsonReader::start_object(std::size_t /*elements*/) {
+  switch (at_) {
+    case At::kSkip:
+      ++skip_;
+      return true;
+    case At::kTop:
+      at_ = At::kRoot;
+      return true;
+    case At::kStreams:
+      at_ = At::kStream;
+      saw_values_ = saw_labels_ = false;
+      entries_.clear();
+      return true;
+    case At::kLabelsValue:
+      if (saw_labels_) {
+        return fail(where() + ".stream is given twice");
+      }
+      saw_labels_ = true;
+      labels_begin_ = static_cast<uint32_t>(batch_->labels.size());
+      at_ = At::kLabels;
+      return true;
+    case At::kEntry:
+      if (field_ != 2) {
+        return field_ == 0 ? fail(entryAt() + "[0] is not a string of nanoseconds") : badEntry();
+      }
+      meta_begin_ = static_cast<uint32_t>(batch_->labels.size());
+      at_ = At::kMeta;
+      return true;
+    case At::kRoot:
+    case At::kStream:
+      return skipNested(at_);  // the value of an unknown key
+    case At::kMeta:
+      return skipNested(At::kMeta);  // nested metadata is dropped
+    default:
+      return scalar();  // an object where something else belongs: scalar() names it
+  }
+}
+
+bool LokiJsonReader::end_object() {
+  switch (at_) {
+    case At::kSkip:
+      if (--skip_ == 0) {
+        at_ = resume_;
+      }
+      return true;
+    case At::kLabels:
+      if (!tenant_.empty()) {
+        batch_->labels.push_back({"tenant", tenant_});
+      }
+      labels_end_ = static_cast<uint32_t>(batch_->labels.size());
+      at_ = At::kStream;
+      return true;
+    case At::kMeta:
+      meta_end_ = static_cast<uint32_t>(batch_->labels.size());
+      ++field_;
+      at_ = At::kEntry;
+      return true;
+    case At::kStream:
+      if (!saw_values_) {
+        return fail(where() + ".values is missing or not an array");
+      }
+      settleStream();
+      ++stream_index_;
+      at_ = At::kStreams;
+      return true;
+    case At::kRoot:
+      at_ = At::kDone;
+      return true;
+    default:
+      return true;
+  }
+}
+
+bool LokiJsonReader::start_array(std::size_t /*elements*/) {
+  switch (at_) {
+    case At::kSkip:
+      ++skip_;
+      return true;
+    case At::kStreamsValue:
+      // Records of an earlier "streams" key are dropped: the last key wins, as in a parse tree.
+      batch_->records.clear();
+      stream_index_ = 0;
+      saw_streams_ = true;
+      at_ = At::kStreams;
+      return true;
+    case At::kValuesValue:
+      if (saw_values_) {
+        return fail(where() + ".values is given twice");
+      }
+      saw_values_ = true;
+      at_ = At::kValues;
+      return true;
+    case At::kValues:
+      field_ = 0;
+      time_ns_ = 0;
+      line_ = {};
+      meta_begin_ = meta_end_ = 0;
+      at_ = At::kEntry;
+      return true;
+    case At::kRoot:
+    case At::kStream:
+    case At::kMeta:
+      return skipNested(at_);
+    default:
+      return scalar();
+  }
+}
+
+bool LokiJsonReader::end_array() {
+  switch (at_) {
+    case At::kSkip:
+      if (--skip_ == 0) {
+        at_ = resume_;
+      }
+      return true;
+    case At::kEntry: {
+      if (field_ < 2) {
+        return badEntry();
+      }
+      LogRecord& r = batch_->records.emplace_back();
+      r.time_ns = time_ns_;
+      r.line = line_;
+      entries_.push_back(
+          {static_cast<uint32_t>(batch_->records.size() - 1), meta_begin_, meta_end_});
+      at_ = At::kValues;
+      return true;
+    }
+    case At::kValues:
+      at_ = At::kStream;
+      return true;
+    case At::kStreams:
+      at_ = At::kRoot;
+      return true;
+    default:
+      return true;
+  }
+}
+
+void LokiJsonReader::settleStream() {
+  if (!saw_labels_) {
+    labels_begin_ = static_cast<uint32_t>(batch_->labels.size());
+    if (!tenant_.empty()) {
+      batch_->labels.push_back({"tenant", tenant_});
+    }
+    labels_end_ = static_cast<uint32_t>(batch_->labels.size());
+  }
+  for (const Entry& e : entries_) {
+    LogRecord& r = batch_->records[e.record];
+    r.labels_begin = labels_begin_;
+    r.labels_end = labels_end_;
+    if (e.meta_begin != e.meta_end) {  // its own range: the stream's labels, then its metadata
+      r.labels_begin = static_cast<uint32_t>(batch_->labels.size());
+      for (uint32_t k = labels_begin_; k < labels_end_; ++k) {
+        batch_->labels.push_back(batch_->labels[k]);
+      }
+      for (uint32_t k = e.meta_begin; k < e.meta_end; ++k) {
+        batch_->labels.push_back(batch_->labels[k]);
+      }
+      r.labels_end = static_cast<uint32_t>(batch_->labels.size());
+    }
+    classify(rules_, *batch_, &r);
+  }
+}
+
 }  // namespace
 
 bool parseLokiSelector(std::string_view s, RecordBatch* batch, std::string* error) {
@@ -272,8 +631,16 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
         }
         e = static_cast<uint32_t>(batch->labels.size());
       }
+      // A Timestamp reaches year 9999; int64 nanoseconds end in 2262.
+      int64_t ns = 0;
+      if (__builtin_mul_overflow(entry.timestamp().seconds(), int64_t{1'000'000'000}, &ns) ||
+          __builtin_add_overflow(ns, int64_t{entry.timestamp().nanos()}, &ns)) {
+        *error = "entry timestamp out of range (" + std::to_string(entry.timestamp().seconds()) +
+                 " s): nanoseconds since the epoch must fit in 64 bits";
+        return false;
+      }
       LogRecord& r = addEntry(b, e, batch);
-      r.time_ns = entry.timestamp().seconds() * 1'000'000'000 + entry.timestamp().nanos();
+      r.time_ns = ns;
       r.line = entry.line();
       classify(rules, *batch, &r);
     }
@@ -283,99 +650,9 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
 
 bool decodeLokiJson(std::string_view text, std::string_view tenant, const StreamRules& rules,
                     RecordBatch* batch, std::string* error) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object()) {
-    *error = "body is not a JSON object";
-    return false;
-  }
-  const auto streams = doc.find("streams");
-  if (streams == doc.end() || !streams->is_array()) {
-    *error = "streams is missing or not an array";
-    return false;
-  }
-  const std::string_view tenant_view = batch->copy(tenant);
-  for (size_t s = 0; s < streams->size(); ++s) {
-    const json& stream = (*streams)[s];
-    const std::string where = "streams[" + std::to_string(s) + "]";
-    if (!stream.is_object()) {
-      *error = where + " is not an object";
-      return false;
-    }
-    const auto begin = static_cast<uint32_t>(batch->labels.size());
-    if (const auto labels = stream.find("stream"); labels != stream.end()) {
-      if (!labels->is_object()) {
-        *error = where + ".stream is not an object";
-        return false;
-      }
-      for (const auto& [k, v] : labels->items()) {
-        if (!v.is_string()) {
-          *error = where + ".stream." + k + " is not a string";
-          return false;
-        }
-        batch->labels.push_back({batch->copy(k), batch->copy(v.get_ref<const std::string&>())});
-      }
-    }
-    if (!tenant_view.empty()) {
-      batch->labels.push_back({"tenant", tenant_view});
-    }
-    const auto end = static_cast<uint32_t>(batch->labels.size());
-    const auto values = stream.find("values");
-    if (values == stream.end() || !values->is_array()) {
-      *error = where + ".values is missing or not an array";
-      return false;
-    }
-    for (size_t v = 0; v < values->size(); ++v) {
-      const json& entry = (*values)[v];
-      const std::string at = where + ".values[" + std::to_string(v) + "]";
-      if (!entry.is_array() || entry.size() < 2 || entry.size() > 3 || !entry[1].is_string()) {
-        *error = at + R"( is not ["<ns>", "<line>"(, {metadata})])";
-        return false;
-      }
-      int64_t ns = 0;
-      if (entry[0].is_string()) {
-        const auto& t = entry[0].get_ref<const std::string&>();
-        size_t used = 0;
-        try {
-          ns = std::stoll(t, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != t.size()) {
-          *error = at + "[0] is not a string of nanoseconds";
-          return false;
-        }
-      } else if (entry[0].is_number_integer()) {
-        ns = entry[0].get<int64_t>();
-      } else {
-        *error = at + "[0] is not a string of nanoseconds";
-        return false;
-      }
-      uint32_t b = begin;
-      uint32_t e = end;
-      if (entry.size() == 3) {
-        if (!entry[2].is_object()) {
-          *error = at + "[2] (structured metadata) is not an object";
-          return false;
-        }
-        b = static_cast<uint32_t>(batch->labels.size());
-        for (uint32_t k = begin; k < end; ++k) {
-          batch->labels.push_back(batch->labels[k]);
-        }
-        for (const auto& [k, val] : entry[2].items()) {
-          if (val.is_string()) {
-            batch->labels.push_back(
-                {batch->copy(k), batch->copy(val.get_ref<const std::string&>())});
-          }
-        }
-        e = static_cast<uint32_t>(batch->labels.size());
-      }
-      LogRecord& r = addEntry(b, e, batch);
-      r.time_ns = ns;
-      r.line = batch->copy(entry[1].get_ref<const std::string&>());
-      classify(rules, *batch, &r);
-    }
-  }
-  return true;
+  LokiJsonReader reader(tenant, rules, batch, error);
+  // false on a syntax error (parse_error) or on a schema error (a handler returned false).
+  return json::sax_parse(text.begin(), text.end(), &reader) && reader.complete();
 }
 
 }  // namespace faultline

@@ -21,8 +21,9 @@ namespace faultline {
 // must live as long as the batch. Returns false with a reason in *error (labels unchanged).
 bool parseLokiSelector(std::string_view selector, RecordBatch* batch, std::string* error);
 
-// Both decoders append one record per entry. Labels: the stream's selector, then `tenant` (the
-// X-Scope-OrgID header, when not empty), then the entry's structured metadata. Time: the entry's
+// Both decoders append one record per entry. Labels, in the order the body gives them: the
+// stream's selector, then `tenant` (the X-Scope-OrgID header, when not empty), then the entry's
+// structured metadata. Time: the entry's
 // timestamp (ns since the epoch). Node and stream: classify(rules). On false (a reason in
 // *error) the batch may hold part of the request and must be discarded.
 
@@ -34,7 +35,10 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
                      bool* too_large);
 
 // {"streams":[{"stream":{"k":"v"},"values":[["<ns>","<line>",{"meta":"v"}]]}]}; the time is a
-// string of nanoseconds (a JSON integer is accepted too).
+// string of nanoseconds (a JSON integer is accepted too). Read as a stream of SAX events, without a
+// parse tree; unknown keys are skipped, metadata values other than strings dropped. Errors name
+// the place: "streams[0].values[3][0] is not a string of nanoseconds"; invalid JSON gives
+// "body is not a JSON object (<the parser's message>)".
 bool decodeLokiJson(std::string_view json, std::string_view tenant, const StreamRules& rules,
                     RecordBatch* batch, std::string* error);
 

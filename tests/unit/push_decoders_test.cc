@@ -99,6 +99,32 @@ TEST(LokiProto, RefusesCorruptSnappyAndProtobuf) {
   EXPECT_NE(error.find("PushRequest"), std::string::npos) << error;
 }
 
+TEST(LokiProto, TimestampBeyondInt64NanosecondsIsRefused) {
+  // PushRequest{streams: [{labels: "{a=\"b\"}", entries: [{timestamp: {seconds: 18975159936},
+  // line: "x"}]}]}, encoded by hand (logproto push.proto field numbers): found by loki_fuzz, it
+  // overflowed seconds * 10^9.
+  auto varint = [](uint64_t v) {
+    std::string out;
+    for (; v >= 0x80; v >>= 7) {
+      out += static_cast<char>((v & 0x7f) | 0x80);
+    }
+    return out + static_cast<char>(v);
+  };
+  auto len = [&](int field, const std::string& bytes) {
+    return static_cast<char>(field << 3 | 2) + varint(bytes.size()) + bytes;
+  };
+  const std::string timestamp = "\x08" + varint(18975159936);
+  const std::string entry = len(1, timestamp) + len(2, "x");
+  const std::string request = len(1, len(1, "{a=\"b\"}") + len(2, entry));
+  std::string body;
+  snappy::Compress(request.data(), request.size(), &body);
+  RecordBatch batch;
+  std::string error;
+  bool too_large = false;
+  EXPECT_FALSE(decodeLokiProto(body, 1 << 20, "", StreamRules(), &batch, &error, &too_large));
+  EXPECT_NE(error.find("timestamp out of range (18975159936 s)"), std::string::npos) << error;
+}
+
 TEST(LokiProto, SnappyLengthOverLimitIsTooLargeBeforeAllocating) {
   // A 5-byte header that claims 2^32-1 bytes: refused from the header alone.
   const std::string bomb = std::string("\xff\xff\xff\xff\x0f", 5) + "\x00\x00";
@@ -151,9 +177,54 @@ TEST(LokiJson, DecodesStreamsWithMetadataAndTenant) {
   EXPECT_EQ(batch.records[0].stream, StreamKind::kKernel);
   EXPECT_EQ(batch.records[0].node, "gpu-7");
   EXPECT_EQ(batch.records[0].time_ns, 1700000000000000001);
+  // Labels in the order the body gives them, as the protobuf selector's.
   EXPECT_EQ(labelsOf(batch, batch.records[1]),
-            "host=gpu-7;transport=kernel;tenant=acme;trace_id=abc;");
+            "transport=kernel;host=gpu-7;tenant=acme;trace_id=abc;");
   EXPECT_EQ(batch.records[2].stream, StreamKind::kPod);  // pod labels always win
+}
+
+TEST(LokiJson, KeysInAnyOrderAndUnknownOnesSkipped) {
+  // "values" before "stream", unknown keys holding nested values, a nested and a numeric metadata
+  // value (dropped), an integer timestamp.
+  const std::string body = R"({"extra":{"a":[1,{"b":2}]},"streams":[
+    {"values":[[1700000000000000001,"first",{"trace_id":"t1","n":7,"deep":{"x":"y"}}],
+               ["1700000000000000002","second"]],
+     "unknown":[["x"]],
+     "stream":{"node":"gpu-3","transport":"kernel"}},
+    {"stream":{"node":"gpu-4"},"values":[]}],"after":null})";
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(decodeLokiJson(body, "", StreamRules(), &batch, &error)) << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].time_ns, 1700000000000000001);
+  EXPECT_EQ(batch.records[0].line, "first");
+  EXPECT_EQ(labelsOf(batch, batch.records[0]), "node=gpu-3;transport=kernel;trace_id=t1;");
+  EXPECT_EQ(labelsOf(batch, batch.records[1]), "node=gpu-3;transport=kernel;");
+  EXPECT_EQ(batch.records[1].node, "gpu-3");
+  EXPECT_EQ(batch.records[1].stream, StreamKind::kKernel);
+}
+
+TEST(LokiJson, ReasonsNameThePlace) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"streams":[{"stream":{"a":"b"},"values":[["1","x"],["soon","y"]]}]})",
+       "streams[0].values[1][0] is not a string of nanoseconds"},
+      {R"({"streams":[{"values":[]},{"stream":{"a":1},"values":[]}]})",
+       "streams[1].stream.a is not a string"},
+      {R"({"streams":[{"values":[["1"]]}]})", R"(streams[0].values[0] is not ["<ns>", "<line>")"},
+      {R"({"streams":[{"values":[["1","x",{},4]]}]})", R"(streams[0].values[0] is not ["<ns>")"},
+      {R"({"streams":[{"values":[["1","x","m"]]}]})",
+       "streams[0].values[0][2] (structured metadata) is not an object"},
+      {R"({"streams":[{"stream":{}}]})", "streams[0].values is missing or not an array"},
+      {R"({"streams":[7]})", "streams[0] is not an object"},
+      {R"({"other":[]})", "streams is missing or not an array"},
+      {R"({"streams":[)", "body is not a JSON object ("},
+  };
+  for (const auto& [body, reason] : cases) {
+    RecordBatch batch;
+    std::string error;
+    EXPECT_FALSE(decodeLokiJson(body, "", StreamRules(), &batch, &error)) << body;
+    EXPECT_NE(error.find(reason), std::string::npos) << body << " -> " << error;
+  }
 }
 
 TEST(LokiJson, RefusesMalformedBodiesWithReasons) {
