@@ -109,6 +109,34 @@ TEST(Matcher, KernelSignaturesNeverMatchPodStreams) {
   EXPECT_EQ(m.stats().lines, 3U);
 }
 
+TEST(Matcher, RepeatedLinesReuseTheirOutcomeWithTheSameHits) {
+  // A flood of one Xid line (the 800K Xid 95 case), another Xid line between, and a line the gate
+  // passes that the Set does not match ("NVRM: Xid (PCI:" with no code): each distinct line pays
+  // for the Set and the captures once; every repeat gets the same hits, with its own time and node.
+  Matcher m(bank());
+  RecordBatch batch;
+  const std::string flood = "NVRM: Xid (PCI:0000:3b:00): 95, pid=1234, Uncontained ECC error";
+  const std::string other = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus";
+  const std::string vain = "NVRM: Xid (PCI:0000:44:00): unknown";
+  for (int64_t i = 0; i < 100; ++i) {
+    const std::string& line = i == 50 ? other : i % 10 == 5 ? vain : flood;
+    batch.records.push_back({i, i < 60 ? "n1" : "n2", line, 0, 0, StreamKind::kKernel});
+  }
+  std::vector<Hit> hits;
+  m.match(batch, &hits);
+  ASSERT_EQ(hits.size(), 90U);  // 100 lines, 10 vain ones
+  for (const Hit& h : hits) {
+    const bool is_other = h.time_ns == 50;
+    EXPECT_EQ(h.line, is_other ? other : flood);
+    EXPECT_EQ(h.field("code"), is_other ? "79" : "95");
+    EXPECT_EQ(h.field("pci"), is_other ? "0000:44:00" : "0000:3b:00");
+    EXPECT_EQ(h.node, h.time_ns < 60 ? "n1" : "n2");
+  }
+  EXPECT_EQ(m.stats().candidates, 100U);
+  EXPECT_EQ(m.stats().repeats, 100U - 3U);  // all but the first of each distinct line
+  EXPECT_EQ(m.stats().hits, 90U);
+}
+
 TEST(Correlator, FatalTaintsOnceWithEvidence) {
   const auto b = bank();
   Correlator c(b, Taint{});
