@@ -170,7 +170,11 @@ class LokiJsonReader final : public nlohmann::json_sax<json> {
  public:
   LokiJsonReader(std::string_view tenant, const StreamRules& rules, RecordBatch* batch,
                  std::string* error)
-      : tenant_(batch->copy(tenant)), rules_(rules), batch_(batch), error_(error) {}
+      : tenant_(batch->copy(tenant)),
+        rules_(rules),
+        batch_(batch),
+        error_(error),
+        records_before_(batch->records.size()) {}
 
   // True when the document was a whole PushRequest (sax_parse only knows it was JSON).
   bool complete() { return saw_streams_ || fail("streams is missing or not an array"); }
@@ -248,6 +252,7 @@ class LokiJsonReader final : public nlohmann::json_sax<json> {
   const StreamRules& rules_;
   RecordBatch* batch_;
   std::string* error_;
+  size_t records_before_;  // records the batch held before this body
   At at_ = At::kTop;
   At resume_ = At::kTop;  // where a skipped value returns to
   int skip_ = 0;          // nesting depth of the value being skipped
@@ -437,7 +442,7 @@ bool LokiJsonReader::start_array(std::size_t /*elements*/) {
       return true;
     case At::kStreamsValue:
       // Records of an earlier "streams" key are dropped: the last key wins, as in a parse tree.
-      batch_->records.clear();
+      batch_->records.resize(records_before_);
       stream_index_ = 0;
       saw_streams_ = true;
       at_ = At::kStreams;

@@ -204,6 +204,22 @@ TEST(LokiJson, KeysInAnyOrderAndUnknownOnesSkipped) {
   EXPECT_EQ(batch.records[1].stream, StreamKind::kKernel);
 }
 
+TEST(LokiJson, ARepeatedStreamsKeyKeepsTheLastAndWhatTheBatchHeld) {
+  // As a parse tree reads duplicate keys: the last one wins. Records the batch held before the
+  // body are kept.
+  RecordBatch batch;
+  batch.records.emplace_back().line = "earlier";
+  std::string error;
+  ASSERT_TRUE(decodeLokiJson(
+      R"({"streams":[{"values":[["1","dropped"]]}],"streams":[{"values":[["2","kept"]]}]})", "",
+      StreamRules(), &batch, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].line, "earlier");
+  EXPECT_EQ(batch.records[1].line, "kept");
+  EXPECT_EQ(batch.records[1].time_ns, 2);
+}
+
 TEST(LokiJson, ReasonsNameThePlace) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"streams":[{"stream":{"a":"b"},"values":[["1","x"],["soon","y"]]}]})",
