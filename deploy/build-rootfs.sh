@@ -6,7 +6,8 @@
 # root is left in OUT/image, with its USER, ENTRYPOINT and CMD in OUT/image.env (shell variables
 # image_user, image_entrypoint, image_cmd). tests/image/image_serve.sh runs it.
 #
-#   deploy/build-rootfs.sh OUT      (root, Debian's mirror reachable; about 5 min on 2 cores)
+#   deploy/build-rootfs.sh OUT      (root, Debian's mirror reachable; about 3-5 min on 2 cores)
+#   env: DEBIAN_MIRROR (default: the mirror of this machine's apt sources)
 #
 # Only the instructions the Dockerfile uses are understood (FROM, COPY, RUN, WORKDIR, USER,
 # ENTRYPOINT, CMD); any other refuses with its line number, so the two cannot drift apart quietly.
@@ -15,7 +16,14 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 dockerfile=$src/deploy/Dockerfile
 out=${1:?usage: build-rootfs.sh OUT}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The mirror this machine's apt uses (deb822 or one-line sources), else Debian's CDN.
+host_mirror() {
+  { sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null
+    sed -n 's/^deb \(\[[^]]*\] \)\{0,1\}\([a-z]*:[^ ]*\) bookworm .*/\2/p' /etc/apt/sources.list 2>/dev/null
+  } | awk '$1 !~ /security/ { print $1; exit }' || true
+}
+mirror=${DEBIAN_MIRROR:-$(host_mirror)}
+mirror=${mirror:-http://deb.debian.org/debian}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [[ $(id -u) == 0 ]] || { echo "build-rootfs.sh: needs root (debootstrap, chroot)" >&2; exit 2; }
