@@ -123,23 +123,27 @@ int run(int argc, char** argv) {
   size_t matching = 0;
   size_t hit_count = 0;
   std::vector<Hit> hits;
+  // Best time of `matcher` over `input`, with the matching lines and hits of a pass.
+  auto timeMatcher = [&](Matcher& matcher, const std::vector<RecordBatch>& input) {
+    return bestSeconds(reps, [&] {
+      matching = hit_count = 0;
+      for (const RecordBatch& b : input) {
+        hits.clear();
+        matcher.match(b, &hits);
+        hit_count += hits.size();
+        for (size_t i = 0; i < hits.size(); ++i) {
+          matching += i == 0 || hits[i].seq != hits[i - 1].seq;
+        }
+      }
+    });
+  };
   // One Matcher, as in the service: its gates are built once and tuned on the first batch.
   const auto t0 = std::chrono::steady_clock::now();
   Matcher matcher(bank);
   matcher.match(batches.front(), &hits);
   const double t_tune =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double t_match = bestSeconds(reps, [&] {
-    matching = hit_count = 0;
-    for (const RecordBatch& b : batches) {
-      hits.clear();
-      matcher.match(b, &hits);
-      hit_count += hits.size();
-      for (size_t i = 0; i < hits.size(); ++i) {
-        matching += i == 0 || hits[i].seq != hits[i - 1].seq;
-      }
-    }
-  });
+  const double t_match = timeMatcher(matcher, batches);
   std::printf("faultline %.1f %.0f %zu %zu\n", static_cast<double>(text.size()) / t_match / 1e6,
               static_cast<double>(lines) / t_match, matching, hit_count);
   const RE2::Set& set = *bank->sets[static_cast<size_t>(StreamKind::kKernel)].set;
@@ -198,17 +202,7 @@ int run(int argc, char** argv) {
   }
   Matcher on_records(bank);  // tuned on the first batch, as above
   on_records.match(parsed.front(), &hits);
-  const double t_records = bestSeconds(reps, [&] {
-    matching = hit_count = 0;
-    for (const RecordBatch& b : parsed) {
-      hits.clear();
-      on_records.match(b, &hits);
-      hit_count += hits.size();
-      for (size_t i = 0; i < hits.size(); ++i) {
-        matching += i == 0 || hits[i].seq != hits[i - 1].seq;
-      }
-    }
-  });
+  const double t_records = timeMatcher(on_records, parsed);
   std::printf("records %.0f %zu %zu %zu\n", static_cast<double>(records) / t_records, records,
               matching, hit_count);
   return 0;

@@ -24,14 +24,8 @@ YAML
   POD_NAME="replica-$1" "$FAULTLINE" serve --config "$tmp/config-$1.yaml" 2>>"$tmp/serve-$1.log" &
   pids+=($!)
   eval "pid_$1=$!"
-  local p=""
-  for _ in $(seq 100); do
-    p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve-$1.log" | tail -1)
-    [[ -n $p ]] && break
-    sleep 0.1
-  done
-  [[ -n $p ]] || fail "replica-$1 did not listen"
-  eval "port_$1=$p"
+  wait_listening "$tmp/serve-$1.log"
+  eval "port_$1=$port"
 }
 holder() { curl -fsS "$api$lease_path" 2>/dev/null | jq -r '.spec.holderIdentity // ""'; }
 readyz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz"; }

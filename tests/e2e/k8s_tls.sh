@@ -11,12 +11,7 @@ make_cluster_ca
 # A CA that signed nothing of this server's.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=other-ca \
   -keyout "$tmp/other.key" -out "$tmp/other.crt" 2>>"$tmp/openssl.log"
-"$FL_BUILD/tests/tools/fake_apiserver" --port-file "$tmp/port" --nodes gpu-1,gpu-2 \
-  --labels nvidia.com/gpu.present=true --tls-cert "$tmp/server.crt" --tls-key "$tmp/server.key" \
-  2>"$tmp/apiserver.log" &
-pids+=($!)
-wait_file "$tmp/port" 20
-api="https://127.0.0.1:$(cat "$tmp/port")"
+start_tls_apiserver gpu-1,gpu-2
 echo "sa-token-1" >"$tmp/token"
 
 [[ $(kubectl --server "$api" --certificate-authority "$tmp/ca.crt" --token probe get nodes -o name) == \
@@ -27,10 +22,8 @@ if kubectl --server "$api" --certificate-authority "$tmp/other.crt" --token prob
 fi
 grep -q 'x509' "$tmp/kubectl-other.log" || fail "kubectl: $(cat "$tmp/kubectl-other.log")"
 
-# The test's own requests carry the token "probe"; faultline's are told apart by theirs.
-fake() { curl -fsS --cacert "$tmp/ca.crt" -H 'Authorization: Bearer probe' "$api$1"; }
-faultline_requests() { fake /_test/requests | jq '[.[] | select(.authorization != "Bearer probe")]'; }
-taints() { fake "/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
+faultline_requests() { api_get /_test/requests | jq '[.[] | select(.authorization != "Bearer probe")]'; }
+taints() { api_get "/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
 push_xid79() {  # $1 = serve's port, $2 = node
   curl -fsS -H 'Content-Type: application/json' --data-binary \
     "{\"streams\":[{\"stream\":{\"node\":\"$2\",\"transport\":\"kernel\"},\"values\":[[\"$(date +%s%N)\",\"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus\"]]}]}" \

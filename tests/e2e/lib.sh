@@ -23,15 +23,19 @@ wait_file() {
   for _ in $(seq $(($2 * 10))); do [[ -s $1 ]] && return 0; sleep 0.1; done
   fail "$1 not written within $2 s"
 }
+# Waits up to 10 s for the serve logging to $1 to listen on 127.0.0.1 and sets `port` to its port.
+wait_listening() {
+  for _ in $(seq 100); do grep -q 'listening on' "$1" 2>/dev/null && break; sleep 0.1; done
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | tail -1)
+  [[ -n $port ]] || fail "serve did not listen ($1)"
+}
 # Starts `faultline serve --config $1` in the background (serve_pid), logging to $tmp/serve.log;
 # with an http section listening on 127.0.0.1:0, waits for it and sets `port` to the one chosen.
 start_serve_http() {
   "$FAULTLINE" serve --config "$1" 2>>"$tmp/serve.log" &
   serve_pid=$!
   pids+=("$serve_pid")
-  for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
-  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
-  [[ -n $port ]] || fail "serve did not listen"
+  wait_listening "$tmp/serve.log"
 }
 # A cluster CA ($tmp/ca.crt) and an API server certificate for 127.0.0.1 signed by it
 # ($tmp/server.{crt,key}), as kubeadm makes them (P-256 keys, valid one day).
@@ -45,3 +49,16 @@ make_cluster_ca() {
   openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" \
     -CAcreateserial -days 1 -extfile "$tmp/server.ext" -out "$tmp/server.crt" 2>>"$tmp/openssl.log"
 }
+# Starts the test API server over HTTPS with the certificate of make_cluster_ca and GPU nodes $1
+# (comma-separated); sets `api` to its URL.
+start_tls_apiserver() {
+  "$FL_BUILD/tests/tools/fake_apiserver" --port-file "$tmp/port" --nodes "$1" \
+    --labels nvidia.com/gpu.present=true --tls-cert "$tmp/server.crt" --tls-key "$tmp/server.key" \
+    2>"$tmp/apiserver.log" &
+  pids+=($!)
+  wait_file "$tmp/port" 20
+  api="https://127.0.0.1:$(cat "$tmp/port")"
+}
+# GET $1 from that server, trusting the cluster CA. The tests' own requests carry the token
+# "probe"; faultline's are told apart by theirs.
+api_get() { curl -fsS --cacert "$tmp/ca.crt" -H 'Authorization: Bearer probe' "$api$1"; }

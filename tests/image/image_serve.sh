@@ -81,21 +81,14 @@ mnt --bind -o ro "$tmp/etc-faultline" "$root/etc/faultline"
 mnt --bind -o ro "$tmp/serviceaccount" "$root$sa_dir"
 if touch "$root/usr/local/bin/write-check" 2>/dev/null; then fail "the root is writable"; fi
 
-"$FL_BUILD/tests/tools/fake_apiserver" --port-file "$tmp/port" --nodes gpu-1,gpu-2 \
-  --labels nvidia.com/gpu.present=true --tls-cert "$tmp/server.crt" --tls-key "$tmp/server.key" \
-  2>"$tmp/apiserver.log" &
-pids+=($!)
-wait_file "$tmp/port" 20
-api="https://127.0.0.1:$(cat "$tmp/port")"
-# The test's own requests carry the token "probe"; faultline's are told apart by theirs.
-fake() { curl -fsS --cacert "$tmp/ca.crt" -H 'Authorization: Bearer probe' "$api$1"; }
+start_tls_apiserver gpu-1,gpu-2
 
-chroot=$(command -v chroot)
-in_image() { env -i POD_NAME=faultline-0 KUBERNETES_SERVICE_HOST=127.0.0.1 \
-  KUBERNETES_SERVICE_PORT="$(cat "$tmp/port")" "$chroot" --userspec="$image_user" "$root" "$@"; }
+# A command in the container: the pod's environment only, the image's user, its root.
+in_image=(env -i POD_NAME=faultline-0 KUBERNETES_SERVICE_HOST=127.0.0.1
+  KUBERNETES_SERVICE_PORT="$(cat "$tmp/port")" "$(command -v chroot)" --userspec="$image_user" "$root")
 
 # The README's first command, in the image.
-in_image /usr/local/bin/faultline replay >"$tmp/replay.jsonl" 2>"$tmp/replay.log" || fail "replay"
+"${in_image[@]}" /usr/local/bin/faultline replay >"$tmp/replay.jsonl" 2>"$tmp/replay.log" || fail "replay"
 [[ $(wc -l <"$tmp/replay.jsonl") == 5 ]] || fail "replay in the image: $(wc -l <"$tmp/replay.jsonl") decisions"
 
 # The config writes decisions to /dev/stdout, which reopens fd 1: make it a pipe owned by the
@@ -104,13 +97,10 @@ mkfifo "$tmp/stdout"
 chown "$image_user" "$tmp/stdout"
 cat "$tmp/stdout" >"$tmp/decisions.jsonl" &
 pids+=($!)
-env -i POD_NAME=faultline-0 KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT="$(cat "$tmp/port")" \
-  "$chroot" --userspec="$image_user" "$root" "${command_words[@]}" >"$tmp/stdout" 2>"$tmp/serve.log" &
+"${in_image[@]}" "${command_words[@]}" >"$tmp/stdout" 2>"$tmp/serve.log" &
 serve_pid=$!
 pids+=("$serve_pid")
-for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" 2>/dev/null && break; sleep 0.1; done
-port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
-[[ -n $port ]] || fail "serve in the image did not listen"
+wait_listening "$tmp/serve.log"
 # env and chroot exec, so the background job is faultline itself.
 uid=$(awk '/^Uid:/ { print $2 }' "/proc/$serve_pid/status")
 [[ $uid == "${image_user%%:*}" ]] || fail "serve runs as uid $uid, not the image's USER $image_user"
@@ -127,14 +117,14 @@ done
 curl -fsS -H 'Content-Type: application/json' --data-binary \
   "{\"streams\":[{\"stream\":{\"node\":\"gpu-1\",\"transport\":\"kernel\"},\"values\":[[\"$(date +%s%N)\",\"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus\"]]}]}" \
   "http://127.0.0.1:$port/loki/api/v1/push" || fail "push"
-taint() { fake /api/v1/nodes/gpu-1 | jq -cS '[.spec.taints[]? | select(.key == "faultline.dev/faulty") | del(.timeAdded)]'; }
+taint() { api_get /api/v1/nodes/gpu-1 | jq -cS '[.spec.taints[]? | select(.key == "faultline.dev/faulty") | del(.timeAdded)]'; }
 for _ in $(seq 100); do [[ $(taint) != '[]' ]] && break; sleep 0.1; done
 taint | jq -e '. == [{key: "faultline.dev/faulty", value: "true", effect: "NoSchedule"}]' >/dev/null ||
   fail "gpu-1: $(taint)"
-fake /_test/requests | jq -e '[.[] | select(.authorization != "Bearer probe")] | length > 0 and
+api_get /_test/requests | jq -e '[.[] | select(.authorization != "Bearer probe")] | length > 0 and
   all(.[]; .authorization == "Bearer image-test-token")' >/dev/null ||
   fail "requests without the service account token"
-[[ $(fake /api/v1/nodes/gpu-2 | jq '.spec.taints // [] | length') == 0 ]] || fail "gpu-2 tainted"
+[[ $(api_get /api/v1/nodes/gpu-2 | jq '.spec.taints // [] | length') == 0 ]] || fail "gpu-2 tainted"
 jq -e 'select(.node == "gpu-1" and .action == "taint")' "$tmp/decisions.jsonl" >/dev/null ||
   fail "no taint decision on stdout: $(cat "$tmp/decisions.jsonl")"
 kill -TERM "$serve_pid"

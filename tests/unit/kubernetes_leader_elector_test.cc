@@ -54,6 +54,13 @@ class LeaderElectorTest : public ::testing::Test {
   }
 
   json lease() { return server_.object("leases", "faultline", "faultline"); }
+  // Creates the Lease with this spec, as another writer would; the API status.
+  int createLease(const json& spec) {
+    return a_client_
+        ->post("/apis/coordination.k8s.io/v1/namespaces/faultline/leases",
+               json({{"metadata", {{"name", "faultline"}}}, {"spec", spec}}).dump())
+        .status;
+  }
 
   FakeApiServer server_;
   std::unique_ptr<KubeClient> a_client_;
@@ -119,16 +126,10 @@ TEST_F(LeaderElectorTest, ReleaseClearsTheHolderAndStampsTheTime) {
 // A Lease whose fields have the wrong types (another writer, a proxy) reads as unheld; the
 // election goes on.
 TEST_F(LeaderElectorTest, LeaseWithFieldsOfTheWrongTypeIsTakenOver) {
-  ASSERT_EQ(a_client_
-                ->post("/apis/coordination.k8s.io/v1/namespaces/faultline/leases",
-                       json({{"metadata", {{"name", "faultline"}}},
-                             {"spec",
-                              {{"holderIdentity", 7},
-                               {"leaseDurationSeconds", "15"},
-                               {"acquireTime", json::array()},
-                               {"leaseTransitions", 1e300}}}})
-                           .dump())
-                .status,
+  ASSERT_EQ(createLease({{"holderIdentity", 7},
+                         {"leaseDurationSeconds", "15"},
+                         {"acquireTime", json::array()},
+                         {"leaseTransitions", 1e300}}),
             201);
   LeaderElector b(*b_client_, config("replica-b"));
   ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
@@ -138,16 +139,10 @@ TEST_F(LeaderElectorTest, LeaseWithFieldsOfTheWrongTypeIsTakenOver) {
 
 TEST_F(LeaderElectorTest, ExpiredLeaseOfACrashedLeaderIsTakenOver) {
   // A Lease held by a replica that died without releasing it.
-  ASSERT_EQ(a_client_
-                ->post("/apis/coordination.k8s.io/v1/namespaces/faultline/leases",
-                       json({{"metadata", {{"name", "faultline"}}},
-                             {"spec",
-                              {{"holderIdentity", "crashed"},
-                               {"leaseDurationSeconds", 1},
-                               {"leaseTransitions", 4}}}})
-                           .dump())
-                .status,
-            201);
+  ASSERT_EQ(
+      createLease(
+          {{"holderIdentity", "crashed"}, {"leaseDurationSeconds", 1}, {"leaseTransitions", 4}}),
+      201);
   LeaderElector b(*b_client_, config("replica-b"));
   ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-b");
