@@ -32,8 +32,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -44,14 +42,12 @@
 #include <librdkafka/rdkafka.h>
 
 #include "bench/bench_records.h"
+#include "bench/pace.h"
 
 namespace {
 
-int64_t realtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+using faultline::Line;
+using faultline::realtimeNs;
 
 [[noreturn]] void usage(const std::string& error) {
   std::cerr << "kafka_load: " << error
@@ -245,46 +241,11 @@ class Producer {
   uint64_t bytes_ = 0;
 };
 
-struct Line {
-  std::string node;
-  std::string message;
-};
-
-// The "node<TAB>message" lines of `path`, read up front so that producing costs no I/O.
-bool readLines(const std::string& path, std::vector<Line>* lines) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t tab = line.find('\t');
-    if (tab != std::string::npos) {
-      lines->push_back({line.substr(0, tab), line.substr(tab + 1)});
-    }
-  }
-  return in.eof() && !lines->empty();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> args;
-  for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc) {
-      usage(std::string("missing value for ") + argv[i]);
-    }
-    args[argv[i]] = argv[i + 1];
-  }
-  auto get = [&](const std::string& k, const std::string& dflt = "") {
-    auto it = args.find(k);
-    if (it == args.end()) {
-      if (dflt.empty()) {
-        usage("missing " + k);
-      }
-      return dflt;
-    }
-    std::string v = it->second;
-    args.erase(it);
-    return v;
-  };
+  faultline::PaceArgs args(argc, argv, usage);
+  auto get = [&](const std::string& k, const std::string& dflt = "") { return args.get(k, dflt); };
   const std::string brokers = get("--brokers");
   const std::string topic = get("--topic");
   const std::string encoding = get("--encoding");
@@ -297,22 +258,20 @@ int main(int argc, char** argv) {
   const int partitions = std::stoi(get("--partitions", "0"));
   const double rate = std::stod(get("--rate", "0"));
   const double seconds = rate > 0 ? std::stod(get("--seconds")) : 0;
-  const bool faults = rate > 0 && args.count("--fault") > 0;
+  const bool faults = rate > 0 && args.has("--fault");
   const std::string fault = faults ? get("--fault") : "";
   const int64_t fault_every_ns =
       faults ? static_cast<int64_t>(std::stod(get("--fault-every-ms")) * 1e6) : 0;
   const int64_t fault_after_ns =
-      faults && args.count("--fault-after-ms") > 0
+      faults && args.has("--fault-after-ms")
           ? static_cast<int64_t>(std::stod(get("--fault-after-ms")) * 1e6)
           : fault_every_ns / 2;
   const std::string fault_nodes = faults ? get("--fault-nodes") : "";
   const std::string sent_path = faults ? get("--sent") : "";
-  if (!args.empty()) {
-    usage("unknown or misplaced argument " + args.begin()->first);
-  }
+  args.finish();
 
   std::vector<Line> lines;
-  if (!readLines(input, &lines)) {
+  if (!faultline::readLines(input, &lines)) {
     std::cerr << "kafka_load: cannot read " << input << " or it has no node<TAB>message line\n";
     return 1;
   }
@@ -367,15 +326,9 @@ int main(int argc, char** argv) {
     poller.join();
   }
   const bool ok = producer.flush();
-  if (faults) {
-    std::ofstream sent(sent_path);
-    for (size_t i = 0; i < fault_names.size(); ++i) {
-      sent << fault_names[i] << '\t' << fault_sent_ns[i] << '\t' << acked_ns[i] << '\n';
-    }
-    if (!sent) {
-      std::cerr << "kafka_load: cannot write " << sent_path << "\n";
-      return 1;
-    }
+  if (faults && !faultline::writeSent(sent_path, fault_names, fault_sent_ns, acked_ns)) {
+    std::cerr << "kafka_load: cannot write " << sent_path << "\n";
+    return 1;
   }
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -22,8 +22,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -33,19 +31,17 @@
 #include <httplib.h>
 #include <snappy.h>
 
+#include "bench/pace.h"
 #include "loki/push.pb.h"
 
 namespace {
 
+using faultline::Line;
+using faultline::realtimeNs;
+
 constexpr size_t kBatch = 1000;
 constexpr int kSenders = 2;  // connections for the background, so that one answer's wait does
                              // not hold the rate back
-
-int64_t realtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 [[noreturn]] void usage(const std::string& error) {
   std::cerr << "loki_pace: " << error
@@ -54,11 +50,6 @@ int64_t realtimeNs() {
                "--sent FILE]\n";
   std::exit(2);
 }
-
-struct Line {
-  std::string node;
-  std::string message;
-};
 
 // A snappy PushRequest of lines [begin, end) of `lines` (modulo its size), one stream per node.
 std::string body(const std::vector<Line>& lines, uint64_t begin, uint64_t end) {
@@ -105,51 +96,26 @@ bool post(httplib::Client& client, const std::string& b, std::atomic<uint64_t>* 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> args;
-  for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc) {
-      usage(std::string("missing value for ") + argv[i]);
-    }
-    args[argv[i]] = argv[i + 1];
-  }
-  auto get = [&](const std::string& k) {
-    auto it = args.find(k);
-    if (it == args.end()) {
-      usage("missing " + k);
-    }
-    std::string v = it->second;
-    args.erase(it);
-    return v;
-  };
+  faultline::PaceArgs args(argc, argv, usage);
+  auto get = [&](const std::string& k) { return args.get(k); };
   const std::string url = get("--url");
   const std::string input = get("--input");
   const double rate = std::stod(get("--rate"));
   const double seconds = rate > 0 ? std::stod(get("--seconds")) : 0;
-  const bool faults = args.count("--fault") > 0;
+  const bool faults = args.has("--fault");
   const std::string fault = faults ? get("--fault") : "";
   const int64_t fault_every_ns = faults ? std::stoll(get("--fault-every-ms")) * 1'000'000 : 0;
   const int64_t fault_after_ns = faults ? std::stoll(get("--fault-after-ms")) * 1'000'000 : 0;
   const std::string fault_nodes = faults ? get("--fault-nodes") : "";
   const std::string sent_path = faults ? get("--sent") : "";
-  if (!args.empty()) {
-    usage("unknown argument " + args.begin()->first);
-  }
+  args.finish();
   if (faults && rate <= 0) {
     usage("faults need --rate");
   }
 
   std::vector<Line> lines;
-  {
-    std::ifstream in(input);
-    for (std::string l; std::getline(in, l);) {
-      const size_t tab = l.find('\t');
-      if (tab != std::string::npos) {
-        lines.push_back({l.substr(0, tab), l.substr(tab + 1)});
-      }
-    }
-  }
-  if (lines.empty()) {
-    std::cerr << "loki_pace: " << input << " has no node<TAB>message line\n";
+  if (!faultline::readLines(input, &lines)) {
+    std::cerr << "loki_pace: cannot read " << input << " or it has no node<TAB>message line\n";
     return 1;
   }
 
@@ -227,15 +193,9 @@ int main(int argc, char** argv) {
     t.join();
   }
   const double took = static_cast<double>(elapsedNs()) / 1e9;
-  if (faults) {
-    std::ofstream out(sent_path);
-    for (size_t i = 0; i < names.size(); ++i) {
-      out << names[i] << '\t' << sent_ns[i] << '\t' << answered_ns[i] << '\n';
-    }
-    if (!out) {
-      std::cerr << "loki_pace: cannot write " << sent_path << "\n";
-      return 1;
-    }
+  if (faults && !faultline::writeSent(sent_path, names, sent_ns, answered_ns)) {
+    std::cerr << "loki_pace: cannot write " << sent_path << "\n";
+    return 1;
   }
   std::fprintf(stderr,
                "loki_pace: %llu lines in %llu requests, %llu bytes, %llu answered 429, %.2f s\n",
