@@ -83,24 +83,27 @@ void Pipeline::absorb(Pipeline& other) {
 
 void Pipeline::keep(size_t first) {
   size_t out = first;
+  std::string key;
   for (size_t i = first; i < hits_.size(); ++i) {
     Hit& h = hits_[i];
-    std::string key = h.node;
+    key = h.node;
     key += '\x1f';
     key += std::to_string(h.signature);
     key += '\x1f';
     key += std::to_string(h.time_ns / 1'000'000'000 - (h.time_ns < 0 ? 1 : 0));
     key += '\x1f';
     key += h.line;
-    const auto [it, added] = kept_.try_emplace(std::move(key), out);
-    if (added) {
-      if (out != i) {
-        hits_[out] = std::move(h);
+    if (const size_t* kept = kept_.find(key)) {
+      if (h.time_ns < hits_[*kept].time_ns) {
+        hits_[*kept] = std::move(h);  // the earliest, whatever the input order
       }
-      ++out;
-    } else if (h.time_ns < hits_[it->second].time_ns) {
-      hits_[it->second] = std::move(h);  // the earliest, whatever the input order
+      continue;
     }
+    kept_[key] = out;
+    if (out != i) {
+      hits_[out] = std::move(h);
+    }
+    ++out;
   }
   hits_.resize(out);
 }

@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/decision.h"
 #include "core/record.h"
 #include "matcher/bank.h"
 #include "matcher/correlator.h"
+#include "matcher/flat_map.h"
 #include "matcher/matcher.h"
 
 namespace faultline {
@@ -66,7 +66,7 @@ class Pipeline {
   std::vector<DecisionSink*> sinks_;
   std::vector<Hit> hits_;
   // collect(): (node, signature, line, second) -> index into hits_ of the hit kept for it.
-  std::unordered_map<std::string, size_t> kept_;
+  FlatMap<size_t> kept_;
   int64_t max_time_ns_ = INT64_MIN;  // newest record time seen by collect(), for timers
   std::vector<Decision> out_;
   uint64_t decisions_ = 0;

@@ -85,7 +85,7 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
     return;
   }
   advance(hit.time_ns, out);
-  NodeData& node = nodes_[hit.node];
+  NodeData& node = nodeOf(hit.node);
   Fields fields = hit.fields;
   const Signature& sig = bank_->signatures[hit.signature];
   for (uint32_t t : sig.tables) {
@@ -103,9 +103,8 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
   for (uint32_t ai : alias_rules_) {  // a GPU UUID names the PCI address an alias rule mapped
     const Rule& a = bank_->rules[ai];
     if (fieldOf(fields, a.alias_to).empty()) {
-      if (const auto it = node.alias.find(std::string(fieldOf(fields, a.alias_from)));
-          it != node.alias.end()) {
-        fields.emplace_back(a.alias_to, it->second);
+      if (const std::string* to = node.alias.find(fieldOf(fields, a.alias_from))) {
+        fields.emplace_back(a.alias_to, *to);
       }
     }
   }
@@ -115,14 +114,14 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
       const std::string_view from = fieldOf(fields, rule.alias_from);
       const std::string_view to = fieldOf(fields, rule.alias_to);
       if (!from.empty() && !to.empty()) {
-        node.alias[std::string(from)] = std::string(to);
+        node.alias[from] = std::string(to);
       }
       continue;
     }
     Fields f = fields;
     if (rule.joins >= 0) {
       const std::vector<uint32_t> heads = {static_cast<uint32_t>(rule.joins)};
-      if (const Recent* head =
+      if (const Evidence* head =
               findRecent(node, heads, {}, f, hit.time_ns, rule.join_within_ns, 0)) {
         for (const auto& kv : head->fields) {
           if (fieldOf(f, kv.first).empty()) {
@@ -143,10 +142,16 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
                              const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const int64_t t = ev.time_ns;
-  std::deque<Recent>& recent = node.recent[ri];
-  recent.push_back({t, f, ev});
-  if (recent.size() > kRecentPerRule) {
-    recent.pop_front();
+  auto recent = std::find_if(node.recent.begin(), node.recent.end(),
+                             [&](const Recent& r) { return r.rule == ri; });
+  if (recent == node.recent.end()) {
+    recent = node.recent.insert(recent, Recent{ri, {}, 0});
+  }
+  if (recent->hits.size() < kRecentPerRule) {
+    recent->hits.push_back(ev);
+  } else {
+    recent->hits[recent->next] = ev;
+    recent->next = (recent->next + 1) % kRecentPerRule;
   }
   if (recovers_[ri]) {
     recover(ri, node, node_name, f, ev, out);
@@ -156,17 +161,17 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   for (uint32_t held : cancels_[ri]) {
     const std::string key = entityKey(held, bank_->rules[held], f);
-    if (const auto it = node.pending.find(key); it != node.pending.end()) {
-      timers_.erase({it->second.due_ns, node_name, key});
-      node.pending.erase(it);
+    if (const Pending* p = node.pending.find(key)) {
+      timers_.erase({p->due_ns, node_name, key});
+      node.pending.erase(key);
     }
   }
   for (uint32_t pod_rule : corroborates_[ri]) {
     const std::vector<uint32_t> one = {pod_rule};
-    if (const Recent* r =
+    if (const Evidence* r =
             findRecent(node, one, {}, f, t, bank_->rules[pod_rule].corroborate_within_ns, 0)) {
-      const Recent copy = *r;  // fault() may reset the node's recent hits
-      fault(pod_rule, node, node_name, copy.fields, {copy.evidence, ev}, t, out);
+      const Evidence copy = *r;  // fault() may reset the node's recent hits
+      fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t, out);
     }
   }
   if (!rule.attach_to.empty() &&
@@ -192,10 +197,10 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     if (has(rule.flap_down, state)) {
       c.down_ns = t;
       c.down = ev;
-      if (const auto it = node.faults.find(key); it != node.faults.end()) {
-        it->second.last_ns = t;  // the port went down again: no recovery yet
-        it->second.recovering = false;
-        schedule(node_name, key, it->second, INT64_MAX);
+      if (Fault* flt = node.faults.find(key)) {
+        flt->last_ns = t;  // the port went down again: no recovery yet
+        flt->recovering = false;
+        schedule(node_name, key, *flt, INT64_MAX);
       }
       return;
     }
@@ -204,16 +209,15 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       return;
     }
     c.down_ns = INT64_MIN;
-    if (node.faults.count(key) != 0) {
+    if (node.faults.contains(key)) {
       return;  // the port back up is the recovery rule's signal, not a new hit of the fault
     }
     pair.push_back(c.down);
   }
-  if (const auto it = node.faults.find(key); it != node.faults.end()) {
-    Fault& flt = it->second;  // an active fault: only its timers move
-    flt.last_ns = t;
-    flt.recovering = false;
-    schedule(node_name, key, flt,
+  if (Fault* flt = node.faults.find(key)) {  // an active fault: only its timers move
+    flt->last_ns = t;
+    flt->recovering = false;
+    schedule(node_name, key, *flt,
              rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
     return;
   }
@@ -222,9 +226,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   c.last_counted_ns = t;
   if (!rule.unless_followed_by.empty()) {
-    if (node.pending.count(key) == 0) {
+    if (!node.pending.contains(key)) {
       const int64_t due = t + rule.unless_within_ns;
-      node.pending.emplace(key, Pending{ri, f, ev, due});
+      node.pending[key] = Pending{ri, f, ev, due};
       timers_.emplace(due, node_name, key);
     }
     return;
@@ -267,12 +271,12 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
 bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
                              const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[pod_rule];
-  const Recent* r = findRecent(node, rule.corroborated_by, {}, f, ev.time_ns,
-                               rule.corroborate_within_ns, rule.corroborate_within_ns);
+  const Evidence* r = findRecent(node, rule.corroborated_by, {}, f, ev.time_ns,
+                                 rule.corroborate_within_ns, rule.corroborate_within_ns);
   if (r == nullptr) {
     return false;
   }
-  const Evidence kernel = r->evidence;
+  const Evidence kernel = *r;
   fault(pod_rule, node, node_name, f, {ev, kernel}, std::max(ev.time_ns, kernel.time_ns), out);
   return true;
 }
@@ -281,7 +285,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
                        std::vector<Evidence> evidence, int64_t at_ns, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const std::string key = entityKey(ri, rule, f);
-  if (node.faults.count(key) != 0) {
+  if (node.faults.contains(key)) {
     return;
   }
   const int64_t t = evidence.back().time_ns;
@@ -341,6 +345,8 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
       schedule(node_name, key, flt, ev.time_ns + rule.stable_ns);
     }
   }
+  // In key order, as the untaint names the fault that cleared last.
+  std::sort(now.begin(), now.end());
   for (const std::string& key : now) {
     clearFault(node, node_name, key, ev.time_ns, "", out);
   }
@@ -348,13 +354,13 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
 
 void Correlator::clearFault(NodeData& node, const std::string& node_name, const std::string& key,
                             int64_t at_ns, std::string reason, std::vector<Decision>* out) {
-  const auto it = node.faults.find(key);
-  if (it == node.faults.end()) {
+  Fault* found = node.faults.find(key);
+  if (found == nullptr) {
     return;
   }
-  Fault flt = std::move(it->second);
+  Fault flt = std::move(*found);
   schedule(node_name, key, flt, INT64_MAX);
-  node.faults.erase(it);
+  node.faults.erase(key);
   const Rule& rule = bank_->rules[flt.rule];
   if (reason.empty()) {
     reason = "recovered by " + flt.recovered_by + ": " + rule.id + describe(flt.entity) +
@@ -415,15 +421,15 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       continue;
     }
     const auto [at, node_name, key] = *timers_.begin();
-    NodeData& node = nodes_[node_name];
-    if (const auto p = node.pending.find(key); p != node.pending.end()) {
+    NodeData& node = nodeOf(node_name);
+    if (Pending* p = node.pending.find(key)) {
       timers_.erase(timers_.begin());
-      const Pending held = std::move(p->second);
-      node.pending.erase(p);
+      const Pending held = std::move(*p);
+      node.pending.erase(key);
       fault(held.rule, node, node_name, held.fields, {held.evidence}, at, out);
       continue;
     }
-    Fault& flt = node.faults.at(key);
+    Fault& flt = *node.faults.find(key);  // a timer's key has a pending hit or a fault
     const Rule& rule = bank_->rules[flt.rule];
     std::string reason;
     if (!flt.recovering) {
@@ -460,7 +466,7 @@ void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
     ++stats_.job_events;
   }
   for (const Held& h : window) {
-    NodeData& node = nodes_[h.node];
+    NodeData& node = nodeOf(h.node);
     if (job) {
       // The job's event, not the node's; only the node's own kernel evidence still decides.
       if (!rule.corroborated_by.empty()) {
@@ -472,18 +478,27 @@ void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
   }
 }
 
-const Correlator::Recent* Correlator::findRecent(const NodeData& node,
-                                                 const std::vector<uint32_t>& rules,
-                                                 const std::vector<std::string>& entity,
-                                                 const Fields& fields, int64_t time_ns,
-                                                 int64_t before_ns, int64_t after_ns) const {
-  const Recent* best = nullptr;
+Correlator::NodeData& Correlator::nodeOf(std::string_view name) {
+  std::unique_ptr<NodeData>& node = nodes_[name];
+  if (!node) {
+    node = std::make_unique<NodeData>();
+  }
+  return *node;
+}
+
+const Evidence* Correlator::findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
+                                       const std::vector<std::string>& entity,
+                                       const Fields& fields, int64_t time_ns, int64_t before_ns,
+                                       int64_t after_ns) const {
+  const Evidence* best = nullptr;
   for (uint32_t ri : rules) {
-    const auto it = node.recent.find(ri);
+    const auto it = std::find_if(node.recent.begin(), node.recent.end(),
+                                 [&](const Recent& r) { return r.rule == ri; });
     if (it == node.recent.end()) {
       continue;
     }
-    for (const Recent& r : it->second) {
+    for (size_t k = 0; k < it->hits.size(); ++k) {  // oldest first: the earliest wins a tie
+      const Evidence& r = it->hits[(it->next + k) % it->hits.size()];
       if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns) {
         continue;
       }
@@ -500,10 +515,12 @@ const Correlator::Recent* Correlator::findRecent(const NodeData& node,
 }
 
 void Correlator::member(std::string_view job, std::string_view node, int64_t time_ns) {
-  auto [it, fresh] = jobs_[std::string(job)].try_emplace(std::string(node), time_ns, time_ns);
-  if (!fresh) {
-    it->second.first = std::min(it->second.first, time_ns);
-    it->second.second = std::max(it->second.second, time_ns);
+  FlatMap<std::pair<int64_t, int64_t>>& nodes = jobs_[job];
+  if (auto* span = nodes.find(node)) {
+    span->first = std::min(span->first, time_ns);
+    span->second = std::max(span->second, time_ns);
+  } else {
+    nodes[node] = {time_ns, time_ns};
   }
 }
 
@@ -521,13 +538,13 @@ void Correlator::markPeers(const std::string& node_name, int64_t time_ns, int64_
     return span.first - within_ns <= time_ns && time_ns <= span.second + within_ns;
   };
   for (const auto& [job, nodes] : jobs_) {
-    const auto self = nodes.find(node_name);
-    if (self == nodes.end() || !around(self->second)) {
+    const auto* self = nodes.find(node_name);
+    if (self == nullptr || !around(*self)) {
       continue;
     }
     for (const auto& [peer, span] : nodes) {
       if (peer != node_name && around(span)) {
-        NodeData& n = nodes_[peer];
+        NodeData& n = nodeOf(peer);
         if (n.suspect_until_ns < time_ns) {
           ++stats_.peers_marked;
         }
@@ -538,11 +555,11 @@ void Correlator::markPeers(const std::string& node_name, int64_t time_ns, int64_
 }
 
 Correlator::NodeState Correlator::state(std::string_view node) const {
-  const auto it = nodes_.find(std::string(node));
-  if (it == nodes_.end()) {
+  const auto* found = nodes_.find(node);
+  if (found == nullptr) {
     return NodeState::kHealthy;
   }
-  const NodeData& n = it->second;
+  const NodeData& n = **found;
   if (n.tainted) {
     const bool recovering = std::any_of(n.faults.begin(), n.faults.end(),
                                         [](const auto& kv) { return kv.second.recovering; });

@@ -4,18 +4,17 @@
 
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/decision.h"
 #include "matcher/bank.h"
+#include "matcher/flat_map.h"
 #include "matcher/matcher.h"
 
 namespace faultline {
@@ -87,10 +86,12 @@ class Correlator {
     std::deque<int64_t> times;      // counted hits inside the window
     std::deque<Evidence> evidence;  // the same hits, as evidence (at most `count`)
   };
+  // The newest hits of one rule on one node, oldest first from `next` once full. Slots are
+  // assigned over, so that a storm reuses their strings instead of allocating.
   struct Recent {
-    int64_t time_ns = 0;
-    Fields fields;
-    Evidence evidence;
+    uint32_t rule = 0;
+    std::vector<Evidence> hits;
+    size_t next = 0;
   };
   struct Fault {
     uint32_t rule = 0;
@@ -110,11 +111,11 @@ class Correlator {
   struct NodeData {
     bool tainted = false;
     int64_t suspect_until_ns = INT64_MIN;               // marked by a peer's suspects_peers hit
-    std::unordered_map<std::string, Pending> pending;   // key: rule index + entity
-    std::unordered_map<std::string, Counter> counters;  // key: rule index + entity
-    std::unordered_map<uint32_t, std::deque<Recent>> recent;  // newest hits per rule
-    std::map<std::string, Fault> faults;                      // key: rule index + entity
-    std::unordered_map<std::string, std::string> alias;       // e.g. GPU UUID -> PCI address
+    FlatMap<Pending> pending;    // key: rule index + entity
+    FlatMap<Counter> counters;   // key: rule index + entity
+    std::vector<Recent> recent;  // per rule that hit, in first-hit order
+    FlatMap<Fault> faults;       // key: rule index + entity
+    FlatMap<std::string> alias;  // e.g. GPU UUID -> PCI address
   };
   struct Held {
     std::string node;
@@ -138,7 +139,8 @@ class Correlator {
   void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
   void flushHeld(uint32_t ri, std::vector<Decision>* out);
   void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
-  const Recent* findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
+  NodeData& nodeOf(std::string_view name);
+  const Evidence* findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
                            const std::vector<std::string>& entity, const Fields& fields,
                            int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
 
@@ -149,11 +151,10 @@ class Correlator {
   std::vector<std::vector<uint32_t>> cancels_;       // rule -> rules whose pending hits it ends
   std::vector<bool> recovers_;                       // rule is named in some recovery.by
   std::vector<uint32_t> alias_rules_;
-  std::unordered_map<std::string, NodeData> nodes_;
+  FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
   std::vector<std::deque<Held>> held_;  // cluster rules: hits held until their window ends
   // job -> node -> [first, last] time it ran a pod of the job, ns
-  std::unordered_map<std::string, std::unordered_map<std::string, std::pair<int64_t, int64_t>>>
-      jobs_;
+  FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
   std::vector<int64_t> job_until_;  // cluster rules: a job event lasts until then
   // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
   // has a pending hit only while it has no fault).
