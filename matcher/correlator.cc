@@ -487,9 +487,8 @@ Correlator::NodeData& Correlator::nodeOf(std::string_view name) {
 }
 
 const Evidence* Correlator::findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
-                                       const std::vector<std::string>& entity,
-                                       const Fields& fields, int64_t time_ns, int64_t before_ns,
-                                       int64_t after_ns) const {
+                                       const std::vector<std::string>& entity, const Fields& fields,
+                                       int64_t time_ns, int64_t before_ns, int64_t after_ns) const {
   const Evidence* best = nullptr;
   for (uint32_t ri : rules) {
     const auto it = std::find_if(node.recent.begin(), node.recent.end(),

@@ -110,12 +110,12 @@ class Correlator {
   };
   struct NodeData {
     bool tainted = false;
-    int64_t suspect_until_ns = INT64_MIN;               // marked by a peer's suspects_peers hit
-    FlatMap<Pending> pending;    // key: rule index + entity
-    FlatMap<Counter> counters;   // key: rule index + entity
-    std::vector<Recent> recent;  // per rule that hit, in first-hit order
-    FlatMap<Fault> faults;       // key: rule index + entity
-    FlatMap<std::string> alias;  // e.g. GPU UUID -> PCI address
+    int64_t suspect_until_ns = INT64_MIN;  // marked by a peer's suspects_peers hit
+    FlatMap<Pending> pending;              // key: rule index + entity
+    FlatMap<Counter> counters;             // key: rule index + entity
+    std::vector<Recent> recent;            // per rule that hit, in first-hit order
+    FlatMap<Fault> faults;                 // key: rule index + entity
+    FlatMap<std::string> alias;            // e.g. GPU UUID -> PCI address
   };
   struct Held {
     std::string node;
@@ -141,8 +141,8 @@ class Correlator {
   void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
   NodeData& nodeOf(std::string_view name);
   const Evidence* findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
-                           const std::vector<std::string>& entity, const Fields& fields,
-                           int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
+                             const std::vector<std::string>& entity, const Fields& fields,
+                             int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
 
   std::shared_ptr<const Bank> bank_;
   Taint taint_;
@@ -152,7 +152,7 @@ class Correlator {
   std::vector<bool> recovers_;                       // rule is named in some recovery.by
   std::vector<uint32_t> alias_rules_;
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
-  std::vector<std::deque<Held>> held_;  // cluster rules: hits held until their window ends
+  std::vector<std::deque<Held>> held_;        // cluster rules: hits held until their window ends
   // job -> node -> [first, last] time it ran a pod of the job, ns
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
   std::vector<int64_t> job_until_;  // cluster rules: a job event lasts until then

@@ -183,6 +183,9 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
     batch->records.resize(first);
     return false;
   }
+  if (msg.owner && config_.encoding == KafkaEncoding::kOtlpProto) {
+    batch->hold(msg.owner, msg.value.size() + msg.key.size());  // the records point into it
+  }
   std::string_view fallback_node;
   for (size_t i = first; i < batch->records.size(); ++i) {
     LogRecord& rec = batch->records[i];

@@ -66,8 +66,8 @@ struct KafkaMessage {
   std::string_view key;
   std::string_view node_header;  // value of the topic's node_header, empty if absent
   int64_t timestamp_ms = -1;     // message timestamp in ms since the epoch, -1 if none
-  // Keeps the views above alive. A raw record points into them without a copy, and the batch
-  // then holds `owner`; null if they outlive the batch anyway.
+  // Keeps the views above alive. Raw and otlp_proto records point into them without a copy, and the
+  // batch then holds `owner`; null if they outlive the batch anyway.
   std::shared_ptr<const void> owner;
 };
 

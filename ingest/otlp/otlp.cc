@@ -1,8 +1,11 @@
 #include "ingest/otlp/otlp.h"
 
+#include <climits>
 #include <memory>
+#include <vector>
 
-#include <google/protobuf/arena.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <nlohmann/json.hpp>
 
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
@@ -10,34 +13,152 @@
 namespace faultline {
 namespace {
 
-namespace common = opentelemetry::proto::common::v1;
-namespace logs = opentelemetry::proto::logs::v1;
 namespace collector = opentelemetry::proto::collector::logs::v1;
-using KeyValues = google::protobuf::RepeatedPtrField<common::KeyValue>;
+using google::protobuf::internal::WireFormatLite;
+
+// Walks the fields of one protobuf message held in `bytes` with the library's CodedInputStream.
+// Length-delimited fields come out as views into `bytes`; sub-messages are read by another
+// reader over that view, so nothing is copied or allocated.
+class WireReader {
+ public:
+  explicit WireReader(std::string_view bytes)
+      : bytes_(bytes),
+        in_(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size())) {}
+
+  // Reads the next field: false at the end of the message, or on malformed wire (then ok() is
+  // false). A group is skipped whole.
+  bool next() {
+    if (static_cast<size_t>(in_.CurrentPosition()) == bytes_.size()) {
+      return false;
+    }
+    const uint32_t tag = in_.ReadTag();
+    number_ = WireFormatLite::GetTagFieldNumber(tag);
+    type_ = WireFormatLite::GetTagWireType(tag);
+    bool read = number_ != 0;
+    switch (type_) {
+      case WireFormatLite::WIRETYPE_VARINT:
+        read = read && in_.ReadVarint64(&number_value_);
+        break;
+      case WireFormatLite::WIRETYPE_FIXED64:
+        read = read && in_.ReadLittleEndian64(&number_value_);
+        break;
+      case WireFormatLite::WIRETYPE_FIXED32: {
+        uint32_t v = 0;
+        read = read && in_.ReadLittleEndian32(&v);
+        number_value_ = v;
+        break;
+      }
+      case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+        uint32_t size = 0;
+        read = read && in_.ReadVarint32(&size);
+        const auto at = static_cast<size_t>(in_.CurrentPosition());
+        read = read && size <= bytes_.size() - at;
+        if (read) {
+          bytes_value_ = bytes_.substr(at, size);
+          in_.Skip(static_cast<int>(size));
+        }
+        break;
+      }
+      case WireFormatLite::WIRETYPE_START_GROUP:
+        read = read && WireFormatLite::SkipField(&in_, tag);
+        break;
+      default:
+        read = false;
+    }
+    ok_ = read;
+    return read;
+  }
+  bool ok() const { return ok_; }
+
+  // The field just read: its number, and whether it has the wire type `type`.
+  uint32_t number() const { return number_; }
+  bool is(WireFormatLite::WireType type) const { return type_ == type; }
+  uint64_t numberValue() const { return number_value_; }  // varint, fixed64 or fixed32
+  std::string_view bytesValue() const { return bytes_value_; }
+
+ private:
+  std::string_view bytes_;
+  google::protobuf::io::CodedInputStream in_;
+  uint32_t number_ = 0;
+  WireFormatLite::WireType type_ = WireFormatLite::WIRETYPE_VARINT;
+  uint64_t number_value_ = 0;
+  std::string_view bytes_value_;
+  bool ok_ = true;
+};
+
+constexpr auto kVarint = WireFormatLite::WIRETYPE_VARINT;
+constexpr auto kFixed64 = WireFormatLite::WIRETYPE_FIXED64;
+constexpr auto kBytes = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+
+// One AnyValue, its case as in the generated class.
+struct AnyValue {
+  enum Kind : uint8_t {
+    kNotSet,
+    kStringValue,
+    kBoolValue,
+    kIntValue,
+    kDoubleValue,
+    kArrayValue,
+    kKvlistValue,
+    kBytesValue
+  } kind = kNotSet;
+  std::string_view bytes;  // string, bytes, or the ArrayValue / KeyValueList message
+  uint64_t number = 0;     // bool, int
+};
+
+// AnyValue (common.proto): string_value 1, bool_value 2, int_value 3, double_value 4,
+// array_value 5, kvlist_value 6, bytes_value 7; a oneof, so the last field read wins.
+bool readAnyValue(std::string_view bytes, AnyValue* v) {
+  WireReader r(bytes);
+  while (r.next()) {
+    const uint32_t n = r.number();
+    if (n >= 1 && n <= 7) {
+      const bool delimited = n == 1 || n == 5 || n == 6 || n == 7;
+      if (!r.is(delimited ? kBytes : n == 4 ? kFixed64 : kVarint)) {
+        continue;  // a known number with another wire type is an unknown field
+      }
+      v->kind = static_cast<AnyValue::Kind>(n);  // the cases are the field numbers
+      v->bytes = delimited ? r.bytesValue() : std::string_view();
+      v->number = delimited ? 0 : r.numberValue();
+    }
+  }
+  return r.ok();
+}
 
 // A scalar AnyValue as text: string and bytes point into the message, others are copied into
-// the batch. An array of integers is a byte string (journald's non-UTF-8 MESSAGE).
-bool scalarOf(const common::AnyValue& v, RecordBatch* batch, std::string_view* out) {
-  switch (v.value_case()) {
-    case common::AnyValue::kStringValue:
-      *out = v.string_value();
+// the batch. An array of integers is a byte string (journald's non-UTF-8 MESSAGE). Returns
+// false for other values; *bad on malformed wire.
+bool scalarOf(const AnyValue& v, RecordBatch* batch, std::string_view* out, bool* bad) {
+  switch (v.kind) {
+    case AnyValue::kStringValue:
+    case AnyValue::kBytesValue:
+      *out = v.bytes;
       return true;
-    case common::AnyValue::kBytesValue:
-      *out = v.bytes_value();
+    case AnyValue::kIntValue:
+      *out = batch->copy(std::to_string(static_cast<int64_t>(v.number)));
       return true;
-    case common::AnyValue::kIntValue:
-      *out = batch->copy(std::to_string(v.int_value()));
+    case AnyValue::kBoolValue:
+      *out = v.number != 0 ? "true" : "false";
       return true;
-    case common::AnyValue::kBoolValue:
-      *out = v.bool_value() ? "true" : "false";
-      return true;
-    case common::AnyValue::kArrayValue: {
+    case AnyValue::kArrayValue: {  // ArrayValue: values 1
       std::string bytes;
-      for (const common::AnyValue& e : v.array_value().values()) {
-        if (e.value_case() != common::AnyValue::kIntValue) {
+      WireReader r(v.bytes);
+      bool ints = true;
+      while (r.next()) {
+        AnyValue e;
+        if (r.number() != 1 || !r.is(kBytes)) {
+          continue;
+        }
+        if (!readAnyValue(r.bytesValue(), &e)) {
+          *bad = true;
           return false;
         }
-        bytes.push_back(static_cast<char>(e.int_value()));
+        ints = ints && e.kind == AnyValue::kIntValue;
+        bytes.push_back(static_cast<char>(e.number));
+      }
+      *bad = !r.ok();
+      if (!ints || *bad) {
+        return false;
       }
       *out = batch->copy(bytes);
       return true;
@@ -47,27 +168,67 @@ bool scalarOf(const common::AnyValue& v, RecordBatch* batch, std::string_view* o
   }
 }
 
-void addAttributes(const KeyValues& attrs, RecordBatch* batch) {
-  std::string_view value;
-  for (const common::KeyValue& kv : attrs) {
-    if (scalarOf(kv.value(), batch, &value)) {
-      batch->labels.push_back({kv.key(), value});
+// KeyValue (common.proto): key 1, value 2. Appends it as a label if its value is a scalar.
+bool addAttribute(std::string_view kv, RecordBatch* batch) {
+  WireReader r(kv);
+  std::string_view key;
+  AnyValue value;
+  while (r.next()) {
+    if (r.number() == 1 && r.is(kBytes)) {
+      key = r.bytesValue();
+    } else if (r.number() == 2 && r.is(kBytes) && !readAnyValue(r.bytesValue(), &value)) {
+      return false;
     }
   }
+  bool bad = false;
+  std::string_view text;
+  if (r.ok() && scalarOf(value, batch, &text, &bad)) {
+    batch->labels.push_back({key, text});
+  }
+  return r.ok() && !bad;
 }
 
-// Appends the record; false (batch unchanged) if it has no usable line.
-bool addRecord(const logs::LogRecord& lr, const KeyValues& resource_attrs, const StreamRules& rules,
-               RecordBatch* batch) {
+// LogRecord (logs.proto): time_unix_nano 1 (fixed64), body 5, attributes 6,
+// observed_time_unix_nano 11 (fixed64). Appends the record after the resource's labels; false on
+// malformed wire. *added: whether it had a usable line.
+bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const StreamRules& rules,
+               RecordBatch* batch, bool* added) {
   const size_t labels_begin = batch->labels.size();
-  addAttributes(resource_attrs, batch);
-  addAttributes(lr.attributes(), batch);
+  batch->labels.insert(batch->labels.end(), resource.begin(), resource.end());
+  uint64_t time = 0;
+  uint64_t observed = 0;
+  AnyValue body;
+  WireReader r(bytes);
+  while (r.next()) {
+    const uint32_t n = r.number();
+    if ((n == 1 || n == 11) && r.is(kFixed64)) {
+      (n == 1 ? time : observed) = r.numberValue();
+    } else if (n == 5 && r.is(kBytes)) {
+      if (!readAnyValue(r.bytesValue(), &body)) {
+        return false;
+      }
+    } else if (n == 6 && r.is(kBytes) && !addAttribute(r.bytesValue(), batch)) {
+      return false;
+    }
+  }
+  if (!r.ok()) {
+    return false;
+  }
   std::string_view line;
   bool has_line = false;
-  if (lr.body().value_case() == common::AnyValue::kKvlistValue) {
-    // journald receiver: the body is a map of journal fields; the line is MESSAGE.
+  if (body.kind == AnyValue::kKvlistValue) {
+    // journald receiver: the body is a map of journal fields (KeyValueList: values 1); the line
+    // is MESSAGE.
     const size_t body_begin = batch->labels.size();
-    addAttributes(lr.body().kvlist_value().values(), batch);
+    WireReader kvs(body.bytes);
+    while (kvs.next()) {
+      if (kvs.number() == 1 && kvs.is(kBytes) && !addAttribute(kvs.bytesValue(), batch)) {
+        return false;
+      }
+    }
+    if (!kvs.ok()) {
+      return false;
+    }
     for (size_t i = body_begin; i < batch->labels.size(); ++i) {
       if (batch->labels[i].name == "MESSAGE") {
         line = batch->labels[i].value;
@@ -75,44 +236,93 @@ bool addRecord(const logs::LogRecord& lr, const KeyValues& resource_attrs, const
       }
     }
   } else {
-    has_line = scalarOf(lr.body(), batch, &line);
+    bool bad = false;
+    has_line = scalarOf(body, batch, &line, &bad);
+    if (bad) {
+      return false;
+    }
   }
+  *added = has_line;
   if (!has_line) {
     batch->labels.resize(labels_begin);
+    return true;
+  }
+  LogRecord& rec = batch->records.emplace_back();
+  rec.time_ns = static_cast<int64_t>(time != 0 ? time : observed);
+  rec.line = line;
+  rec.labels_begin = static_cast<uint32_t>(labels_begin);
+  rec.labels_end = static_cast<uint32_t>(batch->labels.size());
+  classify(rules, *batch, &rec);
+  return true;
+}
+
+// ResourceLogs (logs.proto): resource 1 (Resource: attributes 1), scope_logs 2 (ScopeLogs:
+// log_records 2). The resource may follow its scope_logs on the wire, so they are read after it.
+bool addResourceLogs(std::string_view bytes, const StreamRules& rules, RecordBatch* batch,
+                     uint64_t* rejected) {
+  std::vector<std::string_view> scopes;
+  const size_t labels_begin = batch->labels.size();
+  WireReader r(bytes);
+  while (r.next()) {
+    if (r.number() == 1 && r.is(kBytes)) {
+      WireReader res(r.bytesValue());
+      while (res.next()) {
+        if (res.number() == 1 && res.is(kBytes) && !addAttribute(res.bytesValue(), batch)) {
+          return false;
+        }
+      }
+      if (!res.ok()) {
+        return false;
+      }
+    } else if (r.number() == 2 && r.is(kBytes)) {
+      scopes.push_back(r.bytesValue());
+    }
+  }
+  if (!r.ok()) {
     return false;
   }
-  LogRecord& r = batch->records.emplace_back();
-  r.time_ns = static_cast<int64_t>(lr.time_unix_nano() != 0 ? lr.time_unix_nano()
-                                                            : lr.observed_time_unix_nano());
-  r.line = line;
-  r.labels_begin = static_cast<uint32_t>(labels_begin);
-  r.labels_end = static_cast<uint32_t>(batch->labels.size());
-  classify(rules, *batch, &r);
+  // The resource's labels, repeated at the start of each record's.
+  const std::vector<Label> resource(batch->labels.begin() + static_cast<ptrdiff_t>(labels_begin),
+                                    batch->labels.end());
+  batch->labels.resize(labels_begin);
+  for (std::string_view scope : scopes) {
+    WireReader s(scope);
+    while (s.next()) {
+      if (s.number() != 2 || !s.is(kBytes)) {
+        continue;
+      }
+      bool added = false;
+      if (!addRecord(s.bytesValue(), resource, rules, batch, &added)) {
+        return false;
+      }
+      *rejected += added ? 0 : 1;
+    }
+    if (!s.ok()) {
+      return false;
+    }
+  }
   return true;
 }
 
 }  // namespace
-
 bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, RecordBatch* batch,
                      uint64_t* rejected, std::string* error) {
-  auto arena = std::make_shared<google::protobuf::Arena>();
-  auto* req =
-      google::protobuf::Arena::CreateMessage<collector::ExportLogsServiceRequest>(arena.get());
-  if (!req->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  const size_t records_begin = batch->records.size();
+  const size_t labels_begin = batch->labels.size();
+  uint64_t rejected_here = 0;
+  bool ok = bytes.size() <= INT_MAX;  // CodedInputStream's limit
+  WireReader r(ok ? bytes : std::string_view());
+  while (ok && r.next()) {  // resource_logs 1
+    ok = r.number() != 1 || !r.is(kBytes) ||
+         addResourceLogs(r.bytesValue(), rules, batch, &rejected_here);
+  }
+  if (!ok || !r.ok()) {
+    batch->records.resize(records_begin);
+    batch->labels.resize(labels_begin);
     *error = "not an OTLP ExportLogsServiceRequest (protobuf does not parse)";
     return false;
   }
-  for (const logs::ResourceLogs& rl : req->resource_logs()) {
-    for (const logs::ScopeLogs& sl : rl.scope_logs()) {
-      for (const logs::LogRecord& lr : sl.log_records()) {
-        if (!addRecord(lr, rl.resource().attributes(), rules, batch)) {
-          ++*rejected;
-        }
-      }
-    }
-  }
-  const size_t held = arena->SpaceUsed();
-  batch->hold(std::move(arena), held);  // records point into the message's strings
+  *rejected += rejected_here;
   return true;
 }
 

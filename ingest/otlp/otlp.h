@@ -18,10 +18,16 @@ namespace faultline {
 // the record's attributes, then (journald receiver) the body's kvlist entries; scalar values
 // only (string, int, bool, bytes, an array of byte values). Line: a string or bytes body, or the
 // kvlist body's MESSAGE. Time: time_unix_nano, else observed_time_unix_nano, else 0 (ns since
-// the epoch). Node and stream: classify(rules). Records point into the decoded message, which
-// the batch holds; decoding keeps no copy of the input.
-// A LogRecord without a usable line is skipped and counted in *rejected. Returns false, with the
-// batch unchanged and a one-line reason in *error, when `bytes` is not a valid message.
+// the epoch). Node and stream: classify(rules).
+// The message is read in place, field by field (google::protobuf::io::CodedInputStream), not
+// parsed into generated classes: lines and labels are views into `bytes`, so the caller makes
+// the batch hold them (RecordBatch::hold) or keeps them alive as long. Only integer and byte-array
+// values are copied (into the batch). Sub-messages the decoder does not use (scope, trace ids,
+// nested kvlists in attributes) are skipped by their length, unchecked; of a singular field that
+// occurs twice the last occurrence is taken, while a parser would merge the two (a writer that
+// follows the spec sends each once).
+// A LogRecord without a usable line is skipped and counted in *rejected. Returns false, with no
+// record or label added and a one-line reason in *error, when `bytes` is not a valid message.
 bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, RecordBatch* batch,
                      uint64_t* rejected, std::string* error);
 

@@ -351,6 +351,7 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   std::string error;
   bool too_large = false;
 
+  size_t body_bytes = body.size();
   BatchQueue::Item item;
   RecordBatch& batch = item.batch;
   uint64_t rejected = 0;
@@ -364,15 +365,20 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
                                 &error, &too_large);
   } else {
     format = json ? "otlp_json" : "otlp_proto";
-    ok = json ? decodeOtlpJson(body, config_.streams, &batch, &rejected, &error)
-              : decodeOtlpProto(body, config_.streams, &batch, &rejected, &error);
+    if (json) {
+      ok = decodeOtlpJson(body, config_.streams, &batch, &rejected, &error);
+    } else {
+      auto held = std::make_shared<const std::string>(std::move(body));
+      ok = decodeOtlpProto(*held, config_.streams, &batch, &rejected, &error);
+      batch.hold(held, held->size());  // the records point into the body
+      body_bytes = held->size();
+    }
   }
   if (!ok) {
     return reject(protocol, json, too_large ? 413 : 400, error,
                   too_large ? "too_large" : "malformed", res);
   }
-  const size_t body_bytes = body.size();
-  body = std::string();  // records point into the batch's arena or the message it holds
+  body = std::string();  // records point into the batch's arena or a buffer it holds
   uint64_t truncated = 0;
   const int64_t now = nowNanos();
   for (LogRecord& r : batch.records) {

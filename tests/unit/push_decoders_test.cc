@@ -10,6 +10,7 @@
 #include "ingest/kafka/decoders.h"
 #include "ingest/otlp/otlp.h"
 #include "ingest/push/loki.h"
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 
 namespace faultline {
 namespace {
@@ -259,8 +260,8 @@ TEST(OtlpProto, DecodesOtelJsExporterGoldenVector) {
   RecordBatch batch;
   uint64_t rejected = 0;
   std::string error;
-  ASSERT_TRUE(decodeOtlpProto(base64(kOtelJsProto), StreamRules(), &batch, &rejected, &error))
-      << error;
+  const std::string bytes = base64(kOtelJsProto);
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), &batch, &rejected, &error)) << error;
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(rejected, 0u);
   const LogRecord& r = batch.records[0];
@@ -269,6 +270,92 @@ TEST(OtlpProto, DecodesOtelJsExporterGoldenVector) {
   EXPECT_EQ(r.stream, StreamKind::kPod);  // the record carries k8s.pod.name
   EXPECT_EQ(r.time_ns, static_cast<int64_t>(0x18ea275c40ba7540));
   EXPECT_EQ(batch.label(r, "service.name"), "kernel");
+}
+
+// Every AnyValue kind the decoder reads, an unknown field, and a resource that follows its
+// scope_logs on the wire (a parser merges the two ResourceLogs encodings into one).
+TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
+  namespace otlp = opentelemetry::proto;
+  otlp::logs::v1::ResourceLogs scopes;
+  otlp::logs::v1::ScopeLogs* sl = scopes.add_scope_logs();
+  sl->mutable_scope()->set_name("journald");
+  otlp::logs::v1::LogRecord* xid = sl->add_log_records();
+  xid->set_time_unix_nano(1700000000000000001);
+  xid->set_observed_time_unix_nano(5);
+  xid->mutable_body()->set_string_value(
+      "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.");
+  auto* attr = xid->add_attributes();
+  attr->set_key("retry");
+  attr->mutable_value()->set_bool_value(true);
+  attr = xid->add_attributes();
+  attr->set_key("ratio");
+  attr->mutable_value()->set_double_value(0.5);  // not a scalar the decoder keeps
+  xid->GetReflection()->MutableUnknownFields(xid)->AddVarint(99, 7);
+  otlp::logs::v1::LogRecord* journal = sl->add_log_records();
+  journal->set_observed_time_unix_nano(1700000000000000002);
+  auto* fields = journal->mutable_body()->mutable_kvlist_value();
+  auto* kv = fields->add_values();
+  kv->set_key("_TRANSPORT");
+  kv->mutable_value()->set_string_value("kernel");
+  kv = fields->add_values();
+  kv->set_key("MESSAGE");  // not UTF-8: the journald receiver sends its bytes as integers
+  for (int c : {0x6d, 0x63, 0x65, 0xff}) {  // "mce\xff"
+    kv->mutable_value()->mutable_array_value()->add_values()->set_int_value(c);
+  }
+  sl->add_log_records()->mutable_body()->set_double_value(1.0);  // no line: rejected
+  sl->add_log_records()->mutable_body()->set_bytes_value("raw bytes");
+  otlp::logs::v1::ResourceLogs resource;
+  kv = resource.mutable_resource()->add_attributes();
+  kv->set_key("k8s.node.name");
+  kv->mutable_value()->set_string_value("gpu-7");
+  kv = resource.mutable_resource()->add_attributes();
+  kv->set_key("pid");
+  kv->mutable_value()->set_int_value(-3);
+  const std::string rl = scopes.SerializeAsString() + resource.SerializeAsString();
+  std::string bytes = "\x0a";  // ExportLogsServiceRequest.resource_logs, length-delimited
+  for (size_t n = rl.size();; n >>= 7) {
+    bytes.push_back(static_cast<char>(n < 0x80 ? n : (n & 0x7f) | 0x80));
+    if (n < 0x80) {
+      break;
+    }
+  }
+  bytes += rl;
+
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), &batch, &rejected, &error)) << error;
+  EXPECT_EQ(rejected, 1u);
+  ASSERT_EQ(batch.records.size(), 3u);
+  const LogRecord& a = batch.records[0];
+  EXPECT_EQ(a.line, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.");
+  EXPECT_EQ(a.line.data(), bytes.data() + bytes.find("NVRM"));  // a view, not a copy
+  EXPECT_EQ(a.time_ns, 1700000000000000001);
+  EXPECT_EQ(a.node, "gpu-7");
+  EXPECT_EQ(batch.label(a, "pid"), "-3");
+  EXPECT_EQ(batch.label(a, "retry"), "true");
+  EXPECT_EQ(batch.label(a, "ratio"), "");
+  EXPECT_EQ(a.labels_end - a.labels_begin, 3u);  // k8s.node.name, pid, retry
+  const LogRecord& b = batch.records[1];
+  EXPECT_EQ(b.line, "mce\xff");
+  EXPECT_EQ(b.time_ns, 1700000000000000002);  // no time_unix_nano: the observed time
+  EXPECT_EQ(b.node, "gpu-7");
+  EXPECT_EQ(b.stream, StreamKind::kKernel);
+  EXPECT_EQ(batch.records[2].line, "raw bytes");
+  EXPECT_EQ(batch.records[2].time_ns, 0);
+
+  // Every strict prefix is refused (a cut inside a length, a tag or a fixed64) or, cut
+  // between two fields, decodes to fewer records; none reads past the end (ASan).
+  for (size_t n = 1; n < bytes.size(); ++n) {
+    RecordBatch cut;
+    uint64_t r = 0;
+    const std::string prefix = bytes.substr(0, n);
+    if (decodeOtlpProto(prefix, StreamRules(), &cut, &r, &error)) {
+      EXPECT_LE(cut.records.size() + r, 4u) << n;
+    } else {
+      EXPECT_TRUE(cut.records.empty() && cut.labels.empty()) << n;
+    }
+  }
 }
 
 TEST(OtlpProto, RefusesGarbage) {
