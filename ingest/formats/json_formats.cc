@@ -1,12 +1,13 @@
 // JSON line formats: journalctl -o json (systemd.journal-fields(7)), the OTLP JSON mapping of
 // ExportLogsServiceRequest (opentelemetry-proto docs/specification.md, "JSON Protobuf
 // Encoding"; opentelemetry/proto/logs/v1/logs.proto) and logcli --output=jsonl (grafana/loki
-// cmd/logcli, pkg/logcli/output/jsonl.go).
+// cmd/logcli, pkg/logcli/output/jsonl.go). Parsed with simdjson's DOM parser; its strings live
+// until the parser's next parse, so everything a record keeps is copied into the batch.
 #include <cstdlib>
 #include <string>
 #include <unordered_set>
 
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "core/time.h"
 #include "ingest/formats/parsers.h"
@@ -14,36 +15,52 @@
 namespace faultline {
 namespace {
 
-using nlohmann::json;
+using simdjson::SUCCESS;
+using simdjson::dom::element;
 
-// Integer nanoseconds from a JSON string or number; 0 if absent or not a number.
-int64_t intOf(const json& v) {
-  if (v.is_number_integer()) {
-    return v.get<int64_t>();
+// obj[key] into *out; false if obj is not an object or has no such key.
+bool member(element obj, std::string_view key, element* out) {
+  simdjson::dom::object o;
+  return obj.get(o) == SUCCESS && o.at_key(key).get(*out) == SUCCESS;
+}
+
+// Integer nanoseconds from a JSON string or integer; 0 if absent or not a number.
+int64_t intOf(element v) {
+  int64_t i = 0;
+  uint64_t u = 0;
+  std::string_view s;
+  if (v.get(i) == SUCCESS) {
+    return i;
   }
-  if (v.is_string()) {
-    return std::strtoll(v.get_ref<const std::string&>().c_str(), nullptr, 10);
+  if (v.get(u) == SUCCESS) {
+    return static_cast<int64_t>(u);
+  }
+  if (v.get(s) == SUCCESS) {
+    return std::strtoll(std::string(s).c_str(), nullptr, 10);
   }
   return 0;
 }
 
-// journalctl renders a non-UTF-8 field as an array of byte values.
-bool stringOf(const json& v, std::string* out) {
-  if (v.is_string()) {
-    *out = v.get<std::string>();
+// A string, or an array of byte values (how journalctl and the OTel journald receiver render a
+// non-UTF-8 field), as text: *out views the parser's string or *buf.
+bool bytesOf(element v, std::string* buf, std::string_view* out) {
+  if (v.get(*out) == SUCCESS) {
     return true;
   }
-  if (v.is_array()) {
-    out->clear();
-    for (const json& b : v) {
-      if (!b.is_number_integer()) {
-        return false;
-      }
-      out->push_back(static_cast<char>(b.get<int>()));
+  simdjson::dom::array a;
+  if (v.get(a) != SUCCESS) {
+    return false;
+  }
+  buf->clear();
+  for (element b : a) {
+    int64_t c = 0;
+    if (b.get(c) != SUCCESS) {
+      return false;
     }
-    return true;
+    buf->push_back(static_cast<char>(c));
   }
-  return false;
+  *out = *buf;
+  return true;
 }
 
 // Label names worth keeping: those StreamRules look at, plus the usual Kubernetes ones.
@@ -62,20 +79,23 @@ class JournalJsonParser : public LineParser {
       : rules_(o.streams), wanted_(wantedLabels(o.streams)) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
-    const json entry = json::parse(line, nullptr, false);
-    std::string message;
-    if (!entry.is_object() || !entry.contains("MESSAGE") || !stringOf(entry["MESSAGE"], &message)) {
+    element entry;
+    element message_value;
+    std::string_view message;
+    if (parser_.parse(line.data(), line.size()).get(entry) != SUCCESS ||
+        !member(entry, "MESSAGE", &message_value) || !bytesOf(message_value, &buf_, &message)) {
       return false;
     }
     LogRecord& r = batch->records.emplace_back();
-    const int64_t us = intOf(entry.value("__REALTIME_TIMESTAMP", json()));
+    element realtime;
+    const int64_t us = member(entry, "__REALTIME_TIMESTAMP", &realtime) ? intOf(realtime) : 0;
     r.time_ns = us > 0 && us < INT64_MAX / 1000 ? us * 1000 : 0;  // µs; absurd values read as 0
     r.line = batch->copy(message);
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
-    for (const auto& [key, value] : entry.items()) {
-      if (value.is_string() && wanted_.count(key) != 0) {
-        batch->labels.push_back(
-            {batch->copy(key), batch->copy(value.get_ref<const std::string&>())});
+    for (const auto field : simdjson::dom::object(entry)) {
+      std::string_view value;
+      if (wanted_.count(std::string(field.key)) != 0 && field.value.get(value) == SUCCESS) {
+        batch->labels.push_back({batch->copy(field.key), batch->copy(value)});
       }
     }
     r.labels_end = static_cast<uint32_t>(batch->labels.size());
@@ -86,99 +106,106 @@ class JournalJsonParser : public LineParser {
  private:
   StreamRules rules_;
   std::unordered_set<std::string> wanted_;
+  simdjson::dom::parser parser_;
+  std::string buf_;
 };
 
-// obj[key] if obj is an object holding it, else null: a reference, where json::value() copies.
-const json& member(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) {
-    return kNull;
+// An OTLP AnyValue as text, if it is a scalar: *out views the parser's string or *buf.
+bool anyValueString(element v, std::string* buf, std::string_view* out) {
+  element e;
+  bool b = false;
+  if (member(v, "stringValue", &e)) {
+    return e.get(*out) == SUCCESS;
   }
-  const auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-// An OTLP AnyValue as a string, if it is a scalar.
-bool anyValueString(const json& v, std::string* out) {
-  if (!v.is_object()) {
-    return false;
-  }
-  if (const auto it = v.find("stringValue"); it != v.end() && it->is_string()) {
-    *out = it->get<std::string>();
+  if (member(v, "intValue", &e)) {
+    *buf = std::to_string(intOf(e));
+    *out = *buf;
     return true;
   }
-  if (const auto it = v.find("intValue"); it != v.end()) {
-    *out = std::to_string(intOf(*it));
-    return true;
+  if (member(v, "boolValue", &e)) {
+    *out = e.get(b) == SUCCESS && b ? "true" : "false";
+    return e.is_bool();
   }
-  if (const auto it = v.find("boolValue"); it != v.end() && it->is_boolean()) {
-    *out = it->get<bool>() ? "true" : "false";
-    return true;
-  }
-  if (const auto it = v.find("arrayValue"); it != v.end()) {  // journald MESSAGE as bytes
-    out->clear();
-    const json& values = member(*it, "values");
-    if (!values.is_array()) {
+  if (member(v, "arrayValue", &e)) {  // journald MESSAGE as bytes
+    simdjson::dom::array values;
+    if (!member(e, "values", &e) || e.get(values) != SUCCESS) {
       return false;
     }
-    for (const json& e : values) {
-      const json& i = member(e, "intValue");
-      if (i.is_null()) {
+    buf->clear();
+    for (element item : values) {
+      element i;
+      if (!member(item, "intValue", &i)) {
         return false;
       }
-      out->push_back(static_cast<char>(intOf(i)));
+      buf->push_back(static_cast<char>(intOf(i)));
     }
+    *out = *buf;
     return true;
   }
   return false;
 }
 
-void addAttributes(const json& attrs, RecordBatch* batch) {
-  if (!attrs.is_array()) {
+void addAttributes(element attrs, RecordBatch* batch) {
+  simdjson::dom::array a;
+  if (attrs.get(a) != SUCCESS) {
     return;
   }
-  std::string value;
-  for (const json& kv : attrs) {
-    const json& key = member(kv, "key");
-    if (key.is_string() && anyValueString(member(kv, "value"), &value)) {
-      batch->labels.push_back({batch->copy(key.get_ref<const std::string&>()), batch->copy(value)});
+  std::string buf;
+  for (element kv : a) {
+    element key;
+    element value;
+    std::string_view name;
+    std::string_view text;
+    if (member(kv, "key", &key) && key.get(name) == SUCCESS && member(kv, "value", &value) &&
+        anyValueString(value, &buf, &text)) {
+      batch->labels.push_back({batch->copy(name), batch->copy(text)});
     }
   }
 }
 
 // Appends the record; false (batch unchanged) if it has no usable line.
-bool addOtlpRecord(const json& lr, const json& resource_attrs, const StreamRules& rules,
+// resource_attrs: the resource's attributes, null if it has none.
+bool addOtlpRecord(element lr, const element* resource_attrs, const StreamRules& rules,
                    RecordBatch* batch) {
-  const json& body = member(lr, "body");
-  std::string message;
   const size_t labels_begin = batch->labels.size();
-  addAttributes(resource_attrs, batch);
-  addAttributes(member(lr, "attributes"), batch);
-  if (const json& kv = member(body, "kvlistValue"); !kv.is_null()) {
+  element e;
+  if (resource_attrs != nullptr) {
+    addAttributes(*resource_attrs, batch);
+  }
+  if (member(lr, "attributes", &e)) {
+    addAttributes(e, batch);
+  }
+  element body;
+  const bool has_body = member(lr, "body", &body);
+  std::string buf;
+  std::string_view message;
+  bool found = false;
+  if (has_body && member(body, "kvlistValue", &e)) {
     // journald receiver: the body is a map of journal fields; the line is MESSAGE.
     const size_t body_begin = batch->labels.size();
-    addAttributes(member(kv, "values"), batch);
-    bool found = false;
+    if (member(e, "values", &e)) {
+      addAttributes(e, batch);
+    }
     for (size_t i = body_begin; i < batch->labels.size(); ++i) {
       if (batch->labels[i].name == "MESSAGE") {
-        message = batch->labels[i].value;
+        message = batch->labels[i].value;  // already in the batch
         found = true;
       }
     }
-    if (!found) {
-      batch->labels.resize(labels_begin);
-      return false;
-    }
-  } else if (!anyValueString(body, &message)) {
+  } else if (has_body && anyValueString(body, &buf, &message)) {
+    message = batch->copy(message);
+    found = true;
+  }
+  if (!found) {
     batch->labels.resize(labels_begin);
     return false;
   }
   LogRecord& r = batch->records.emplace_back();
-  r.time_ns = intOf(member(lr, "timeUnixNano"));
-  if (r.time_ns == 0) {
-    r.time_ns = intOf(member(lr, "observedTimeUnixNano"));
+  r.time_ns = member(lr, "timeUnixNano", &e) ? intOf(e) : 0;
+  if (r.time_ns == 0 && member(lr, "observedTimeUnixNano", &e)) {
+    r.time_ns = intOf(e);
   }
-  r.line = batch->copy(message);
+  r.line = message;
   r.labels_begin = static_cast<uint32_t>(labels_begin);
   r.labels_end = static_cast<uint32_t>(batch->labels.size());
   classify(rules, *batch, &r);
@@ -204,23 +231,28 @@ class LokiJsonlParser : public LineParser {
   explicit LokiJsonlParser(const ParseOptions& o) : rules_(o.streams) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
-    const json e = json::parse(line, nullptr, false);
-    if (!e.is_object() || !e.contains("line") || !e["line"].is_string()) {
+    element e;
+    element v;
+    std::string_view text;
+    if (parser_.parse(line.data(), line.size()).get(e) != SUCCESS || !member(e, "line", &v) ||
+        v.get(text) != SUCCESS) {
       return false;
     }
     int64_t ns = 0;
-    const json ts = e.value("timestamp", json());
-    if (!ts.is_string() || !parseRfc3339(ts.get_ref<const std::string&>(), &ns)) {
-      ns = intOf(ts);  // a nanosecond epoch, as the push API writes it
+    std::string_view ts;
+    if (member(e, "timestamp", &v) && (v.get(ts) != SUCCESS || !parseRfc3339(ts, &ns))) {
+      ns = intOf(v);  // a nanosecond epoch, as the push API writes it
     }
     LogRecord& r = batch->records.emplace_back();
     r.time_ns = ns;
-    r.line = batch->copy(e["line"].get_ref<const std::string&>());
+    r.line = batch->copy(text);
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
-    const json labels = e.value("labels", json::object());
-    for (const auto& [k, v] : labels.items()) {
-      if (v.is_string()) {
-        batch->labels.push_back({batch->copy(k), batch->copy(v.get_ref<const std::string&>())});
+    simdjson::dom::object labels;
+    if (member(e, "labels", &v) && v.get(labels) == SUCCESS) {
+      for (const auto field : labels) {
+        if (field.value.get(text) == SUCCESS) {
+          batch->labels.push_back({batch->copy(field.key), batch->copy(text)});
+        }
       }
     }
     r.labels_end = static_cast<uint32_t>(batch->labels.size());
@@ -230,38 +262,47 @@ class LokiJsonlParser : public LineParser {
 
  private:
   StreamRules rules_;
+  simdjson::dom::parser parser_;
 };
 
 }  // namespace
 
 bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, RecordBatch* batch,
                     uint64_t* rejected, std::string* error) {
-  const json req = json::parse(doc, nullptr, /*allow_exceptions=*/false);
+  simdjson::dom::parser parser;  // one per call: the HTTP server decodes on several threads
+  element req;
+  if (const auto err = parser.parse(doc.data(), doc.size()).get(req); err != SUCCESS) {
+    *error = std::string("not JSON (") + simdjson::error_message(err) + ")";
+    return false;
+  }
   if (!req.is_object()) {
     *error = "not a JSON object";
     return false;
   }
-  const auto resource_logs = req.find("resourceLogs");
-  if (resource_logs == req.end()) {
+  element e;
+  if (!member(req, "resourceLogs", &e)) {
     return true;  // an empty request is valid (OTLP specification, "OTLP/HTTP Request")
   }
-  if (!resource_logs->is_array()) {
+  simdjson::dom::array resource_logs;
+  if (e.get(resource_logs) != SUCCESS) {
     *error = "resourceLogs is not an array";
     return false;
   }
-  for (const json& rl : *resource_logs) {
-    const json& resource_attrs = member(member(rl, "resource"), "attributes");
-    const json& scope_logs = member(rl, "scopeLogs");
-    if (!scope_logs.is_array()) {
+  for (element rl : resource_logs) {
+    element resource_attrs;
+    const bool has_attrs = member(rl, "resource", &e) && member(e, "attributes", &resource_attrs);
+    simdjson::dom::array scope_logs;
+    if (!member(rl, "scopeLogs", &e) || e.get(scope_logs) != SUCCESS) {
       continue;
     }
-    for (const json& sl : scope_logs) {
-      const json& records = member(sl, "logRecords");
-      if (!records.is_array()) {
+    for (element sl : scope_logs) {
+      simdjson::dom::array records;
+      if (!member(sl, "logRecords", &e) || e.get(records) != SUCCESS) {
         continue;
       }
-      for (const json& lr : records) {
-        if (!lr.is_object() || !addOtlpRecord(lr, resource_attrs, rules, batch)) {
+      for (element lr : records) {
+        if (!lr.is_object() ||
+            !addOtlpRecord(lr, has_attrs ? &resource_attrs : nullptr, rules, batch)) {
           ++*rejected;
         }
       }

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "core/time.h"
 #include "ingest/formats/formats.h"
@@ -15,7 +15,7 @@
 namespace faultline {
 namespace {
 
-using nlohmann::json;
+using simdjson::dom::element;
 
 // Fluent Bit's tail input keeps the line's '\n' in `log`; kcat and rsyslog may send one too.
 std::string_view trimNewline(std::string_view s) {
@@ -30,30 +30,31 @@ std::string_view trimNewline(std::string_view s) {
 
 // A path "a.b.c" matches the flat key "a.b.c" (OTel-style attribute names) or any nesting of it
 // ({"a": {"b.c": ..}}, {"a": {"b": {"c": ..}}}).
-const json* findPath(const json& obj, std::string_view path) {
-  if (!obj.is_object()) {
-    return nullptr;
+bool findPath(element obj, std::string_view path, element* out) {
+  simdjson::dom::object o;
+  if (obj.get(o) != simdjson::SUCCESS) {
+    return false;
   }
-  if (auto it = obj.find(path); it != obj.end()) {
-    return &*it;
+  if (o.at_key(path).get(*out) == simdjson::SUCCESS) {
+    return true;
   }
   for (size_t dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.', dot + 1)) {
-    auto it = obj.find(path.substr(0, dot));
-    if (it != obj.end() && it->is_object()) {
-      if (const json* v = findPath(*it, path.substr(dot + 1))) {
-        return v;
-      }
+    element child;
+    if (o.at_key(path.substr(0, dot)).get(child) == simdjson::SUCCESS && child.is_object() &&
+        findPath(child, path.substr(dot + 1), out)) {
+      return true;
     }
   }
-  return nullptr;
+  return false;
 }
 
-// First path whose value is a non-empty string.
-std::string_view findString(const json& obj, const std::vector<std::string>& paths) {
+// First path whose value is a non-empty string; the view lives until the parser's next parse.
+std::string_view findString(element obj, const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
-    const json* v = findPath(obj, path);
-    if (v != nullptr && v->is_string() && !v->get_ref<const std::string&>().empty()) {
-      return v->get_ref<const std::string&>();
+    element v;
+    std::string_view s;
+    if (findPath(obj, path, &v) && v.get(s) == simdjson::SUCCESS && !s.empty()) {
+      return s;
     }
   }
   return {};
@@ -95,28 +96,32 @@ bool epochFloatToNanos(double v, int64_t* ns) {
   return epochIntToNanos(static_cast<int64_t>(v), ns);
 }
 
-bool parseTime(const json& v, int64_t* ns) {
-  if (v.is_number_integer()) {
-    return epochIntToNanos(v.get<int64_t>(), ns);
+bool parseTime(element v, int64_t* ns) {
+  int64_t i = 0;
+  uint64_t u = 0;
+  double d = 0;
+  std::string_view s;
+  if (v.get(i) == simdjson::SUCCESS) {
+    return epochIntToNanos(i, ns);
   }
-  if (v.is_number_float()) {
-    return epochFloatToNanos(v.get<double>(), ns);
+  if (v.get(u) == simdjson::SUCCESS) {
+    return false;  // beyond int64: past any epoch unit's range
   }
-  if (!v.is_string()) {
+  if (v.get(d) == simdjson::SUCCESS) {
+    return epochFloatToNanos(d, ns);
+  }
+  if (v.get(s) != simdjson::SUCCESS) {
     return false;
   }
-  const auto& s = v.get_ref<const std::string&>();
   size_t consumed = 0;
   if (parseRfc3339(s, ns, &consumed) && consumed == s.size()) {
     return true;
   }
   // journald exports __REALTIME_TIMESTAMP as a string of µs digits.
   const char* end = s.data() + s.size();
-  int64_t i = 0;
   if (auto r = std::from_chars(s.data(), end, i); r.ec == std::errc() && r.ptr == end) {
     return epochIntToNanos(i, ns);
   }
-  double d = 0;
   if (auto r = std::from_chars(s.data(), end, d); r.ec == std::errc() && r.ptr == end) {
     return epochFloatToNanos(d, ns);
   }
@@ -143,7 +148,11 @@ int64_t messageTime(const KafkaMessage& msg, int64_t receive_ns) {
 
 }  // namespace
 
-KafkaDecoder::KafkaDecoder(KafkaTopicConfig config) : config_(std::move(config)) {
+KafkaDecoder::KafkaDecoder(KafkaDecoder&&) noexcept = default;
+KafkaDecoder::~KafkaDecoder() = default;
+
+KafkaDecoder::KafkaDecoder(KafkaTopicConfig config)
+    : config_(std::move(config)), parser_(std::make_unique<simdjson::dom::parser>()) {
   rules_.node_labels.clear();  // the node is taken from fields.node, not from labels
   rules_.pod_labels = config_.fields.pod;
   rules_.kernel_labels.emplace_back("programname", "kernel");  // rsyslog JSON templates
@@ -216,9 +225,9 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
     if (plain) {
       line = inner;  // nothing to unescape: point into the payload
     } else {
-      const json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (parsed.is_string()) {
-        line = batch->copy(trimNewline(parsed.get_ref<const std::string&>()));
+      std::string_view unquoted;
+      if (parser_->parse(line.data(), line.size()).get(unquoted) == simdjson::SUCCESS) {
+        line = batch->copy(trimNewline(unquoted));
       }  // else: a line that merely starts with a quote; keep it verbatim
     }
   }
@@ -239,8 +248,9 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
 
 bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
                               RecordBatch* batch) const {
-  const json doc = json::parse(msg.value, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object()) {
+  element doc;
+  if (parser_->parse(msg.value.data(), msg.value.size()).get(doc) != simdjson::SUCCESS ||
+      !doc.is_object()) {
     return false;
   }
   const std::string_view line = trimNewline(findString(doc, config_.fields.line));
@@ -251,8 +261,8 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
   rec.line = batch->copy(line);
   rec.time_ns = messageTime(msg, receive_ns);
   for (const std::string& path : config_.fields.time) {
-    const json* v = findPath(doc, path);
-    if (v != nullptr && parseTime(*v, &rec.time_ns)) {
+    element v;
+    if (findPath(doc, path, &v) && parseTime(v, &rec.time_ns)) {
       break;
     }
   }
@@ -261,9 +271,10 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
   // Label views must point into the batch, so names are copied as well as values.
   rec.labels_begin = static_cast<uint32_t>(batch->labels.size());
   for (const std::string& name : label_fields_) {
-    const json* v = findPath(doc, name);
-    if (v != nullptr && v->is_string()) {
-      batch->labels.push_back({batch->copy(name), batch->copy(v->get_ref<const std::string&>())});
+    element v;
+    std::string_view value;
+    if (findPath(doc, name, &v) && v.get(value) == simdjson::SUCCESS) {
+      batch->labels.push_back({batch->copy(name), batch->copy(value)});
     }
   }
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());

@@ -25,6 +25,10 @@
 #include "core/record.h"
 #include "ingest/formats/labels.h"
 
+namespace simdjson::dom {
+class parser;
+}  // namespace simdjson::dom
+
 namespace faultline {
 
 enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
@@ -75,6 +79,8 @@ struct KafkaMessage {
 class KafkaDecoder {
  public:
   explicit KafkaDecoder(KafkaTopicConfig config);
+  KafkaDecoder(KafkaDecoder&&) noexcept;
+  ~KafkaDecoder();
 
   // Appends the message's records (none for a malformed one) to `batch`: one for raw and json,
   // one per LogRecord for the otlp encodings. Time: for json the first parseable time field,
@@ -97,6 +103,9 @@ class KafkaDecoder {
   StreamRules rules_;                      // pod labels = fields.pod; kernel labels + programname
   std::vector<std::string> label_fields_;  // json fields copied as labels for classify()
   StreamRules otlp_rules_;                 // otlp: the defaults of ingest/formats/labels.h
+  // json and quoted raw values: simdjson's DOM parser, which keeps its buffers from one message
+  // to the next (hence one decoder per consumer thread).
+  std::unique_ptr<simdjson::dom::parser> parser_;
 };
 
 }  // namespace faultline

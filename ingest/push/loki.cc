@@ -4,7 +4,7 @@
 #include <memory>
 
 #include <google/protobuf/arena.h>
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
 #include <snappy.h>
 
 #include "loki/push.pb.h"
@@ -12,7 +12,8 @@
 namespace faultline {
 namespace {
 
-using nlohmann::json;
+using simdjson::SUCCESS;
+using simdjson::dom::element;
 
 bool isSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -154,6 +155,19 @@ bool streamLabels(std::string_view selector, std::string_view tenant, RecordBatc
   return true;
 }
 
+// An entry's timestamp: a string of nanoseconds, or (accepted too) a JSON integer.
+bool nanosOf(element v, int64_t* ns) {
+  std::string_view s;
+  if (v.get(*ns) == SUCCESS) {
+    return true;
+  }
+  if (v.get(s) != SUCCESS || s.empty()) {
+    return false;
+  }
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *ns);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
 // Appends a record whose labels are [stream_begin, stream_end) plus `metadata`; entries without
 // metadata share the stream's label range.
 LogRecord& addEntry(uint32_t stream_begin, uint32_t stream_end, RecordBatch* batch) {
@@ -161,369 +175,6 @@ LogRecord& addEntry(uint32_t stream_begin, uint32_t stream_end, RecordBatch* bat
   r.labels_begin = stream_begin;
   r.labels_end = stream_end;
   return r;
-}
-
-// A Loki JSON PushRequest read through nlohmann's SAX interface: no parse tree, so nothing is
-// allocated per value; keys and strings go straight into the batch. Unknown keys are skipped.
-// JSON objects are unordered, so an entry's labels are settled when its stream object closes.
-class LokiJsonReader final : public nlohmann::json_sax<json> {
- public:
-  LokiJsonReader(std::string_view tenant, const StreamRules& rules, RecordBatch* batch,
-                 std::string* error)
-      : tenant_(batch->copy(tenant)),
-        rules_(rules),
-        batch_(batch),
-        error_(error),
-        records_before_(batch->records.size()) {}
-
-  // True when the document was a whole PushRequest (sax_parse only knows it was JSON).
-  bool complete() { return saw_streams_ || fail("streams is missing or not an array"); }
-
-  bool null() override { return scalar(); }
-  bool boolean(bool /*value*/) override { return scalar(); }
-  bool number_integer(number_integer_t value) override { return integer(value); }
-  bool number_unsigned(number_unsigned_t value) override {
-    return value <= static_cast<uint64_t>(INT64_MAX) ? integer(static_cast<int64_t>(value))
-                                                     : scalar();
-  }
-  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override {
-    return scalar();
-  }
-  bool binary(binary_t& /*value*/) override { return scalar(); }
-  bool string(string_t& value) override;
-  bool key(string_t& value) override;
-  bool start_object(std::size_t /*elements*/) override;
-  bool end_object() override;
-  bool start_array(std::size_t /*elements*/) override;
-  bool end_array() override;
-  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
-                   const nlohmann::detail::exception& e) override {
-    return fail(std::string("body is not a JSON object (") + e.what() + ")");
-  }
-
- private:
-  // Where the next value goes. kSkip: inside a value nobody reads (depth in skip_).
-  enum class At {
-    kTop,
-    kRoot,
-    kStreamsValue,
-    kStreams,
-    kStream,
-    kLabelsValue,
-    kLabels,
-    kValuesValue,
-    kValues,
-    kEntry,
-    kMeta,
-    kSkip,
-    kDone
-  };
-  struct Entry {  // an entry of the current stream, until its labels are settled
-    uint32_t record;
-    uint32_t meta_begin;  // its structured metadata in batch_->labels
-    uint32_t meta_end;
-  };
-
-  bool fail(const std::string& why) {
-    *error_ = why;
-    return false;
-  }
-  std::string where() const { return "streams[" + std::to_string(stream_index_) + "]"; }
-  std::string entryAt() const {
-    return where() + ".values[" + std::to_string(entries_.size()) + "]";
-  }
-  bool badEntry() const {
-    *error_ = entryAt() + R"( is not ["<ns>", "<line>"(, {metadata})])";
-    return false;
-  }
-  // Starts skipping a value whose first event was a start_object or start_array.
-  bool skipNested(At resume) {
-    resume_ = resume;
-    skip_ = 1;
-    at_ = At::kSkip;
-    return true;
-  }
-  bool scalar();
-  bool integer(int64_t value);
-  // The stream object closed: every entry gets the stream's labels (and its metadata).
-  void settleStream();
-
-  std::string_view tenant_;
-  const StreamRules& rules_;
-  RecordBatch* batch_;
-  std::string* error_;
-  size_t records_before_;  // records the batch held before this body
-  At at_ = At::kTop;
-  At resume_ = At::kTop;  // where a skipped value returns to
-  int skip_ = 0;          // nesting depth of the value being skipped
-  bool saw_streams_ = false;
-  size_t stream_index_ = 0;
-  bool saw_values_ = false;
-  bool saw_labels_ = false;
-  uint32_t labels_begin_ = 0;  // the stream's labels (and tenant) in batch_->labels
-  uint32_t labels_end_ = 0;
-  std::string_view label_key_;
-  std::vector<Entry> entries_;
-  size_t field_ = 0;  // index within the current entry
-  int64_t time_ns_ = 0;
-  std::string_view line_;
-  uint32_t meta_begin_ = 0;
-  uint32_t meta_end_ = 0;
-};
-
-bool LokiJsonReader::scalar() {
-  switch (at_) {
-    case At::kSkip:
-      return true;  // inside a skipped array or object
-    case At::kTop:
-      return fail("body is not a JSON object");
-    case At::kStreamsValue:
-      return fail("streams is missing or not an array");
-    case At::kStreams:
-      return fail(where() + " is not an object");
-    case At::kLabelsValue:
-      return fail(where() + ".stream is not an object");
-    case At::kLabels:
-      return fail(where() + ".stream." + std::string(label_key_) + " is not a string");
-    case At::kValuesValue:
-      return fail(where() + ".values is missing or not an array");
-    case At::kValues:
-      return badEntry();
-    case At::kEntry:
-      if (field_ == 0) {
-        return fail(entryAt() + "[0] is not a string of nanoseconds");
-      }
-      return field_ == 2 ? fail(entryAt() + "[2] (structured metadata) is not an object")
-                         : badEntry();
-    case At::kRoot:
-    case At::kStream:
-      at_ = resume_;  // the value of an unknown key
-      return true;
-    case At::kMeta:  // metadata values other than strings are dropped
-    case At::kDone:
-      return true;
-  }
-  return true;
-}
-
-bool LokiJsonReader::integer(int64_t value) {
-  if (at_ == At::kEntry && field_ == 0) {
-    time_ns_ = value;
-    ++field_;
-    return true;
-  }
-  return scalar();
-}
-
-bool LokiJsonReader::string(string_t& value) {
-  switch (at_) {
-    case At::kLabels:
-    case At::kMeta:
-      batch_->labels.push_back({label_key_, batch_->copy(value)});
-      return true;
-    case At::kEntry:
-      if (field_ == 0) {
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), time_ns_);
-        if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
-          return fail(entryAt() + "[0] is not a string of nanoseconds");
-        }
-      } else if (field_ == 1) {
-        line_ = batch_->copy(value);
-      } else {
-        return scalar();
-      }
-      ++field_;
-      return true;
-    default:
-      return scalar();
-  }
-}
-
-bool LokiJsonReader::key(string_t& value) {
-  switch (at_) {
-    case At::kRoot:
-      // A repeated "streams" key would add its streams again: nlohmann keeps the last one, and
-      // so does this (the first one's records are dropped below).
-      at_ = value == "streams" ? At::kStreamsValue : At::kRoot;
-      resume_ = At::kRoot;
-      return true;
-    case At::kStream:
-      at_ = value == "stream"   ? At::kLabelsValue
-            : value == "values" ? At::kValuesValue
-                                : At::kStream;
-      resume_ = At::kStream;
-      return true;
-    case At::kLabels:
-    case At::kMeta:
-      label_key_ = batch_->copy(value);
-      return true;
-    default:
-      return true;  // keys inside skipped values
-  }
-}
-
-bool LokiJsonReader::start_object(std::size_t /*elements*/) {
-  switch (at_) {
-    case At::kSkip:
-      ++skip_;
-      return true;
-    case At::kTop:
-      at_ = At::kRoot;
-      return true;
-    case At::kStreams:
-      at_ = At::kStream;
-      saw_values_ = saw_labels_ = false;
-      entries_.clear();
-      return true;
-    case At::kLabelsValue:
-      if (saw_labels_) {
-        return fail(where() + ".stream is given twice");
-      }
-      saw_labels_ = true;
-      labels_begin_ = static_cast<uint32_t>(batch_->labels.size());
-      at_ = At::kLabels;
-      return true;
-    case At::kEntry:
-      if (field_ != 2) {
-        return field_ == 0 ? fail(entryAt() + "[0] is not a string of nanoseconds") : badEntry();
-      }
-      meta_begin_ = static_cast<uint32_t>(batch_->labels.size());
-      at_ = At::kMeta;
-      return true;
-    case At::kRoot:
-    case At::kStream:
-      return skipNested(at_);  // the value of an unknown key
-    case At::kMeta:
-      return skipNested(At::kMeta);  // nested metadata is dropped
-    default:
-      return scalar();  // an object where something else belongs: scalar() names it
-  }
-}
-
-bool LokiJsonReader::end_object() {
-  switch (at_) {
-    case At::kSkip:
-      if (--skip_ == 0) {
-        at_ = resume_;
-      }
-      return true;
-    case At::kLabels:
-      if (!tenant_.empty()) {
-        batch_->labels.push_back({"tenant", tenant_});
-      }
-      labels_end_ = static_cast<uint32_t>(batch_->labels.size());
-      at_ = At::kStream;
-      return true;
-    case At::kMeta:
-      meta_end_ = static_cast<uint32_t>(batch_->labels.size());
-      ++field_;
-      at_ = At::kEntry;
-      return true;
-    case At::kStream:
-      if (!saw_values_) {
-        return fail(where() + ".values is missing or not an array");
-      }
-      settleStream();
-      ++stream_index_;
-      at_ = At::kStreams;
-      return true;
-    case At::kRoot:
-      at_ = At::kDone;
-      return true;
-    default:
-      return true;
-  }
-}
-
-bool LokiJsonReader::start_array(std::size_t /*elements*/) {
-  switch (at_) {
-    case At::kSkip:
-      ++skip_;
-      return true;
-    case At::kStreamsValue:
-      // Records of an earlier "streams" key are dropped: the last key wins, as in a parse tree.
-      batch_->records.resize(records_before_);
-      stream_index_ = 0;
-      saw_streams_ = true;
-      at_ = At::kStreams;
-      return true;
-    case At::kValuesValue:
-      if (saw_values_) {
-        return fail(where() + ".values is given twice");
-      }
-      saw_values_ = true;
-      at_ = At::kValues;
-      return true;
-    case At::kValues:
-      field_ = 0;
-      time_ns_ = 0;
-      line_ = {};
-      meta_begin_ = meta_end_ = 0;
-      at_ = At::kEntry;
-      return true;
-    case At::kRoot:
-    case At::kStream:
-    case At::kMeta:
-      return skipNested(at_);
-    default:
-      return scalar();
-  }
-}
-
-bool LokiJsonReader::end_array() {
-  switch (at_) {
-    case At::kSkip:
-      if (--skip_ == 0) {
-        at_ = resume_;
-      }
-      return true;
-    case At::kEntry: {
-      if (field_ < 2) {
-        return badEntry();
-      }
-      LogRecord& r = batch_->records.emplace_back();
-      r.time_ns = time_ns_;
-      r.line = line_;
-      entries_.push_back(
-          {static_cast<uint32_t>(batch_->records.size() - 1), meta_begin_, meta_end_});
-      at_ = At::kValues;
-      return true;
-    }
-    case At::kValues:
-      at_ = At::kStream;
-      return true;
-    case At::kStreams:
-      at_ = At::kRoot;
-      return true;
-    default:
-      return true;
-  }
-}
-
-void LokiJsonReader::settleStream() {
-  if (!saw_labels_) {
-    labels_begin_ = static_cast<uint32_t>(batch_->labels.size());
-    if (!tenant_.empty()) {
-      batch_->labels.push_back({"tenant", tenant_});
-    }
-    labels_end_ = static_cast<uint32_t>(batch_->labels.size());
-  }
-  for (const Entry& e : entries_) {
-    LogRecord& r = batch_->records[e.record];
-    r.labels_begin = labels_begin_;
-    r.labels_end = labels_end_;
-    if (e.meta_begin != e.meta_end) {  // its own range: the stream's labels, then its metadata
-      r.labels_begin = static_cast<uint32_t>(batch_->labels.size());
-      for (uint32_t k = labels_begin_; k < labels_end_; ++k) {
-        batch_->labels.push_back(batch_->labels[k]);
-      }
-      for (uint32_t k = e.meta_begin; k < e.meta_end; ++k) {
-        batch_->labels.push_back(batch_->labels[k]);
-      }
-      r.labels_end = static_cast<uint32_t>(batch_->labels.size());
-    }
-    classify(rules_, *batch_, &r);
-  }
 }
 
 }  // namespace
@@ -655,9 +306,134 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
 
 bool decodeLokiJson(std::string_view text, std::string_view tenant, const StreamRules& rules,
                     RecordBatch* batch, std::string* error) {
-  LokiJsonReader reader(tenant, rules, batch, error);
-  // false on a syntax error (parse_error) or on a schema error (a handler returned false).
-  return json::sax_parse(text.begin(), text.end(), &reader) && reader.complete();
+  auto fail = [&](const std::string& why) {
+    *error = why;
+    return false;
+  };
+  simdjson::dom::parser parser;  // one per call: the HTTP server decodes on several threads
+  element doc;
+  if (const auto err = parser.parse(text.data(), text.size()).get(doc); err != SUCCESS) {
+    return fail(std::string("body is not a JSON object (") + simdjson::error_message(err) + ")");
+  }
+  simdjson::dom::object root;
+  if (doc.get(root) != SUCCESS) {
+    return fail("body is not a JSON object");
+  }
+  simdjson::dom::array streams;
+  bool has_streams = false;
+  for (const auto field : root) {
+    if (field.key == "streams") {  // a repeated key: the last wins, as in a parse tree
+      has_streams = field.value.get(streams) == SUCCESS;
+    }
+  }
+  if (!has_streams) {
+    return fail("streams is missing or not an array");
+  }
+  const std::string_view tenant_view = batch->copy(tenant);
+  size_t si = 0;
+  for (element stream : streams) {
+    const auto where = [&] { return "streams[" + std::to_string(si) + "]"; };
+    simdjson::dom::object so;
+    if (stream.get(so) != SUCCESS) {
+      return fail(where() + " is not an object");
+    }
+    int labels_seen = 0;
+    int values_seen = 0;
+    simdjson::dom::object labels;
+    simdjson::dom::array values;
+    for (const auto field : so) {
+      if (field.key == "stream") {
+        if (labels_seen++ > 0) {
+          return fail(where() + ".stream is given twice");
+        }
+        if (field.value.get(labels) != SUCCESS) {
+          return fail(where() + ".stream is not an object");
+        }
+      } else if (field.key == "values") {
+        if (values_seen++ > 0) {
+          return fail(where() + ".values is given twice");
+        }
+        if (field.value.get(values) != SUCCESS) {
+          return fail(where() + ".values is missing or not an array");
+        }
+      }
+    }
+    if (values_seen == 0) {
+      return fail(where() + ".values is missing or not an array");
+    }
+    const auto begin = static_cast<uint32_t>(batch->labels.size());
+    if (labels_seen > 0) {
+      for (const auto label : labels) {
+        std::string_view value;
+        if (label.value.get(value) != SUCCESS) {
+          return fail(where() + ".stream." + std::string(label.key) + " is not a string");
+        }
+        batch->labels.push_back({batch->copy(label.key), batch->copy(value)});
+      }
+    }
+    if (!tenant.empty()) {
+      batch->labels.push_back({"tenant", tenant_view});
+    }
+    const auto end = static_cast<uint32_t>(batch->labels.size());
+    size_t ei = 0;
+    for (element value : values) {
+      const auto entry_at = [&] { return where() + ".values[" + std::to_string(ei) + "]"; };
+      const auto bad_entry = [&] {
+        return fail(entry_at() + R"( is not ["<ns>", "<line>"(, {metadata})])");
+      };
+      simdjson::dom::array entry;
+      if (value.get(entry) != SUCCESS) {
+        return bad_entry();
+      }
+      int64_t ns = 0;
+      std::string_view line;
+      simdjson::dom::object meta;
+      bool has_meta = false;
+      size_t fi = 0;
+      for (element f : entry) {
+        if (fi == 0) {
+          if (!nanosOf(f, &ns)) {
+            return fail(entry_at() + "[0] is not a string of nanoseconds");
+          }
+        } else if (fi == 1) {
+          if (f.get(line) != SUCCESS) {
+            return bad_entry();
+          }
+        } else if (fi == 2) {
+          if (f.get(meta) != SUCCESS) {
+            return fail(entry_at() + "[2] (structured metadata) is not an object");
+          }
+          has_meta = true;
+        } else {
+          return bad_entry();
+        }
+        ++fi;
+      }
+      if (fi < 2) {
+        return bad_entry();
+      }
+      LogRecord& r = addEntry(begin, end, batch);
+      r.time_ns = ns;
+      r.line = batch->copy(line);
+      if (has_meta) {  // its own range: the stream's labels, then its metadata (strings only)
+        r.labels_begin = static_cast<uint32_t>(batch->labels.size());
+        for (uint32_t k = begin; k < end; ++k) {
+          batch->labels.push_back(batch->labels[k]);
+        }
+        for (const auto kv : meta) {
+          std::string_view v;
+          if (kv.value.get(v) == SUCCESS) {
+            batch->labels.push_back({batch->copy(kv.key), batch->copy(v)});
+          }
+        }
+        r.labels_end = static_cast<uint32_t>(batch->labels.size());
+      }
+      classify(rules, *batch, &r);
+      ++ei;
+    }
+    ++si;
+  }
+  return true;
 }
 
 }  // namespace faultline

@@ -35,8 +35,9 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
                      bool* too_large);
 
 // {"streams":[{"stream":{"k":"v"},"values":[["<ns>","<line>",{"meta":"v"}]]}]}; the time is a
-// string of nanoseconds (a JSON integer is accepted too). Read as a stream of SAX events, without a
-// parse tree; unknown keys are skipped, metadata values other than strings dropped. Errors name
+// string of nanoseconds (a JSON integer is accepted too). Parsed with simdjson's DOM parser (its
+// tape, not a tree of allocated nodes); unknown keys are skipped, metadata values other than
+// strings dropped, and of a repeated "streams" key the last is read. Errors name
 // the place: "streams[0].values[3][0] is not a string of nanoseconds"; invalid JSON gives
 // "body is not a JSON object (<the parser's message>)".
 bool decodeLokiJson(std::string_view json, std::string_view tenant, const StreamRules& rules,

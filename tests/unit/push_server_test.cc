@@ -90,9 +90,12 @@ TEST(PushServer, BadInputGetsAReasonAndTheServerKeepsServing) {
   auto bad = f.lokiJson("{\"streams\":[{");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
-  EXPECT_EQ(bad->body.rfind("body is not a JSON object ([json.exception.parse_error.101]", 0), 0u)
+  // The parser's own reason (simdjson's message for an unclosed object).
+  EXPECT_EQ(bad->body.rfind("body is not a JSON object (The JSON document has an improper "
+                            "structure",
+                            0),
+            0u)
       << bad->body;
-  EXPECT_NE(bad->body.find("unexpected end of input"), std::string::npos) << bad->body;
   auto snappy = f.client->Post("/loki/api/v1/push", "garbage", "application/x-protobuf");
   ASSERT_TRUE(snappy);
   EXPECT_EQ(snappy->status, 400);
