@@ -4,91 +4,19 @@
 #include <memory>
 #include <vector>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/wire_format_lite.h>
 #include <nlohmann/json.hpp>
 
+#include "ingest/formats/protobuf_wire.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 
 namespace faultline {
 namespace {
 
 namespace collector = opentelemetry::proto::collector::logs::v1;
-using google::protobuf::internal::WireFormatLite;
 
-// Walks the fields of one protobuf message held in `bytes` with the library's CodedInputStream.
-// Length-delimited fields come out as views into `bytes`; sub-messages are read by another
-// reader over that view, so nothing is copied or allocated.
-class WireReader {
- public:
-  explicit WireReader(std::string_view bytes)
-      : bytes_(bytes),
-        in_(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size())) {}
-
-  // Reads the next field: false at the end of the message, or on malformed wire (then ok() is
-  // false). A group is skipped whole.
-  bool next() {
-    if (static_cast<size_t>(in_.CurrentPosition()) == bytes_.size()) {
-      return false;
-    }
-    const uint32_t tag = in_.ReadTag();
-    number_ = WireFormatLite::GetTagFieldNumber(tag);
-    type_ = WireFormatLite::GetTagWireType(tag);
-    bool read = number_ != 0;
-    switch (type_) {
-      case WireFormatLite::WIRETYPE_VARINT:
-        read = read && in_.ReadVarint64(&number_value_);
-        break;
-      case WireFormatLite::WIRETYPE_FIXED64:
-        read = read && in_.ReadLittleEndian64(&number_value_);
-        break;
-      case WireFormatLite::WIRETYPE_FIXED32: {
-        uint32_t v = 0;
-        read = read && in_.ReadLittleEndian32(&v);
-        number_value_ = v;
-        break;
-      }
-      case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
-        uint32_t size = 0;
-        read = read && in_.ReadVarint32(&size);
-        const auto at = static_cast<size_t>(in_.CurrentPosition());
-        read = read && size <= bytes_.size() - at;
-        if (read) {
-          bytes_value_ = bytes_.substr(at, size);
-          in_.Skip(static_cast<int>(size));
-        }
-        break;
-      }
-      case WireFormatLite::WIRETYPE_START_GROUP:
-        read = read && WireFormatLite::SkipField(&in_, tag);
-        break;
-      default:
-        read = false;
-    }
-    ok_ = read;
-    return read;
-  }
-  bool ok() const { return ok_; }
-
-  // The field just read: its number, and whether it has the wire type `type`.
-  uint32_t number() const { return number_; }
-  bool is(WireFormatLite::WireType type) const { return type_ == type; }
-  uint64_t numberValue() const { return number_value_; }  // varint, fixed64 or fixed32
-  std::string_view bytesValue() const { return bytes_value_; }
-
- private:
-  std::string_view bytes_;
-  google::protobuf::io::CodedInputStream in_;
-  uint32_t number_ = 0;
-  WireFormatLite::WireType type_ = WireFormatLite::WIRETYPE_VARINT;
-  uint64_t number_value_ = 0;
-  std::string_view bytes_value_;
-  bool ok_ = true;
-};
-
-constexpr auto kVarint = WireFormatLite::WIRETYPE_VARINT;
-constexpr auto kFixed64 = WireFormatLite::WIRETYPE_FIXED64;
-constexpr auto kBytes = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+constexpr auto kVarint = WireReader::kVarint;
+constexpr auto kFixed64 = WireReader::kFixed64;
+constexpr auto kBytes = WireReader::kBytes;
 
 // One AnyValue, its case as in the generated class.
 struct AnyValue {

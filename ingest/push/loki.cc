@@ -3,11 +3,10 @@
 #include <charconv>
 #include <memory>
 
-#include <google/protobuf/arena.h>
 #include <simdjson.h>
 #include <snappy.h>
 
-#include "loki/push.pb.h"
+#include "ingest/formats/protobuf_wire.h"
 
 namespace faultline {
 namespace {
@@ -254,54 +253,112 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
              " bytes, over the limit of " + std::to_string(max_bytes);
     return false;
   }
-  std::string proto;
-  if (!snappy::Uncompress(snappy.data(), snappy.size(), &proto)) {
+  auto proto = std::make_shared<std::string>();
+  if (!snappy::Uncompress(snappy.data(), snappy.size(), proto.get())) {
     *error = "snappy body is corrupt";
     return false;
   }
-  auto arena = std::make_shared<google::protobuf::Arena>();
-  auto* req = google::protobuf::Arena::CreateMessage<logproto::PushRequest>(arena.get());
-  if (!req->ParseFromString(proto)) {
+  batch->hold(proto, proto->size());  // records and labels point into the message
+  const std::string_view tenant_view = batch->copy(tenant);
+  auto malformed = [&] {
     *error = "not a Loki PushRequest (protobuf does not parse)";
     return false;
-  }
-  proto = std::string();                   // the message holds its own copies
-  batch->hold(arena, arena->SpaceUsed());  // records and labels point into the message
-  std::string_view tenant_view = batch->copy(tenant);
-  for (const logproto::StreamAdapter& stream : req->streams()) {
+  };
+  std::vector<std::string_view> entries;
+  std::vector<Label> metadata;
+  WireReader req(*proto);
+  while (req.next()) {
+    if (req.number() != 1 || !req.is(WireReader::kBytes)) {  // PushRequest.streams
+      continue;
+    }
+    // StreamAdapter: labels 1, entries 2. The labels may follow the entries on the wire.
+    std::string_view selector;
+    entries.clear();
+    WireReader stream(req.bytesValue());
+    while (stream.next()) {
+      if (stream.is(WireReader::kBytes) && stream.number() == 1) {
+        selector = stream.bytesValue();
+      } else if (stream.is(WireReader::kBytes) && stream.number() == 2) {
+        entries.push_back(stream.bytesValue());
+      }
+    }
+    if (!stream.ok()) {
+      return malformed();
+    }
     const auto begin = static_cast<uint32_t>(batch->labels.size());
-    if (!streamLabels(stream.labels(), tenant_view, batch, error)) {
+    if (!streamLabels(selector, tenant_view, batch, error)) {
       return false;
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
-    for (const logproto::EntryAdapter& entry : stream.entries()) {
+    for (std::string_view bytes : entries) {
+      // EntryAdapter: timestamp 1 (google.protobuf.Timestamp: seconds 1, nanos 2), line 2,
+      // structuredMetadata 3 (LabelPairAdapter: name 1, value 2).
+      int64_t seconds = 0;
+      int32_t nanos = 0;
+      std::string_view line;
+      metadata.clear();
+      WireReader entry(bytes);
+      while (entry.next()) {
+        if (!entry.is(WireReader::kBytes) || entry.number() == 0 || entry.number() > 3) {
+          continue;
+        }
+        if (entry.number() == 2) {
+          line = entry.bytesValue();
+          continue;
+        }
+        WireReader sub(entry.bytesValue());
+        Label kv;
+        while (sub.next()) {
+          if (entry.number() == 1 && sub.is(WireReader::kVarint)) {
+            // int64 and int32 travel as two's-complement varints.
+            if (sub.number() == 1) {
+              seconds = static_cast<int64_t>(sub.numberValue());
+            } else if (sub.number() == 2) {
+              nanos = static_cast<int32_t>(sub.numberValue());
+            }
+          } else if (entry.number() == 3 && sub.is(WireReader::kBytes)) {
+            if (sub.number() == 1) {
+              kv.name = sub.bytesValue();
+            } else if (sub.number() == 2) {
+              kv.value = sub.bytesValue();
+            }
+          }
+        }
+        if (!sub.ok()) {
+          return malformed();
+        }
+        if (entry.number() == 3) {
+          metadata.push_back(kv);
+        }
+      }
+      if (!entry.ok()) {
+        return malformed();
+      }
       uint32_t b = begin;
       uint32_t e = end;
-      if (entry.structuredmetadata_size() > 0) {
+      if (!metadata.empty()) {
         b = static_cast<uint32_t>(batch->labels.size());
         for (uint32_t k = begin; k < end; ++k) {
           batch->labels.push_back(batch->labels[k]);
         }
-        for (const logproto::LabelPairAdapter& kv : entry.structuredmetadata()) {
-          batch->labels.push_back({kv.name(), kv.value()});
-        }
+        batch->labels.insert(batch->labels.end(), metadata.begin(), metadata.end());
         e = static_cast<uint32_t>(batch->labels.size());
       }
       // A Timestamp reaches year 9999; int64 nanoseconds end in 2262.
       int64_t ns = 0;
-      if (__builtin_mul_overflow(entry.timestamp().seconds(), int64_t{1'000'000'000}, &ns) ||
-          __builtin_add_overflow(ns, int64_t{entry.timestamp().nanos()}, &ns)) {
-        *error = "entry timestamp out of range (" + std::to_string(entry.timestamp().seconds()) +
+      if (__builtin_mul_overflow(seconds, int64_t{1'000'000'000}, &ns) ||
+          __builtin_add_overflow(ns, int64_t{nanos}, &ns)) {
+        *error = "entry timestamp out of range (" + std::to_string(seconds) +
                  " s): nanoseconds since the epoch must fit in 64 bits";
         return false;
       }
       LogRecord& r = addEntry(b, e, batch);
       r.time_ns = ns;
-      r.line = entry.line();
+      r.line = line;
       classify(rules, *batch, &r);
     }
   }
-  return true;
+  return req.ok() || malformed();
 }
 
 bool decodeLokiJson(std::string_view text, std::string_view tenant, const StreamRules& rules,
