@@ -378,11 +378,10 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         km.node_header = {static_cast<const char*>(value), size};
       }
     }
-    if (it->encoding == KafkaEncoding::kRaw) {  // records point into the message: batch holds it
-      km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
-        rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
-      });
-    }
+    // Raw and otlp_proto records point into the message: the decoder makes the batch hold it.
+    km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
+      rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
+    });
     if (!decoders_[index].decode(km, now, &batch)) {
       counters_[index].malformed.fetch_add(1, std::memory_order_relaxed);
     }

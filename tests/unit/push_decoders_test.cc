@@ -410,6 +410,15 @@ TEST(KafkaOtlpDecoder, ProtoAndJsonWithKeyFallbackAndTopicStream) {
   ASSERT_TRUE(proto.decode(msg, 0, &batch));
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(batch.records[0].node, "node-3");
+  // The records point into the message: the batch holds its owner (the source's rdkafka
+  // message) until cleared.
+  auto owner = std::make_shared<std::string>(value);
+  msg.value = *owner;
+  msg.owner = owner;
+  ASSERT_TRUE(proto.decode(msg, 0, &batch));
+  msg.owner.reset();
+  EXPECT_EQ(owner.use_count(), 2);
+  EXPECT_EQ(batch.records[1].line.data(), owner->data() + value.find("mce: "));
   KafkaMessage bad;
   bad.value = "\x0a\x05";
   EXPECT_FALSE(proto.decode(bad, 0, &batch));
