@@ -1,4 +1,4 @@
-// The bounded hand-off between ingest sources (any thread) and the one pipeline thread.
+// The bounded hand-off between ingest sources (any thread) and the pipeline's match workers.
 //
 // Capacity is in bytes, as RecordBatch::memoryBytes() accounts a batch (its arena, the buffers it
 // holds such as decoded protobuf messages and Kafka messages, its record and label arrays), so
@@ -30,7 +30,8 @@ class BatchQueue {
   struct Item {
     RecordBatch batch;
     size_t bytes = 0;            // what the producer accounted; released by done()
-    std::function<void()> done;  // called on the pipeline thread once processed; may be empty
+    std::function<void()> done;  // called by the match worker once processed; may be empty
+    uint64_t seq = 0;            // set by pop(): 0, 1, 2, ... in the order items leave the queue
   };
 
   explicit BatchQueue(size_t max_bytes) : max_bytes_(max_bytes) {}
@@ -68,7 +69,7 @@ class BatchQueue {
     return true;
   }
 
-  // Pipeline thread: the next item; waits while empty. nullopt once closed and drained.
+  // A match worker: the next item, numbered; waits while empty. nullopt once closed and drained.
   std::optional<Item> pop() {
     std::unique_lock lock(mu_);
     ready_.wait(lock, [&] { return closed_ || !items_.empty(); });
@@ -77,10 +78,11 @@ class BatchQueue {
     }
     Item item = std::move(items_.front());
     items_.pop_front();
+    item.seq = popped_++;
     return item;
   }
 
-  // Pipeline thread, after processing: runs the item's callback and releases its bytes.
+  // After processing: runs the item's callback and releases its bytes.
   void done(Item& item) {
     if (item.done) {
       item.done();
@@ -125,7 +127,30 @@ class BatchQueue {
   std::deque<Item> items_;
   size_t bytes_ = 0;
   int waiting_ = 0;
+  uint64_t popped_ = 0;
   bool closed_ = false;
+};
+
+// Runs callbacks one at a time in the order of their sequence numbers (0, 1, 2, ...), whichever
+// threads give them: the match workers correlate batches in the order pop() numbered them.
+class InOrder {
+ public:
+  // Waits until the callbacks of every smaller `seq` have run, then runs `f`; returns after it.
+  // Each seq must be given once.
+  template <class F>
+  void run(uint64_t seq, F&& f) {
+    std::unique_lock lock(mu_);
+    turn_.wait(lock, [&] { return next_ == seq; });
+    f();
+    ++next_;
+    lock.unlock();
+    turn_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable turn_;
+  uint64_t next_ = 0;
 };
 
 }  // namespace faultline

@@ -295,7 +295,7 @@ int serve(const std::string& config_path) {
       }
     });
   }
-  Pipeline pipeline(bank, cfg.taint, sinks);
+  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads);
   ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes};
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the
@@ -315,8 +315,13 @@ int serve(const std::string& config_path) {
   }
   runServe(sources, pipeline, metrics, ready, stop.get_token());
   g_stop = nullptr;
-  spdlog::info("stopped: {} lines, {} hits, {} decisions", pipeline.matcherStats().lines,
-               pipeline.matcherStats().hits, pipeline.decisions());
+  uint64_t lines = 0;
+  uint64_t hits = 0;
+  for (size_t w = 0; w < pipeline.matchers(); ++w) {
+    lines += pipeline.matcherStats(w).lines;
+    hits += pipeline.matcherStats(w).hits;
+  }
+  spdlog::info("stopped: {} lines, {} hits, {} decisions", lines, hits, pipeline.decisions());
   return 0;
 }
 

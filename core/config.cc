@@ -58,6 +58,12 @@ ServiceConfig loadServiceConfig(const std::string& path) {
         throw std::runtime_error("queue_bytes: expected a positive integer");
       }
     }
+    if (const YAML::Node t = root["match_threads"]) {
+      if (!t.IsScalar() || !YAML::convert<size_t>::decode(t, cfg.match_threads) ||
+          cfg.match_threads == 0 || cfg.match_threads > 256) {
+        throw std::runtime_error("match_threads: expected an integer from 1 to 256");
+      }
+    }
     return cfg;
   } catch (const YAML::Exception& e) {
     throw std::runtime_error(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

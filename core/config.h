@@ -10,6 +10,7 @@
 //   kafka: {brokers: ..., group_id: ..., topics: [...]}   # see ingest/kafka/kafka_source.h
 //   http: {listen: "0.0.0.0:3100", ...}   # Loki and OTLP push endpoints, ingest/push/push_source.h
 //   queue_bytes: 268435456           # optional: bound of the ingest → pipeline queue (bytes)
+//   match_threads: 1                 # optional: match workers (core/serve_loop.h)
 // At least one source (kafka, http) is required by `serve`.
 #pragma once
 
@@ -35,6 +36,7 @@ struct ServiceConfig {
   std::optional<KafkaConfig> kafka;
   std::optional<PushConfig> http;
   size_t queue_bytes = 256 << 20;  // core/batch_queue.h
+  size_t match_threads = 1;        // Pipeline matchers, core/serve_loop.h
 };
 
 // Reads and validates the file. Throws std::runtime_error("FILE: cause") on any problem.

@@ -42,8 +42,9 @@ struct Decision {
 // "taint" | "untaint" | "suppressed"
 std::string_view actionName(Decision::Action action);
 
-// A stage that receives decisions. write() is called from the pipeline thread; a sink that talks
-// to the network must queue and return quickly. flush() blocks until every decision written so
+// A stage that receives decisions. write() is called by one thread at a time (the match worker
+// whose batch is being correlated: core/serve_loop.h); a sink that talks to the network must
+// queue and return quickly. flush() blocks until every decision written so
 // far has been handled (written out, applied, or given up with a logged reason).
 class DecisionSink {
  public:

@@ -6,8 +6,13 @@
 namespace faultline {
 
 Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
-                   std::vector<DecisionSink*> sinks)
-    : matcher_(bank), correlator_(bank, std::move(taint)), sinks_(std::move(sinks)) {}
+                   std::vector<DecisionSink*> sinks, size_t matchers)
+    : correlator_(bank, std::move(taint)), sinks_(std::move(sinks)) {
+  matchers_.reserve(std::max<size_t>(matchers, 1));
+  for (size_t i = 0; i < std::max<size_t>(matchers, 1); ++i) {
+    matchers_.emplace_back(bank);
+  }
+}
 
 void Pipeline::noteMembers(const RecordBatch& batch) {
   // Records of one stream share their labels: the job is looked up once per run of a stream's
@@ -47,11 +52,19 @@ void Pipeline::noteMembers(const RecordBatch& batch) {
 }
 
 void Pipeline::process(const RecordBatch& batch) {
+  match(0, batch, &hits_);
+  correlate(batch, hits_);
+  hits_.clear();
+}
+
+void Pipeline::match(size_t worker, const RecordBatch& batch, std::vector<Hit>* hits) {
+  hits->clear();
+  matchers_[worker].match(batch, hits);
+}
+
+void Pipeline::correlate(const RecordBatch& batch, const std::vector<Hit>& hits) {
   noteMembers(batch);
-  hits_.clear();
-  matcher_.match(batch, &hits_);
-  correlate(hits_);
-  hits_.clear();
+  correlateHits(hits);
   int64_t newest = INT64_MIN;
   for (const LogRecord& rec : batch.records) {
     newest = std::max(newest, rec.time_ns);
@@ -67,7 +80,7 @@ void Pipeline::collect(const RecordBatch& batch) {
   }
   noteMembers(batch);
   const size_t first = hits_.size();
-  matcher_.match(batch, &hits_);
+  matchers_[0].match(batch, &hits_);
   keep(first);
 }
 
@@ -121,7 +134,7 @@ void Pipeline::finishReplay() {
     }
     return a.seq < b.seq;
   });
-  correlate(hits_);
+  correlateHits(hits_);
   hits_.clear();
   kept_.clear();
   out_.clear();
@@ -131,7 +144,7 @@ void Pipeline::finishReplay() {
   flush();
 }
 
-void Pipeline::correlate(const std::vector<Hit>& hits) {
+void Pipeline::correlateHits(const std::vector<Hit>& hits) {
   for (const Hit& hit : hits) {
     out_.clear();
     correlator_.observe(hit, &out_);

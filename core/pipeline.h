@@ -26,11 +26,19 @@ inline constexpr std::string_view kJobLabels[] = {"k8s.job.name",
 
 class Pipeline {
  public:
-  Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks);
+  // `matchers`: how many threads may call match() at once, each with its own Matcher.
+  Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks,
+           size_t matchers = 1);
 
-  // Live: matches the batch and correlates its hits in arrival order (each node's stream is in
-  // event-time order on the wire). Decisions reach the sinks before this returns.
+  // Live, one thread: match(0, batch) and correlate(batch).
   void process(const RecordBatch& batch);
+  // Live, several threads: worker `worker` (< matchers()) matches the batch with its own Matcher,
+  // without a lock, replacing *hits with the batch's hits. Distinct workers may run at once.
+  void match(size_t worker, const RecordBatch& batch, std::vector<Hit>* hits);
+  // Live, one batch at a time, in arrival order (each node's stream is in event-time order on the
+  // wire): correlates the batch's hits (from match()). Decisions reach the sinks before this
+  // returns.
+  void correlate(const RecordBatch& batch, const std::vector<Hit>& hits);
 
   // Replay: matches the batch and keeps its hits; nothing is decided until finishReplay().
   // Memory stays bounded under a flood: identical hits (node, signature, line without its
@@ -48,8 +56,10 @@ class Pipeline {
   // Flushes every sink.
   void flush();
 
-  const MatcherStats& matcherStats() const { return matcher_.stats(); }
-  const Bank& bank() const { return matcher_.bank(); }
+  size_t matchers() const { return matchers_.size(); }
+  // A worker's matcher; read it on that worker's thread, or once no worker runs.
+  const MatcherStats& matcherStats(size_t worker = 0) const { return matchers_[worker].stats(); }
+  const Bank& bank() const { return matchers_[0].bank(); }
   uint64_t decisions() const { return decisions_; }
   const Correlator& correlator() const { return correlator_; }
 
@@ -58,10 +68,10 @@ class Pipeline {
   void keep(size_t first);
   // Tells the correlator which jobs the batch's pod records belong to (kJobLabels).
   void noteMembers(const RecordBatch& batch);
-  void correlate(const std::vector<Hit>& hits);
+  void correlateHits(const std::vector<Hit>& hits);
   void emit(const std::vector<Decision>& decisions);
 
-  Matcher matcher_;
+  std::vector<Matcher> matchers_;  // replay uses the first
   Correlator correlator_;
   std::vector<DecisionSink*> sinks_;
   std::vector<Hit> hits_;

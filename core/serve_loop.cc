@@ -39,35 +39,57 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
     m.set("faultline_queue_capacity_bytes", "", static_cast<double>(queue.maxBytes()));
   });
 
+  // Match workers: each takes whole batches off the queue and matches them with its own Matcher,
+  // without a lock; the batches are then correlated one at a time, in the order they left the
+  // queue, so that every node's hits reach the correlator in arrival order whichever worker
+  // matched them. The correlator sees only hits (about 1 line in 100,000): its turn is short.
+  std::vector<std::string> signature_labels;  // the bank does not change while serving
+  for (const Signature& sig : pipeline.bank().signatures) {
+    signature_labels.push_back(Metrics::label("signature", sig.id));
+  }
+  InOrder in_order;
+  uint64_t lines = 0;  // published totals, changed in turn only
+  std::vector<uint64_t> signature_hits(signature_labels.size());
   std::atomic<bool> pipeline_running{true};
-  std::thread pipeline_thread([&] {
-    std::vector<std::string> signature_labels;  // the bank does not change while serving
-    for (const Signature& sig : pipeline.bank().signatures) {
-      signature_labels.push_back(Metrics::label("signature", sig.id));
-    }
-    std::vector<uint64_t> published(signature_labels.size());
+  auto work = [&](size_t worker) {
+    std::vector<Hit> hits;
+    MatcherStats published;  // this worker's matcher stats as last added to the totals
+    published.signature_hits.assign(signature_labels.size(), 0);
     while (std::optional<BatchQueue::Item> item = queue.pop()) {
-      pipeline.process(item->batch);
-      queue.done(*item);
-      // Matcher statistics belong to this thread: publish copies, only the counts that moved.
-      const MatcherStats& s = pipeline.matcherStats();
-      metrics.set("faultline_lines_total", "", static_cast<double>(s.lines));
-      for (size_t i = 0; i < published.size(); ++i) {
-        if (s.signature_hits[i] != published[i]) {
-          published[i] = s.signature_hits[i];
-          metrics.set("faultline_hits_total", signature_labels[i],
-                      static_cast<double>(published[i]));
+      pipeline.match(worker, item->batch, &hits);
+      const MatcherStats& s = pipeline.matcherStats(worker);
+      in_order.run(item->seq, [&] {
+        pipeline.correlate(item->batch, hits);
+        queue.done(*item);
+        lines += s.lines - published.lines;
+        published.lines = s.lines;
+        metrics.set("faultline_lines_total", "", static_cast<double>(lines));
+        for (size_t i = 0; i < signature_hits.size(); ++i) {  // only the counts that moved
+          if (s.signature_hits[i] != published.signature_hits[i]) {
+            signature_hits[i] += s.signature_hits[i] - published.signature_hits[i];
+            published.signature_hits[i] = s.signature_hits[i];
+            metrics.set("faultline_hits_total", signature_labels[i],
+                        static_cast<double>(signature_hits[i]));
+          }
         }
-      }
+      });
     }
-    pipeline.flush();
-    pipeline_running = false;
-  });
-  // Closes the queue and joins the pipeline thread on every way out, exceptions included.
+  };
+  std::vector<std::thread> workers;
+  for (size_t w = 0; w < pipeline.matchers(); ++w) {
+    workers.emplace_back(work, w);
+  }
+  // Closes the queue, joins the workers and flushes the sinks on every way out, exceptions
+  // included.
   auto drain = [&] {
     queue.close();
-    if (pipeline_thread.joinable()) {
-      pipeline_thread.join();
+    for (std::thread& t : workers) {
+      if (t.joinable()) {
+        t.join();
+      }
+    }
+    if (pipeline_running.exchange(false)) {
+      pipeline.flush();
     }
   };
 

@@ -1,5 +1,7 @@
 // The live service's plumbing: every configured source (Kafka consumer, HTTP push server) feeds
-// ONE pipeline thread through a bounded BatchQueue (core/batch_queue.h).
+// the pipeline's match workers (Pipeline::matchers(), `match_threads`) through a bounded
+// BatchQueue (core/batch_queue.h). Each worker matches whole batches with its own Matcher; the
+// batches' hits are then correlated one batch at a time in queue order.
 //
 //   Kafka   the source's thread pushes each batch (waiting for room) and waits until the
 //           pipeline has processed it before the source stores the batch's offsets; while it
