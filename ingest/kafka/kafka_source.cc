@@ -397,14 +397,16 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     // With a batch open, take only what librdkafka has already fetched: a batch closes when
     // nothing more is queued (a light load is not held for batch_timeout_ms), at
-    // batch_max_messages, or at its deadline under a steady trickle.
+    // batch_max_messages messages or as many records (an OTLP message holds a whole export
+    // batch), or at its deadline under a steady trickle.
     MessagePtr msg(rd_kafka_consumer_poll(rk.get(), pending > 0 ? 0 : kIdlePollMs));
     const int64_t now = nowNanos();
     const bool drained = !msg;
     if (msg) {
       consume(std::move(msg), now);
     }
-    if (pending > 0 && (drained || pending >= config_.batch_max_messages || now >= deadline_ns)) {
+    if (pending > 0 && (drained || pending >= config_.batch_max_messages ||
+                        batch.records.size() >= config_.batch_max_messages || now >= deadline_ns)) {
       flush();
     }
   }

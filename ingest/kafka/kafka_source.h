@@ -29,7 +29,7 @@ struct KafkaConfig {
   // Extra librdkafka properties (CONFIGURATION.md), e.g. security.protocol, session.timeout.ms.
   // They override the defaults below, except enable.auto.offset.store, which must stay false.
   std::map<std::string, std::string> properties;
-  size_t batch_max_messages = 10000;
+  size_t batch_max_messages = 10000;  // a batch closes at this many messages or records
   int batch_timeout_ms = 100;  // a batch is handed on at most this long after its first message
 
   // Shape (unknown keys are errors):
@@ -70,7 +70,8 @@ class KafkaSource : public Source {
   KafkaSource& operator=(KafkaSource&&) = delete;
   ~KafkaSource() override;
 
-  // Subscribes, then polls until `stop`: each batch of up to batch_max_messages messages (or what
+  // Subscribes, then polls until `stop`: each batch of up to batch_max_messages messages or records
+  // (or what
   // librdkafka had fetched when it ran out, or what arrived within batch_timeout_ms of its first
   // message) is decoded, passed to `handle`, and its
   // offsets stored; auto commit sends them. On stop the partial batch is handled too, stored
