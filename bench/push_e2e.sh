@@ -6,7 +6,8 @@
 #                                    the corpus is sent in turn until then), NODES (16), FORMATS
 #                                    ("loki_proto loki_json otlp_proto otlp_json"), CPU (core for
 #                                    faultline, 0), LOAD_CPU (core for the client, 1),
-#                                    CONNECTIONS (2), QUEUE_BYTES (268435456), WORK (temp dir)
+#                                    CONNECTIONS (2), QUEUE_BYTES (268435456), MATCH_THREADS (1:
+#                                    serve's match workers), WORK (temp dir)
 #
 # The corpus is bench/make_corpus.py's (seeded, real-format kernel lines of NODES nodes, one fault
 # per 100,000 lines), the messages without their dmesg / syslog envelope. For each format a fresh
@@ -41,6 +42,7 @@ nodes=${NODES:-16}
 formats=${FORMATS:-loki_proto loki_json otlp_proto otlp_json}
 cpu=${CPU:-0}
 load_cpu=${LOAD_CPU:-1}
+match_threads=${MATCH_THREADS:-1}
 connections=${CONNECTIONS:-2}
 queue_bytes=${QUEUE_BYTES:-268435456}
 work=${WORK:-$(mktemp -d)}
@@ -69,6 +71,7 @@ for format in $formats; do
 decisions: $work/decisions-$format.jsonl
 http: {listen: "127.0.0.1:0"}
 queue_bytes: $queue_bytes
+match_threads: $match_threads
 YAML
   : >"$work/serve-$format.log"
   taskset -c "$cpu" "$fl" serve --config "$work/config-$format.yaml" 2>"$work/serve-$format.log" &
@@ -105,7 +108,7 @@ YAML
 done
 
 echo
-echo "faultline serve, HTTP push, pinned to CPU $cpu; push_load on CPU $load_cpu with $connections"
+echo "faultline serve ($match_threads match threads), HTTP push, pinned to CPU $cpu; push_load on CPU $load_cpu with $connections"
 echo "keep-alive connections ($(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 echo "Corpus: $(wc -l <"$work/lines.tsv") lines of $nodes nodes, $faults faults injected, sent in turn"

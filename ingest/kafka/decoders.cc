@@ -149,6 +149,7 @@ int64_t messageTime(const KafkaMessage& msg, int64_t receive_ns) {
 }  // namespace
 
 KafkaDecoder::KafkaDecoder(KafkaDecoder&&) noexcept = default;
+KafkaDecoder& KafkaDecoder::operator=(KafkaDecoder&&) noexcept = default;
 KafkaDecoder::~KafkaDecoder() = default;
 
 KafkaDecoder::KafkaDecoder(KafkaTopicConfig config)

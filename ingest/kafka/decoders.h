@@ -79,7 +79,10 @@ struct KafkaMessage {
 class KafkaDecoder {
  public:
   explicit KafkaDecoder(KafkaTopicConfig config);
+  KafkaDecoder(const KafkaDecoder&) = delete;
+  KafkaDecoder& operator=(const KafkaDecoder&) = delete;
   KafkaDecoder(KafkaDecoder&&) noexcept;
+  KafkaDecoder& operator=(KafkaDecoder&&) noexcept;
   ~KafkaDecoder();
 
   // Appends the message's records (none for a malformed one) to `batch`: one for raw and json,
