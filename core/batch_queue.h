@@ -1,7 +1,7 @@
 // The bounded hand-off between ingest sources (any thread) and the pipeline's match workers.
 //
 // Capacity is in bytes, as RecordBatch::memoryBytes() accounts a batch (its arena, the buffers it
-// holds such as decoded protobuf messages and Kafka messages, its record and label arrays), so
+// holds such as protobuf bodies and Kafka messages, its record and label arrays), so
 // memory held by queued and in-process batches stays below
 // `max_bytes` whatever the input rate. A batch's bytes are released only after the pipeline has
 // processed it (done()), not when it is taken off the queue. When the queue is full, tryPush()

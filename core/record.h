@@ -50,7 +50,7 @@ class RecordBatch {
 
   // Copies `bytes` into the batch's arena; the returned view lives as long as the batch.
   std::string_view copy(std::string_view bytes);
-  // Keeps a buffer (a decompressed chunk, a Kafka message, a decoded protobuf message) alive for
+  // Keeps a buffer (a decompressed chunk, a Kafka message, a protobuf body) alive for
   // the batch's lifetime so that records may point into it without a copy. `bytes`: the memory it
   // holds, for memoryBytes(); a buffer held twice is counted once per call.
   void hold(std::shared_ptr<const void> buffer, size_t bytes) {
