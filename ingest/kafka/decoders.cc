@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 #include <simdjson.h>
@@ -26,38 +28,6 @@ std::string_view trimNewline(std::string_view s) {
     }
   }
   return s;
-}
-
-// A path "a.b.c" matches the flat key "a.b.c" (OTel-style attribute names) or any nesting of it
-// ({"a": {"b.c": ..}}, {"a": {"b": {"c": ..}}}).
-bool findPath(element obj, std::string_view path, element* out) {
-  simdjson::dom::object o;
-  if (obj.get(o) != simdjson::SUCCESS) {
-    return false;
-  }
-  if (o.at_key(path).get(*out) == simdjson::SUCCESS) {
-    return true;
-  }
-  for (size_t dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.', dot + 1)) {
-    element child;
-    if (o.at_key(path.substr(0, dot)).get(child) == simdjson::SUCCESS && child.is_object() &&
-        findPath(child, path.substr(dot + 1), out)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// First path whose value is a non-empty string; the view lives until the parser's next parse.
-std::string_view findString(element obj, const std::vector<std::string>& paths) {
-  for (const std::string& path : paths) {
-    element v;
-    std::string_view s;
-    if (findPath(obj, path, &v) && v.get(s) == simdjson::SUCCESS && !s.empty()) {
-      return s;
-    }
-  }
-  return {};
 }
 
 // Epoch integers by magnitude: below 1e11 seconds (until year 5138), below 1e14 ms, below 1e17
@@ -148,12 +118,107 @@ int64_t messageTime(const KafkaMessage& msg, int64_t receive_ns) {
 
 }  // namespace
 
+// The json encoding's field paths, found in one walk over each message. A path "a.b.c" matches
+// the flat key "a.b.c" (OTel-style attribute names) and any nesting of it ({"a": {"b.c": ..}},
+// {"a": {"b": {"c": ..}}}): the walk joins nested keys with '.' and descends only into objects
+// that some path continues below. Where a message holds a path twice, the first in document
+// order is taken.
+class KafkaDecoder::JsonFields {
+ public:
+  JsonFields(const KafkaJsonFields& fields, const std::vector<std::string>& label_fields) {
+    line = slots(fields.line);
+    node = slots(fields.node);
+    time = slots(fields.time);
+    labels = slots(label_fields);
+  }
+
+  simdjson::dom::parser parser;  // keeps its buffers from one message to the next
+  // Slots of each list's paths, in the list's order.
+  std::vector<uint32_t> line, node, time, labels;
+
+  // Finds every path in `doc`; then at(slot) is the value at that slot's path, or nullptr.
+  void walk(element doc) {
+    std::fill(has_.begin(), has_.end(), false);
+    path_.clear();
+    walkObject(doc);
+  }
+  const element* at(uint32_t slot) const { return has_[slot] ? &found_[slot] : nullptr; }
+
+  // The first of `slots` whose value is a non-empty string; valid until the next parse.
+  std::string_view firstString(const std::vector<uint32_t>& slots) const {
+    for (uint32_t slot : slots) {
+      std::string_view s;
+      if (const element* v = at(slot);
+          v != nullptr && v->get(s) == simdjson::SUCCESS && !s.empty()) {
+        return s;
+      }
+    }
+    return {};
+  }
+
+ private:
+  struct Hash {  // lets find() take the string_view of the path being walked
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct Path {
+    int slot = -1;        // index into found_, or -1: only a prefix of configured paths
+    bool prefix = false;  // some configured path continues below it
+  };
+
+  std::vector<uint32_t> slots(const std::vector<std::string>& paths) {
+    std::vector<uint32_t> out;
+    for (const std::string& p : paths) {
+      Path& entry = paths_[p];
+      if (entry.slot < 0) {
+        entry.slot = static_cast<int>(found_.size());
+        found_.emplace_back();
+        has_.push_back(false);
+      }
+      out.push_back(static_cast<uint32_t>(entry.slot));
+      for (size_t dot = p.find('.'); dot != std::string::npos; dot = p.find('.', dot + 1)) {
+        paths_[p.substr(0, dot)].prefix = true;
+      }
+    }
+    return out;
+  }
+
+  void walkObject(element value) {
+    simdjson::dom::object o;
+    if (value.get(o) != simdjson::SUCCESS) {
+      return;
+    }
+    for (const auto field : o) {
+      const size_t length = path_.size();
+      if (length > 0) {
+        path_ += '.';
+      }
+      path_ += field.key;
+      if (const auto it = paths_.find(std::string_view(path_)); it != paths_.end()) {
+        const int slot = it->second.slot;
+        if (slot >= 0 && !has_[static_cast<size_t>(slot)]) {
+          found_[static_cast<size_t>(slot)] = field.value;
+          has_[static_cast<size_t>(slot)] = true;
+        }
+        if (it->second.prefix) {
+          walkObject(field.value);
+        }
+      }
+      path_.resize(length);
+    }
+  }
+
+  std::unordered_map<std::string, Path, Hash, std::equal_to<>> paths_;
+  std::vector<element> found_;
+  std::vector<bool> has_;
+  std::string path_;  // the walk's current path
+};
+
 KafkaDecoder::KafkaDecoder(KafkaDecoder&&) noexcept = default;
 KafkaDecoder& KafkaDecoder::operator=(KafkaDecoder&&) noexcept = default;
 KafkaDecoder::~KafkaDecoder() = default;
 
-KafkaDecoder::KafkaDecoder(KafkaTopicConfig config)
-    : config_(std::move(config)), parser_(std::make_unique<simdjson::dom::parser>()) {
+KafkaDecoder::KafkaDecoder(KafkaTopicConfig config) : config_(std::move(config)) {
   rules_.node_labels.clear();  // the node is taken from fields.node, not from labels
   rules_.pod_labels = config_.fields.pod;
   rules_.kernel_labels.emplace_back("programname", "kernel");  // rsyslog JSON templates
@@ -163,6 +228,7 @@ KafkaDecoder::KafkaDecoder(KafkaTopicConfig config)
       label_fields_.push_back(name);
     }
   }
+  json_ = std::make_unique<JsonFields>(config_.fields, label_fields_);
 }
 
 bool KafkaDecoder::decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const {
@@ -227,7 +293,7 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
       line = inner;  // nothing to unescape: point into the payload
     } else {
       std::string_view unquoted;
-      if (parser_->parse(line.data(), line.size()).get(unquoted) == simdjson::SUCCESS) {
+      if (json_->parser.parse(line.data(), line.size()).get(unquoted) == simdjson::SUCCESS) {
         line = batch->copy(trimNewline(unquoted));
       }  // else: a line that merely starts with a quote; keep it verbatim
     }
@@ -250,32 +316,32 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
 bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
                               RecordBatch* batch) const {
   element doc;
-  if (parser_->parse(msg.value.data(), msg.value.size()).get(doc) != simdjson::SUCCESS ||
+  if (json_->parser.parse(msg.value.data(), msg.value.size()).get(doc) != simdjson::SUCCESS ||
       !doc.is_object()) {
     return false;
   }
-  const std::string_view line = trimNewline(findString(doc, config_.fields.line));
+  json_->walk(doc);
+  const std::string_view line = trimNewline(json_->firstString(json_->line));
   if (line.empty()) {
     return false;
   }
   LogRecord rec;
   rec.line = batch->copy(line);
   rec.time_ns = messageTime(msg, receive_ns);
-  for (const std::string& path : config_.fields.time) {
-    element v;
-    if (findPath(doc, path, &v) && parseTime(v, &rec.time_ns)) {
+  for (uint32_t slot : json_->time) {
+    if (const element* v = json_->at(slot); v != nullptr && parseTime(*v, &rec.time_ns)) {
       break;
     }
   }
-  std::string_view node = findString(doc, config_.fields.node);
+  std::string_view node = json_->firstString(json_->node);
   rec.node = batch->copy(node.empty() ? headerOrKeyNode(msg) : node);
   // Label views must point into the batch, so names are copied as well as values.
   rec.labels_begin = static_cast<uint32_t>(batch->labels.size());
-  for (const std::string& name : label_fields_) {
-    element v;
+  for (size_t i = 0; i < label_fields_.size(); ++i) {
     std::string_view value;
-    if (findPath(doc, name, &v) && v.get(value) == simdjson::SUCCESS) {
-      batch->labels.push_back({batch->copy(name), batch->copy(value)});
+    if (const element* v = json_->at(json_->labels[i]);
+        v != nullptr && v->get(value) == simdjson::SUCCESS) {
+      batch->labels.push_back({batch->copy(label_fields_[i]), batch->copy(value)});
     }
   }
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());

@@ -25,10 +25,6 @@
 #include "core/record.h"
 #include "ingest/formats/labels.h"
 
-namespace simdjson::dom {
-class parser;
-}  // namespace simdjson::dom
-
 namespace faultline {
 
 enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
@@ -106,9 +102,9 @@ class KafkaDecoder {
   StreamRules rules_;                      // pod labels = fields.pod; kernel labels + programname
   std::vector<std::string> label_fields_;  // json fields copied as labels for classify()
   StreamRules otlp_rules_;                 // otlp: the defaults of ingest/formats/labels.h
-  // json and quoted raw values: simdjson's DOM parser, which keeps its buffers from one message
-  // to the next (hence one decoder per consumer thread).
-  std::unique_ptr<simdjson::dom::parser> parser_;
+  // json (and quoted raw values): simdjson's parser and the field paths, found in one walk.
+  class JsonFields;
+  std::unique_ptr<JsonFields> json_;
 };
 
 }  // namespace faultline

@@ -207,6 +207,29 @@ TEST(KafkaJsonDecoder, FlatDottedKeysAndEpochMagnitudes) {
   }
 }
 
+// A dotted path matches every way of splitting it into nested keys; the list's order decides
+// between paths, document order between two spellings of one path.
+TEST(KafkaJsonDecoder, DottedPathsMatchAnyNestingAndListOrderWins) {
+  KafkaTopicConfig config = topic(KafkaEncoding::kJson);
+  config.fields.line = {"a.b.c", "msg"};
+  config.fields.node = {"k8s.node.name", "host"};
+  const KafkaDecoder decoder(config);
+  RecordBatch batch;
+  for (const char* doc : {R"({"msg": "no", "a": {"b": {"c": "yes"}}, "host": "h"})",
+                          R"({"a.b": {"c": "yes"}, "msg": "no", "host": "h"})",
+                          R"({"a": {"b.c": "yes"}, "host": "h"})",
+                          R"({"a.b.c": "yes", "a": {"b": {"c": "later"}}, "host": "h"})"}) {
+    const LogRecord& rec = decodeOne(
+        decoder, message(std::string(doc).insert(1, R"("k8s": {"node": {"name": "gpu-1"}}, )")),
+        &batch);
+    EXPECT_EQ(rec.line, "yes") << doc;
+    EXPECT_EQ(rec.node, "gpu-1") << doc;  // the first node path, though "host" comes too
+  }
+  // {"a": "x"} is no object: nothing below it; the next line path is taken.
+  EXPECT_EQ(decodeOne(decoder, message(R"({"a": "x", "msg": "fallback"})"), &batch).line,
+            "fallback");
+}
+
 TEST(KafkaJsonDecoder, UnparseableTimeFallsBackToMessageTimestamp) {
   const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
   RecordBatch batch;
