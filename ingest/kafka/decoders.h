@@ -30,7 +30,8 @@ namespace faultline {
 enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
 
 // Dotted field paths for the json encoding, each list tried in order; the first present wins.
-// A path "a.b" matches a flat key "a.b" as well as the nested {"a": {"b": ...}}.
+// A path "a.b" matches a flat key "a.b" as well as the nested {"a": {"b": ...}}; of two such
+// spellings in one message, the first in document order.
 struct KafkaJsonFields {
   std::vector<std::string> line = {"message", "log", "msg", "MESSAGE", "body"};
   std::vector<std::string> node = {"kubernetes.pod_node_name",
