@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <memory>
+#include <vector>
 
 #include <simdjson.h>
 #include <snappy.h>
@@ -167,12 +168,22 @@ bool nanosOf(element v, int64_t* ns) {
   return ec == std::errc() && end == s.data() + s.size();
 }
 
-// Appends a record whose labels are [stream_begin, stream_end) plus `metadata`; entries without
-// metadata share the stream's label range.
-LogRecord& addEntry(uint32_t stream_begin, uint32_t stream_end, RecordBatch* batch) {
+// Appends a record whose labels are [stream_begin, stream_end) of batch->labels followed by the
+// entry's structured metadata (views that live as long as the batch); an entry without metadata
+// shares the stream's label range.
+LogRecord& addEntry(uint32_t stream_begin, uint32_t stream_end, const std::vector<Label>& metadata,
+                    RecordBatch* batch) {
   LogRecord& r = batch->records.emplace_back();
   r.labels_begin = stream_begin;
   r.labels_end = stream_end;
+  if (!metadata.empty()) {
+    r.labels_begin = static_cast<uint32_t>(batch->labels.size());
+    for (uint32_t k = stream_begin; k < stream_end; ++k) {
+      batch->labels.push_back(batch->labels[k]);
+    }
+    batch->labels.insert(batch->labels.end(), metadata.begin(), metadata.end());
+    r.labels_end = static_cast<uint32_t>(batch->labels.size());
+  }
   return r;
 }
 
@@ -334,16 +345,6 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       if (!entry.ok()) {
         return malformed();
       }
-      uint32_t b = begin;
-      uint32_t e = end;
-      if (!metadata.empty()) {
-        b = static_cast<uint32_t>(batch->labels.size());
-        for (uint32_t k = begin; k < end; ++k) {
-          batch->labels.push_back(batch->labels[k]);
-        }
-        batch->labels.insert(batch->labels.end(), metadata.begin(), metadata.end());
-        e = static_cast<uint32_t>(batch->labels.size());
-      }
       // A Timestamp reaches year 9999; int64 nanoseconds end in 2262.
       int64_t ns = 0;
       if (__builtin_mul_overflow(seconds, int64_t{1'000'000'000}, &ns) ||
@@ -352,7 +353,7 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
                  " s): nanoseconds since the epoch must fit in 64 bits";
         return false;
       }
-      LogRecord& r = addEntry(b, e, batch);
+      LogRecord& r = addEntry(begin, end, metadata, batch);
       r.time_ns = ns;
       r.line = line;
       classify(rules, *batch, &r);
@@ -387,6 +388,7 @@ bool decodeLokiJson(std::string_view text, std::string_view tenant, const Stream
     return fail("streams is missing or not an array");
   }
   const std::string_view tenant_view = batch->copy(tenant);
+  std::vector<Label> metadata;
   size_t si = 0;
   for (element stream : streams) {
     const auto where = [&] { return "streams[" + std::to_string(si) + "]"; };
@@ -469,22 +471,18 @@ bool decodeLokiJson(std::string_view text, std::string_view tenant, const Stream
       if (fi < 2) {
         return bad_entry();
       }
-      LogRecord& r = addEntry(begin, end, batch);
-      r.time_ns = ns;
-      r.line = batch->copy(line);
-      if (has_meta) {  // its own range: the stream's labels, then its metadata (strings only)
-        r.labels_begin = static_cast<uint32_t>(batch->labels.size());
-        for (uint32_t k = begin; k < end; ++k) {
-          batch->labels.push_back(batch->labels[k]);
-        }
-        for (const auto kv : meta) {
+      metadata.clear();
+      if (has_meta) {
+        for (const auto kv : meta) {  // strings only
           std::string_view v;
           if (kv.value.get(v) == SUCCESS) {
-            batch->labels.push_back({batch->copy(kv.key), batch->copy(v)});
+            metadata.push_back({batch->copy(kv.key), batch->copy(v)});
           }
         }
-        r.labels_end = static_cast<uint32_t>(batch->labels.size());
       }
+      LogRecord& r = addEntry(begin, end, metadata, batch);
+      r.time_ns = ns;
+      r.line = batch->copy(line);
       classify(rules, *batch, &r);
       ++ei;
     }
