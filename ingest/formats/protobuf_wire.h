@@ -89,4 +89,17 @@ class WireReader {
   bool ok_ = true;
 };
 
+// Calls f(bytes) for each length-delimited field `number` of `message` (a repeated sub-message),
+// in wire order. Returns false on malformed wire or as soon as f returns false.
+template <class F>
+bool forEachField(std::string_view message, uint32_t number, F&& f) {
+  WireReader r(message);
+  while (r.next()) {
+    if (r.number() == number && r.is(WireReader::kBytes) && !f(r.bytesValue())) {
+      return false;
+    }
+  }
+  return r.ok();
+}
+
 }  // namespace faultline

@@ -70,21 +70,16 @@ bool scalarOf(const AnyValue& v, RecordBatch* batch, std::string_view* out, bool
       return true;
     case AnyValue::kArrayValue: {  // ArrayValue: values 1
       std::string bytes;
-      WireReader r(v.bytes);
       bool ints = true;
-      while (r.next()) {
+      *bad = !forEachField(v.bytes, 1, [&](std::string_view value) {
         AnyValue e;
-        if (r.number() != 1 || !r.is(kBytes)) {
-          continue;
-        }
-        if (!readAnyValue(r.bytesValue(), &e)) {
-          *bad = true;
+        if (!readAnyValue(value, &e)) {
           return false;
         }
         ints = ints && e.kind == AnyValue::kIntValue;
         bytes.push_back(static_cast<char>(e.number));
-      }
-      *bad = !r.ok();
+        return true;
+      });
       if (!ints || *bad) {
         return false;
       }
@@ -148,13 +143,8 @@ bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const
     // journald receiver: the body is a map of journal fields (KeyValueList: values 1); the line
     // is MESSAGE.
     const size_t body_begin = batch->labels.size();
-    WireReader kvs(body.bytes);
-    while (kvs.next()) {
-      if (kvs.number() == 1 && kvs.is(kBytes) && !addAttribute(kvs.bytesValue(), batch)) {
-        return false;
-      }
-    }
-    if (!kvs.ok()) {
+    if (!forEachField(body.bytes, 1,
+                      [&](std::string_view kv) { return addAttribute(kv, batch); })) {
       return false;
     }
     for (size_t i = body_begin; i < batch->labels.size(); ++i) {
@@ -193,13 +183,8 @@ bool addResourceLogs(std::string_view bytes, const StreamRules& rules, RecordBat
   WireReader r(bytes);
   while (r.next()) {
     if (r.number() == 1 && r.is(kBytes)) {
-      WireReader res(r.bytesValue());
-      while (res.next()) {
-        if (res.number() == 1 && res.is(kBytes) && !addAttribute(res.bytesValue(), batch)) {
-          return false;
-        }
-      }
-      if (!res.ok()) {
+      if (!forEachField(r.bytesValue(), 1,
+                        [&](std::string_view kv) { return addAttribute(kv, batch); })) {
         return false;
       }
     } else if (r.number() == 2 && r.is(kBytes)) {
@@ -214,18 +199,15 @@ bool addResourceLogs(std::string_view bytes, const StreamRules& rules, RecordBat
                                     batch->labels.end());
   batch->labels.resize(labels_begin);
   for (std::string_view scope : scopes) {
-    WireReader s(scope);
-    while (s.next()) {
-      if (s.number() != 2 || !s.is(kBytes)) {
-        continue;
-      }
+    const bool ok = forEachField(scope, 2, [&](std::string_view record) {
       bool added = false;
-      if (!addRecord(s.bytesValue(), resource, rules, batch, &added)) {
+      if (!addRecord(record, resource, rules, batch, &added)) {
         return false;
       }
       *rejected += added ? 0 : 1;
-    }
-    if (!s.ok()) {
+      return true;
+    });
+    if (!ok) {
       return false;
     }
   }
@@ -233,18 +215,17 @@ bool addResourceLogs(std::string_view bytes, const StreamRules& rules, RecordBat
 }
 
 }  // namespace
+
 bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, RecordBatch* batch,
                      uint64_t* rejected, std::string* error) {
   const size_t records_begin = batch->records.size();
   const size_t labels_begin = batch->labels.size();
   uint64_t rejected_here = 0;
-  bool ok = bytes.size() <= INT_MAX;  // CodedInputStream's limit
-  WireReader r(ok ? bytes : std::string_view());
-  while (ok && r.next()) {  // resource_logs 1
-    ok = r.number() != 1 || !r.is(kBytes) ||
-         addResourceLogs(r.bytesValue(), rules, batch, &rejected_here);
-  }
-  if (!ok || !r.ok()) {
+  const bool ok = bytes.size() <= INT_MAX &&  // CodedInputStream's limit
+                  forEachField(bytes, 1, [&](std::string_view resource_logs) {
+                    return addResourceLogs(resource_logs, rules, batch, &rejected_here);
+                  });
+  if (!ok) {
     batch->records.resize(records_begin);
     batch->labels.resize(labels_begin);
     *error = "not an OTLP ExportLogsServiceRequest (protobuf does not parse)";

@@ -168,6 +168,69 @@ bool nanosOf(element v, int64_t* ns) {
   return ec == std::errc() && end == s.data() + s.size();
 }
 
+// google.protobuf.Timestamp: seconds 1, nanos 2, as two's-complement varints.
+bool readTimestamp(std::string_view bytes, int64_t* seconds, int32_t* nanos) {
+  WireReader r(bytes);
+  while (r.next()) {
+    if (r.is(WireReader::kVarint) && r.number() == 1) {
+      *seconds = static_cast<int64_t>(r.numberValue());
+    } else if (r.is(WireReader::kVarint) && r.number() == 2) {
+      *nanos = static_cast<int32_t>(r.numberValue());
+    }
+  }
+  return r.ok();
+}
+
+// LabelPairAdapter: name 1, value 2.
+bool readLabelPair(std::string_view bytes, Label* kv) {
+  WireReader r(bytes);
+  while (r.next()) {
+    if (r.is(WireReader::kBytes) && r.number() == 1) {
+      kv->name = r.bytesValue();
+    } else if (r.is(WireReader::kBytes) && r.number() == 2) {
+      kv->value = r.bytesValue();
+    }
+  }
+  return r.ok();
+}
+
+// EntryAdapter: timestamp 1 (google.protobuf.Timestamp: seconds 1, nanos 2), line 2,
+// structuredMetadata 3 (LabelPairAdapter: name 1, value 2). Sets *ns (ns since the epoch),
+// *line and appends the metadata, all views into `bytes`. False on malformed wire, or, with
+// *refused and a reason in *error, for a time past int64 nanoseconds.
+bool readEntry(std::string_view bytes, int64_t* ns, std::string_view* line,
+               std::vector<Label>* metadata, std::string* error, bool* refused) {
+  int64_t seconds = 0;
+  int32_t nanos = 0;
+  WireReader r(bytes);
+  while (r.next()) {
+    if (!r.is(WireReader::kBytes)) {
+      continue;
+    }
+    if (r.number() == 1 && !readTimestamp(r.bytesValue(), &seconds, &nanos)) {
+      return false;
+    }
+    if (r.number() == 2) {
+      *line = r.bytesValue();
+    }
+    if (r.number() == 3 && !readLabelPair(r.bytesValue(), &metadata->emplace_back())) {
+      return false;
+    }
+  }
+  if (!r.ok()) {
+    return false;
+  }
+  // A Timestamp reaches year 9999; int64 nanoseconds end in 2262.
+  if (__builtin_mul_overflow(seconds, int64_t{1'000'000'000}, ns) ||
+      __builtin_add_overflow(*ns, int64_t{nanos}, ns)) {
+    *error = "entry timestamp out of range (" + std::to_string(seconds) +
+             " s): nanoseconds since the epoch must fit in 64 bits";
+    *refused = true;
+    return false;
+  }
+  return true;
+}
+
 // Appends a record whose labels are [stream_begin, stream_end) of batch->labels followed by the
 // entry's structured metadata (views that live as long as the batch); an entry without metadata
 // shares the stream's label range.
@@ -271,95 +334,48 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
   }
   batch->hold(proto, proto->size());  // records and labels point into the message
   const std::string_view tenant_view = batch->copy(tenant);
-  auto malformed = [&] {
-    *error = "not a Loki PushRequest (protobuf does not parse)";
-    return false;
-  };
   std::vector<std::string_view> entries;
   std::vector<Label> metadata;
-  WireReader req(*proto);
-  while (req.next()) {
-    if (req.number() != 1 || !req.is(WireReader::kBytes)) {  // PushRequest.streams
-      continue;
-    }
+  bool refused = false;  // a reason other than the wire's is in *error
+  const bool ok = forEachField(*proto, 1, [&](std::string_view stream) {  // PushRequest.streams
     // StreamAdapter: labels 1, entries 2. The labels may follow the entries on the wire.
     std::string_view selector;
     entries.clear();
-    WireReader stream(req.bytesValue());
-    while (stream.next()) {
-      if (stream.is(WireReader::kBytes) && stream.number() == 1) {
-        selector = stream.bytesValue();
-      } else if (stream.is(WireReader::kBytes) && stream.number() == 2) {
-        entries.push_back(stream.bytesValue());
+    WireReader r(stream);
+    while (r.next()) {
+      if (r.is(WireReader::kBytes) && r.number() == 1) {
+        selector = r.bytesValue();
+      } else if (r.is(WireReader::kBytes) && r.number() == 2) {
+        entries.push_back(r.bytesValue());
       }
     }
-    if (!stream.ok()) {
-      return malformed();
+    if (!r.ok()) {
+      return false;
     }
     const auto begin = static_cast<uint32_t>(batch->labels.size());
     if (!streamLabels(selector, tenant_view, batch, error)) {
+      refused = true;
       return false;
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
     for (std::string_view bytes : entries) {
-      // EntryAdapter: timestamp 1 (google.protobuf.Timestamp: seconds 1, nanos 2), line 2,
-      // structuredMetadata 3 (LabelPairAdapter: name 1, value 2).
-      int64_t seconds = 0;
-      int32_t nanos = 0;
+      int64_t ns = 0;
       std::string_view line;
       metadata.clear();
-      WireReader entry(bytes);
-      while (entry.next()) {
-        if (!entry.is(WireReader::kBytes) || entry.number() == 0 || entry.number() > 3) {
-          continue;
-        }
-        if (entry.number() == 2) {
-          line = entry.bytesValue();
-          continue;
-        }
-        WireReader sub(entry.bytesValue());
-        Label kv;
-        while (sub.next()) {
-          if (entry.number() == 1 && sub.is(WireReader::kVarint)) {
-            // int64 and int32 travel as two's-complement varints.
-            if (sub.number() == 1) {
-              seconds = static_cast<int64_t>(sub.numberValue());
-            } else if (sub.number() == 2) {
-              nanos = static_cast<int32_t>(sub.numberValue());
-            }
-          } else if (entry.number() == 3 && sub.is(WireReader::kBytes)) {
-            if (sub.number() == 1) {
-              kv.name = sub.bytesValue();
-            } else if (sub.number() == 2) {
-              kv.value = sub.bytesValue();
-            }
-          }
-        }
-        if (!sub.ok()) {
-          return malformed();
-        }
-        if (entry.number() == 3) {
-          metadata.push_back(kv);
-        }
-      }
-      if (!entry.ok()) {
-        return malformed();
-      }
-      // A Timestamp reaches year 9999; int64 nanoseconds end in 2262.
-      int64_t ns = 0;
-      if (__builtin_mul_overflow(seconds, int64_t{1'000'000'000}, &ns) ||
-          __builtin_add_overflow(ns, int64_t{nanos}, &ns)) {
-        *error = "entry timestamp out of range (" + std::to_string(seconds) +
-                 " s): nanoseconds since the epoch must fit in 64 bits";
+      if (!readEntry(bytes, &ns, &line, &metadata, error, &refused)) {
         return false;
       }
-      LogRecord& r = addEntry(begin, end, metadata, batch);
-      r.time_ns = ns;
-      r.line = line;
-      classify(rules, *batch, &r);
+      LogRecord& rec = addEntry(begin, end, metadata, batch);
+      rec.time_ns = ns;
+      rec.line = line;
+      classify(rules, *batch, &rec);
     }
+    return true;
+  });
+  if (!ok && !refused) {
+    *error = "not a Loki PushRequest (protobuf does not parse)";
   }
-  return req.ok() || malformed();
+  return ok;
 }
 
 bool decodeLokiJson(std::string_view text, std::string_view tenant, const StreamRules& rules,

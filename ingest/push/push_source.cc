@@ -354,7 +354,7 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   std::string error;
   bool too_large = false;
 
-  size_t body_bytes = body.size();
+  const size_t body_bytes = body.size();
   BatchQueue::Item item;
   RecordBatch& batch = item.batch;
   uint64_t rejected = 0;
@@ -374,7 +374,6 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
       auto held = std::make_shared<const std::string>(std::move(body));
       ok = decodeOtlpProto(*held, config_.streams, &batch, &rejected, &error);
       batch.hold(held, held->size());  // the records point into the body
-      body_bytes = held->size();
     }
   }
   if (!ok) {
