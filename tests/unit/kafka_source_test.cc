@@ -13,6 +13,8 @@
 #include <librdkafka/rdkafka_mock.h>
 #include <yaml-cpp/yaml.h>
 
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
+
 namespace faultline {
 namespace {
 
@@ -235,6 +237,58 @@ TEST(KafkaSource, CommitsOffsetsSoASecondMemberResumesAfterThem) {
 // A handler that blocks past the pause threshold (the pipeline queue is full): the source pauses
 // its partitions and keeps polling meanwhile; afterwards every message, including those produced
 // during the block, is handled exactly once and in order.
+// An otlp_proto message holds a whole export batch: a batch closes at batch_max_messages
+// records as well as messages, here after each 3-record message rather than after two of them.
+TEST(KafkaSource, BatchClosesAtBatchMaxMessagesRecords) {
+  MockCluster cluster;
+  cluster.createTopic("otlp", 1);
+  std::vector<std::string> values;
+  for (int m = 0; m < 4; ++m) {
+    opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
+    auto* records = req.add_resource_logs()->add_scope_logs();
+    for (int r = 0; r < 3; ++r) {
+      records->add_log_records()->mutable_body()->set_string_value("line " +
+                                                                   std::to_string(m * 3 + r));
+    }
+    values.push_back(req.SerializeAsString());
+  }
+  cluster.produce("otlp", values, "gpu-1");  // before the consumer starts: fetched together
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = "records";
+  config.batch_max_messages = 2;
+  KafkaTopicConfig topic;
+  topic.name = "otlp";
+  topic.encoding = KafkaEncoding::kOtlpProto;
+  config.topics.push_back(topic);
+
+  KafkaSource source(config);
+  std::mutex mu;
+  std::vector<size_t> batches;  // records per batch
+  std::jthread thread([&](std::stop_token stop) {
+    source.run(
+        [&](RecordBatch& batch) {
+          std::lock_guard lock(mu);
+          batches.push_back(batch.records.size());
+        },
+        stop);
+  });
+  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+  size_t total = 0;
+  while (steady_clock::now() < deadline && total < 12) {
+    std::this_thread::sleep_for(milliseconds(20));
+    std::lock_guard lock(mu);
+    total = 0;
+    for (size_t n : batches) {
+      total += n;
+    }
+  }
+  thread.request_stop();
+  thread.join();
+  EXPECT_EQ(total, 12u);
+  EXPECT_EQ(batches, (std::vector<size_t>{3, 3, 3, 3}));
+}
+
 TEST(KafkaSource, BlockedHandlerPausesAndLosesNothing) {
   MockCluster cluster;
   cluster.createTopic("kern", 1);
