@@ -140,18 +140,20 @@ void BM_LokiJson(benchmark::State& state) {
   });
 }
 void BM_OtlpProto(benchmark::State& state) {
+  const LabelFilter keep{StreamRules()};
   run(state, otlpRequest().SerializeAsString(),
-      [](const std::string& b, const StreamRules& r, RecordBatch* batch) {
+      [&](const std::string& b, const StreamRules& r, RecordBatch* batch) {
         std::string error;
         uint64_t rejected = 0;
-        return decodeOtlpProto(b, r, batch, &rejected, &error);
+        return decodeOtlpProto(b, r, keep, batch, &rejected, &error);
       });
 }
 void BM_OtlpJson(benchmark::State& state) {
-  run(state, otlpJsonBody(), [](const std::string& b, const StreamRules& r, RecordBatch* batch) {
+  const LabelFilter keep{StreamRules()};
+  run(state, otlpJsonBody(), [&](const std::string& b, const StreamRules& r, RecordBatch* batch) {
     std::string error;
     uint64_t rejected = 0;
-    return decodeOtlpJson(b, r, batch, &rejected, &error);
+    return decodeOtlpJson(b, r, keep, batch, &rejected, &error);
   });
 }
 

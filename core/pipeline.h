@@ -8,21 +8,13 @@
 
 #include "core/decision.h"
 #include "core/record.h"
+#include "ingest/formats/labels.h"
 #include "matcher/bank.h"
 #include "matcher/correlator.h"
 #include "matcher/flat_map.h"
 #include "matcher/matcher.h"
 
 namespace faultline {
-
-// Labels naming a pod's job, first found wins: the OTel k8sattributes processor, Loki/Promtail
-// relabelling conventions, the Job controller, Kubeflow training operators and JobSet.
-inline constexpr std::string_view kJobLabels[] = {"k8s.job.name",
-                                                  "job_name",
-                                                  "job-name",
-                                                  "batch.kubernetes.io/job-name",
-                                                  "training.kubeflow.org/job-name",
-                                                  "jobset.sigs.k8s.io/jobset-name"};
 
 class Pipeline {
  public:

@@ -57,13 +57,13 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // docs/specification.md, "JSON Protobuf Encoding": camelCase keys, 64-bit integers as strings or
 // numbers). Shared by the otlp-json replay format, POST /v1/logs and the Kafka otlp_json
 // encoding. Appends one record per logRecord: labels are the resource attributes, the record's
-// attributes and a kvlist body's entries (scalars only); the line is a string body or a kvlist
-// body's MESSAGE (journald receiver); time is timeUnixNano, else observedTimeUnixNano, else 0
-// (ns since the epoch); node and stream come from classify(rules). A logRecord without a usable
-// line is skipped and counted in *rejected. Returns false with a one-line reason in *error when
-// `doc` is not a JSON object or resourceLogs is not an array; a document without resourceLogs
-// is an empty request.
-bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, RecordBatch* batch,
-                    uint64_t* rejected, std::string* error);
+// attributes and a kvlist body's entries whose keys `keep` keeps (scalars only); the line is a
+// string body or a kvlist body's MESSAGE (journald receiver); time is timeUnixNano, else
+// observedTimeUnixNano, else 0 (ns since the epoch); node and stream come from classify(rules). A
+// logRecord without a usable line is skipped and counted in *rejected. Returns false with a
+// one-line reason in *error when `doc` is not a JSON object or resourceLogs is not an array; a
+// document without resourceLogs is an empty request.
+bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, const LabelFilter& keep,
+                    RecordBatch* batch, uint64_t* rejected, std::string* error);
 
 }  // namespace faultline

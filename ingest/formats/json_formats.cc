@@ -5,7 +5,6 @@
 // until the parser's next parse, so everything a record keeps is copied into the batch.
 #include <cstdlib>
 #include <string>
-#include <unordered_set>
 
 #include <simdjson.h>
 
@@ -63,20 +62,9 @@ bool bytesOf(element v, std::string* buf, std::string_view* out) {
   return true;
 }
 
-// Label names worth keeping: those StreamRules look at, plus the usual Kubernetes ones.
-std::unordered_set<std::string> wantedLabels(const StreamRules& rules) {
-  std::unordered_set<std::string> names(rules.node_labels.begin(), rules.node_labels.end());
-  names.insert(rules.pod_labels.begin(), rules.pod_labels.end());
-  for (const auto& kv : rules.kernel_labels) {
-    names.insert(kv.first);
-  }
-  return names;
-}
-
 class JournalJsonParser : public LineParser {
  public:
-  explicit JournalJsonParser(const ParseOptions& o)
-      : rules_(o.streams), wanted_(wantedLabels(o.streams)) {}
+  explicit JournalJsonParser(const ParseOptions& o) : rules_(o.streams), keep_(o.streams) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     element entry;
@@ -94,7 +82,7 @@ class JournalJsonParser : public LineParser {
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
     for (const auto field : simdjson::dom::object(entry)) {
       std::string_view value;
-      if (wanted_.count(std::string(field.key)) != 0 && field.value.get(value) == SUCCESS) {
+      if (keep_.keeps(field.key) && field.value.get(value) == SUCCESS) {
         batch->labels.push_back({batch->copy(field.key), batch->copy(value)});
       }
     }
@@ -105,7 +93,7 @@ class JournalJsonParser : public LineParser {
 
  private:
   StreamRules rules_;
-  std::unordered_set<std::string> wanted_;
+  LabelFilter keep_;
   simdjson::dom::parser parser_;
   std::string buf_;
 };
@@ -145,35 +133,51 @@ bool anyValueString(element v, std::string* buf, std::string_view* out) {
   return false;
 }
 
-void addAttributes(element attrs, RecordBatch* batch) {
+// Calls f(key, value) for each KeyValue of an array of them.
+template <typename F>
+void forEachKeyValue(element attrs, F f) {
   simdjson::dom::array a;
   if (attrs.get(a) != SUCCESS) {
     return;
   }
-  std::string buf;
   for (element kv : a) {
     element key;
     element value;
     std::string_view name;
-    std::string_view text;
-    if (member(kv, "key", &key) && key.get(name) == SUCCESS && member(kv, "value", &value) &&
-        anyValueString(value, &buf, &text)) {
-      batch->labels.push_back({batch->copy(name), batch->copy(text)});
+    if (member(kv, "key", &key) && key.get(name) == SUCCESS && member(kv, "value", &value)) {
+      f(name, value);
     }
   }
+}
+
+// name = value (an AnyValue) as a label, if `keep` keeps the name and the value is a scalar.
+void addLabel(std::string_view name, element value, const LabelFilter& keep, std::string* buf,
+              RecordBatch* batch) {
+  std::string_view text;
+  if (keep.keeps(name) && anyValueString(value, buf, &text)) {
+    batch->labels.push_back({batch->copy(name), batch->copy(text)});
+  }
+}
+
+// The attributes (an array of KeyValue) as labels (addLabel).
+void addAttributes(element attrs, const LabelFilter& keep, RecordBatch* batch) {
+  std::string buf;
+  forEachKeyValue(attrs, [&](std::string_view name, element value) {
+    addLabel(name, value, keep, &buf, batch);
+  });
 }
 
 // Appends the record; false (batch unchanged) if it has no usable line.
 // resource_attrs: the resource's attributes, null if it has none.
 bool addOtlpRecord(element lr, const element* resource_attrs, const StreamRules& rules,
-                   RecordBatch* batch) {
+                   const LabelFilter& keep, RecordBatch* batch) {
   const size_t labels_begin = batch->labels.size();
   element e;
   if (resource_attrs != nullptr) {
-    addAttributes(*resource_attrs, batch);
+    addAttributes(*resource_attrs, keep, batch);
   }
   if (member(lr, "attributes", &e)) {
-    addAttributes(e, batch);
+    addAttributes(e, keep, batch);
   }
   element body;
   const bool has_body = member(lr, "body", &body);
@@ -181,16 +185,18 @@ bool addOtlpRecord(element lr, const element* resource_attrs, const StreamRules&
   std::string_view message;
   bool found = false;
   if (has_body && member(body, "kvlistValue", &e)) {
-    // journald receiver: the body is a map of journal fields; the line is MESSAGE.
-    const size_t body_begin = batch->labels.size();
+    // journald receiver: the body is a map of journal fields; the line is MESSAGE, the last one
+    // if several.
     if (member(e, "values", &e)) {
-      addAttributes(e, batch);
-    }
-    for (size_t i = body_begin; i < batch->labels.size(); ++i) {
-      if (batch->labels[i].name == "MESSAGE") {
-        message = batch->labels[i].value;  // already in the batch
-        found = true;
-      }
+      forEachKeyValue(e, [&](std::string_view name, element value) {
+        std::string_view text;
+        if (name != "MESSAGE") {
+          addLabel(name, value, keep, &buf, batch);
+        } else if (anyValueString(value, &buf, &text)) {
+          message = batch->copy(text);
+          found = true;
+        }
+      });
     }
   } else if (has_body && anyValueString(body, &buf, &message)) {
     message = batch->copy(message);
@@ -214,16 +220,17 @@ bool addOtlpRecord(element lr, const element* resource_attrs, const StreamRules&
 
 class OtlpJsonParser : public LineParser {
  public:
-  explicit OtlpJsonParser(const ParseOptions& o) : rules_(o.streams) {}
+  explicit OtlpJsonParser(const ParseOptions& o) : rules_(o.streams), keep_(o.streams) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     uint64_t rejected = 0;
     std::string error;
-    return decodeOtlpJson(line, rules_, batch, &rejected, &error);
+    return decodeOtlpJson(line, rules_, keep_, batch, &rejected, &error);
   }
 
  private:
   StreamRules rules_;
+  LabelFilter keep_;
 };
 
 class LokiJsonlParser : public LineParser {
@@ -267,8 +274,8 @@ class LokiJsonlParser : public LineParser {
 
 }  // namespace
 
-bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, RecordBatch* batch,
-                    uint64_t* rejected, std::string* error) {
+bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, const LabelFilter& keep,
+                    RecordBatch* batch, uint64_t* rejected, std::string* error) {
   simdjson::dom::parser parser;  // one per call: the HTTP server decodes on several threads
   element req;
   if (const auto err = parser.parse(doc.data(), doc.size()).get(req); err != SUCCESS) {
@@ -302,7 +309,7 @@ bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, RecordBatch*
       }
       for (element lr : records) {
         if (!lr.is_object() ||
-            !addOtlpRecord(lr, has_attrs ? &resource_attrs : nullptr, rules, batch)) {
+            !addOtlpRecord(lr, has_attrs ? &resource_attrs : nullptr, rules, keep, batch)) {
           ++*rejected;
         }
       }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,31 @@ struct StreamRules {
       {"SYSLOG_IDENTIFIER", "kernel"},
       {"transport", "kernel"},
       {"syslog_identifier", "kernel"}};
+};
+
+// Labels naming a pod's job, first found wins: the OTel k8sattributes processor, Loki/Promtail
+// relabelling conventions, the Job controller, Kubeflow training operators and JobSet. The
+// pipeline reads them to learn which nodes ran a job's pods.
+inline constexpr std::string_view kJobLabels[] = {"k8s.job.name",
+                                                  "job_name",
+                                                  "job-name",
+                                                  "batch.kubernetes.io/job-name",
+                                                  "training.kubeflow.org/job-name",
+                                                  "jobset.sigs.k8s.io/jobset-name"};
+
+// The label names some stage reads: the rules' node, pod and kernel labels, and kJobLabels.
+// Decoders of formats that carry many fields per record (a journal entry's, OTLP attributes) keep
+// only these: no stage reads the others, and turning them all into labels was most of an OTLP
+// record's decoding (bench/README.md, "Only the labels a stage reads").
+class LabelFilter {
+ public:
+  explicit LabelFilter(const StreamRules& rules);
+
+  // Whether a label named `name` is read: a bucket by length, then memcmp within it.
+  bool keeps(std::string_view name) const;
+
+ private:
+  std::vector<std::vector<std::string>> by_length_;  // [n]: the names of n bytes
 };
 
 // Sets rec->node (if still empty) and rec->stream from the batch labels [rec->labels_begin,

@@ -252,9 +252,10 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
   const size_t first = batch->records.size();
   uint64_t rejected = 0;
   std::string error;
-  const bool ok = config_.encoding == KafkaEncoding::kOtlpProto
-                      ? decodeOtlpProto(msg.value, otlp_rules_, batch, &rejected, &error)
-                      : decodeOtlpJson(msg.value, otlp_rules_, batch, &rejected, &error);
+  const bool ok =
+      config_.encoding == KafkaEncoding::kOtlpProto
+          ? decodeOtlpProto(msg.value, otlp_rules_, otlp_keep_, batch, &rejected, &error)
+          : decodeOtlpJson(msg.value, otlp_rules_, otlp_keep_, batch, &rejected, &error);
   if (!ok) {
     batch->records.resize(first);
     return false;

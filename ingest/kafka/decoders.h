@@ -103,6 +103,7 @@ class KafkaDecoder {
   StreamRules rules_;                      // pod labels = fields.pod; kernel labels + programname
   std::vector<std::string> label_fields_;  // json fields copied as labels for classify()
   StreamRules otlp_rules_;                 // otlp: the defaults of ingest/formats/labels.h
+  LabelFilter otlp_keep_{otlp_rules_};     // otlp: the attributes kept as labels
   // json (and quoted raw values): simdjson's parser and the field paths, found in one walk.
   class JsonFields;
   std::unique_ptr<JsonFields> json_;

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -91,31 +92,62 @@ bool scalarOf(const AnyValue& v, RecordBatch* batch, std::string_view* out, bool
   }
 }
 
-// KeyValue (common.proto): key 1, value 2. Appends it as a label if its value is a scalar.
-bool addAttribute(std::string_view kv, RecordBatch* batch) {
+// KeyValue (common.proto): key 1, value 2 (an AnyValue, left unread).
+bool readKeyValue(std::string_view kv, std::string_view* key, std::string_view* value) {
   WireReader r(kv);
-  std::string_view key;
-  AnyValue value;
   while (r.next()) {
-    if (r.number() == 1 && r.is(kBytes)) {
-      key = r.bytesValue();
-    } else if (r.number() == 2 && r.is(kBytes) && !readAnyValue(r.bytesValue(), &value)) {
-      return false;
+    if ((r.number() == 1 || r.number() == 2) && r.is(kBytes)) {
+      *(r.number() == 1 ? key : value) = r.bytesValue();
     }
   }
-  bool bad = false;
-  std::string_view text;
-  if (r.ok() && scalarOf(value, batch, &text, &bad)) {
-    batch->labels.push_back({key, text});
+  return r.ok();
+}
+
+// A KeyValue's value (an AnyValue) as text: *text is set only if it is a scalar (scalarOf).
+// False on malformed wire.
+bool scalarValue(std::string_view value, RecordBatch* batch,
+                 std::optional<std::string_view>* text) {
+  AnyValue v;
+  if (!readAnyValue(value, &v)) {
+    return false;
   }
-  return r.ok() && !bad;
+  bool bad = false;
+  std::string_view out;
+  if (scalarOf(v, batch, &out, &bad)) {
+    *text = out;
+  }
+  return !bad;
+}
+
+// Appends key = value (an AnyValue) as a label if `keep` keeps the key and the value is a scalar.
+// The value of a key not kept is not read, so not checked either. False on malformed wire.
+bool addLabel(std::string_view key, std::string_view value, const LabelFilter& keep,
+              RecordBatch* batch) {
+  if (!keep.keeps(key)) {
+    return true;
+  }
+  std::optional<std::string_view> text;
+  if (!scalarValue(value, batch, &text)) {
+    return false;
+  }
+  if (text) {
+    batch->labels.push_back({key, *text});
+  }
+  return true;
+}
+
+// A KeyValue as a label (addLabel).
+bool addAttribute(std::string_view kv, const LabelFilter& keep, RecordBatch* batch) {
+  std::string_view key;
+  std::string_view value;
+  return readKeyValue(kv, &key, &value) && addLabel(key, value, keep, batch);
 }
 
 // LogRecord (logs.proto): time_unix_nano 1 (fixed64), body 5, attributes 6,
 // observed_time_unix_nano 11 (fixed64). Appends the record after the resource's labels; false on
 // malformed wire. *added: whether it had a usable line.
 bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const StreamRules& rules,
-               RecordBatch* batch, bool* added) {
+               const LabelFilter& keep, RecordBatch* batch, bool* added) {
   const size_t labels_begin = batch->labels.size();
   batch->labels.insert(batch->labels.end(), resource.begin(), resource.end());
   uint64_t time = 0;
@@ -130,44 +162,47 @@ bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const
       if (!readAnyValue(r.bytesValue(), &body)) {
         return false;
       }
-    } else if (n == 6 && r.is(kBytes) && !addAttribute(r.bytesValue(), batch)) {
+    } else if (n == 6 && r.is(kBytes) && !addAttribute(r.bytesValue(), keep, batch)) {
       return false;
     }
   }
   if (!r.ok()) {
     return false;
   }
-  std::string_view line;
-  bool has_line = false;
+  std::optional<std::string_view> line;
   if (body.kind == AnyValue::kKvlistValue) {
     // journald receiver: the body is a map of journal fields (KeyValueList: values 1); the line
-    // is MESSAGE.
-    const size_t body_begin = batch->labels.size();
-    if (!forEachField(body.bytes, 1,
-                      [&](std::string_view kv) { return addAttribute(kv, batch); })) {
-      return false;
-    }
-    for (size_t i = body_begin; i < batch->labels.size(); ++i) {
-      if (batch->labels[i].name == "MESSAGE") {
-        line = batch->labels[i].value;
-        has_line = true;
+    // is MESSAGE, the last one if several.
+    const bool ok = forEachField(body.bytes, 1, [&](std::string_view kv) {
+      std::string_view key;
+      std::string_view value;
+      if (!readKeyValue(kv, &key, &value)) {
+        return false;
       }
+      return key == "MESSAGE" ? scalarValue(value, batch, &line)
+                              : addLabel(key, value, keep, batch);
+    });
+    if (!ok) {
+      return false;
     }
   } else {
     bool bad = false;
-    has_line = scalarOf(body, batch, &line, &bad);
+    std::string_view text;
+    if (scalarOf(body, batch, &text, &bad)) {
+      line = text;
+    }
     if (bad) {
       return false;
     }
   }
-  *added = has_line;
-  if (!has_line) {
+  *added = line.has_value();
+  if (!line) {
     batch->labels.resize(labels_begin);
     return true;
   }
   LogRecord& rec = batch->records.emplace_back();
   rec.time_ns = static_cast<int64_t>(time != 0 ? time : observed);
-  rec.line = line;
+  rec.line = *line;
   rec.labels_begin = static_cast<uint32_t>(labels_begin);
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());
   classify(rules, *batch, &rec);
@@ -176,15 +211,15 @@ bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const
 
 // ResourceLogs (logs.proto): resource 1 (Resource: attributes 1), scope_logs 2 (ScopeLogs:
 // log_records 2). The resource may follow its scope_logs on the wire, so they are read after it.
-bool addResourceLogs(std::string_view bytes, const StreamRules& rules, RecordBatch* batch,
-                     uint64_t* rejected) {
+bool addResourceLogs(std::string_view bytes, const StreamRules& rules, const LabelFilter& keep,
+                     RecordBatch* batch, uint64_t* rejected) {
   std::vector<std::string_view> scopes;
   const size_t labels_begin = batch->labels.size();
   WireReader r(bytes);
   while (r.next()) {
     if (r.number() == 1 && r.is(kBytes)) {
       if (!forEachField(r.bytesValue(), 1,
-                        [&](std::string_view kv) { return addAttribute(kv, batch); })) {
+                        [&](std::string_view kv) { return addAttribute(kv, keep, batch); })) {
         return false;
       }
     } else if (r.number() == 2 && r.is(kBytes)) {
@@ -201,7 +236,7 @@ bool addResourceLogs(std::string_view bytes, const StreamRules& rules, RecordBat
   for (std::string_view scope : scopes) {
     const bool ok = forEachField(scope, 2, [&](std::string_view record) {
       bool added = false;
-      if (!addRecord(record, resource, rules, batch, &added)) {
+      if (!addRecord(record, resource, rules, keep, batch, &added)) {
         return false;
       }
       *rejected += added ? 0 : 1;
@@ -216,14 +251,14 @@ bool addResourceLogs(std::string_view bytes, const StreamRules& rules, RecordBat
 
 }  // namespace
 
-bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, RecordBatch* batch,
-                     uint64_t* rejected, std::string* error) {
+bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, const LabelFilter& keep,
+                     RecordBatch* batch, uint64_t* rejected, std::string* error) {
   const size_t records_begin = batch->records.size();
   const size_t labels_begin = batch->labels.size();
   uint64_t rejected_here = 0;
   const bool ok = bytes.size() <= INT_MAX &&  // CodedInputStream's limit
                   forEachField(bytes, 1, [&](std::string_view resource_logs) {
-                    return addResourceLogs(resource_logs, rules, batch, &rejected_here);
+                    return addResourceLogs(resource_logs, rules, keep, batch, &rejected_here);
                   });
   if (!ok) {
     batch->records.resize(records_begin);

@@ -15,21 +15,22 @@
 namespace faultline {
 
 // Appends one record per LogRecord of the message to `batch`. Labels: resource attributes, then
-// the record's attributes, then (journald receiver) the body's kvlist entries; scalar values
-// only (string, int, bool, bytes, an array of byte values). Line: a string or bytes body, or the
-// kvlist body's MESSAGE. Time: time_unix_nano, else observed_time_unix_nano, else 0 (ns since
-// the epoch). Node and stream: classify(rules).
+// the record's attributes, then (journald receiver) the body's kvlist entries, each only if `keep`
+// keeps its key (the values of other keys are not read) and its value is a scalar (string, int,
+// bool, bytes, an array of byte values). Line: a string or bytes body, or the kvlist body's
+// MESSAGE. Time: time_unix_nano, else observed_time_unix_nano, else 0 (ns since the epoch). Node
+// and stream: classify(rules).
 // The message is read in place, field by field (google::protobuf::io::CodedInputStream), not
 // parsed into generated classes: lines and labels are views into `bytes`, so the caller makes
 // the batch hold them (RecordBatch::hold) or keeps them alive as long. Only integer and byte-array
 // values are copied (into the batch). Sub-messages the decoder does not use (scope, trace ids,
-// nested kvlists in attributes) are skipped by their length, unchecked; of a singular field that
-// occurs twice the last occurrence is taken, while a parser would merge the two (a writer that
-// follows the spec sends each once).
+// the values of attributes not kept) are skipped by their length, unchecked; of a singular field
+// that occurs twice the last occurrence is taken, while a parser would merge the two (a writer
+// that follows the spec sends each once).
 // A LogRecord without a usable line is skipped and counted in *rejected. Returns false, with no
 // record or label added and a one-line reason in *error, when `bytes` is not a valid message.
-bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, RecordBatch* batch,
-                     uint64_t* rejected, std::string* error);
+bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, const LabelFilter& keep,
+                     RecordBatch* batch, uint64_t* rejected, std::string* error);
 
 // The body of an OTLP/HTTP 200 answer: ExportLogsServiceResponse, with partial_success set only
 // when records were rejected (opentelemetry-proto docs/specification.md, "Partial Success").

@@ -369,10 +369,10 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   } else {
     format = json ? "otlp_json" : "otlp_proto";
     if (json) {
-      ok = decodeOtlpJson(body, config_.streams, &batch, &rejected, &error);
+      ok = decodeOtlpJson(body, config_.streams, keep_, &batch, &rejected, &error);
     } else {
       auto held = std::make_shared<const std::string>(std::move(body));
-      ok = decodeOtlpProto(*held, config_.streams, &batch, &rejected, &error);
+      ok = decodeOtlpProto(*held, config_.streams, keep_, &batch, &rejected, &error);
       batch.hold(held, held->size());  // the records point into the body
     }
   }

@@ -101,6 +101,7 @@ class PushServer {
               const std::string& metric_reason, httplib::Response& res);
 
   PushConfig config_;
+  LabelFilter keep_{config_.streams};  // the OTLP attributes kept as labels
   BatchQueue* queue_;
   Metrics* metrics_;
   std::function<bool()> ready_;

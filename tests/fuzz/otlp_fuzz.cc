@@ -10,12 +10,13 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   const faultline::StreamRules rules;
+  static const faultline::LabelFilter keep{rules};  // the fuzzer's hot loop builds it once
   for (bool json : {false, true}) {
     faultline::RecordBatch batch;
     uint64_t rejected = 0;
     std::string error;
-    const bool ok = json ? faultline::decodeOtlpJson(in, rules, &batch, &rejected, &error)
-                         : faultline::decodeOtlpProto(in, rules, &batch, &rejected, &error);
+    const bool ok = json ? faultline::decodeOtlpJson(in, rules, keep, &batch, &rejected, &error)
+                         : faultline::decodeOtlpProto(in, rules, keep, &batch, &rejected, &error);
     if (!ok) {
       continue;
     }

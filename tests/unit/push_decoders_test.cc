@@ -34,6 +34,12 @@ constexpr char kOtelJsProto[] =
     "Ft"
     "ZRIDCgFwOABZQHW6QFwn6hg=";
 
+// The labels every decoder keeps under the default StreamRules.
+const LabelFilter& defaultKeep() {
+  static const LabelFilter keep{StreamRules()};
+  return keep;
+}
+
 std::string base64(std::string_view in) {
   static const std::string kAlphabet =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -256,12 +262,45 @@ TEST(LokiJson, RefusesMalformedBodiesWithReasons) {
   }
 }
 
+TEST(LabelFilter, KeepsTheLabelsAStageReadsAndNoOthers) {
+  const StreamRules defaults;
+  const LabelFilter& keep = defaultKeep();
+  for (const auto* names : {&defaults.node_labels, &defaults.pod_labels}) {
+    for (const std::string& name : *names) {
+      EXPECT_TRUE(keep.keeps(name)) << name;
+    }
+  }
+  for (const auto& kv : defaults.kernel_labels) {
+    EXPECT_TRUE(keep.keeps(kv.first)) << kv.first;
+  }
+  for (std::string_view name : kJobLabels) {
+    EXPECT_TRUE(keep.keeps(name)) << name;
+  }
+  for (const char* name : {"", "MESSAGE", "PRIORITY", "service.name", "k8s.node.nam",
+                           "k8s.node.namex", "K8S.NODE.NAME", "_hostname"}) {
+    EXPECT_FALSE(keep.keeps(name)) << name;
+  }
+  EXPECT_FALSE(keep.keeps(std::string(200, 'x')));
+
+  StreamRules mine;
+  mine.node_labels = {"rack.slot"};
+  mine.pod_labels = {};
+  mine.kernel_labels = {{"facility", "kern"}};
+  const LabelFilter custom(mine);
+  EXPECT_TRUE(custom.keeps("rack.slot"));
+  EXPECT_TRUE(custom.keeps("facility"));
+  EXPECT_TRUE(custom.keeps("k8s.job.name"));  // job labels are always read
+  EXPECT_FALSE(custom.keeps("k8s.node.name"));
+  EXPECT_FALSE(custom.keeps("k8s.pod.name"));
+}
+
 TEST(OtlpProto, DecodesOtelJsExporterGoldenVector) {
   RecordBatch batch;
   uint64_t rejected = 0;
   std::string error;
   const std::string bytes = base64(kOtelJsProto);
-  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), &batch, &rejected, &error)) << error;
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+      << error;
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(rejected, 0u);
   const LogRecord& r = batch.records[0];
@@ -269,7 +308,8 @@ TEST(OtlpProto, DecodesOtelJsExporterGoldenVector) {
   EXPECT_EQ(r.node, "node-3");
   EXPECT_EQ(r.stream, StreamKind::kPod);  // the record carries k8s.pod.name
   EXPECT_EQ(r.time_ns, static_cast<int64_t>(0x18ea275c40ba7540));
-  EXPECT_EQ(batch.label(r, "service.name"), "kernel");
+  EXPECT_FALSE(batch.label(r, "k8s.pod.name").empty());
+  EXPECT_EQ(batch.label(r, "service.name"), "");  // no stage reads it: not kept as a label
 }
 
 // Every AnyValue kind the decoder reads, an unknown field, and a resource that follows its
@@ -285,11 +325,14 @@ TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
   xid->mutable_body()->set_string_value(
       "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.");
   auto* attr = xid->add_attributes();
-  attr->set_key("retry");
+  attr->set_key("hostname");  // a node label after k8s.node.name: kept, but not the node
   attr->mutable_value()->set_bool_value(true);
   attr = xid->add_attributes();
-  attr->set_key("ratio");
+  attr->set_key("node");
   attr->mutable_value()->set_double_value(0.5);  // not a scalar the decoder keeps
+  attr = xid->add_attributes();
+  attr->set_key("service.name");  // no stage reads it: neither kept nor its value read
+  attr->mutable_value()->set_string_value("\x0a\xff");
   xid->GetReflection()->MutableUnknownFields(xid)->AddVarint(99, 7);
   otlp::logs::v1::LogRecord* journal = sl->add_log_records();
   journal->set_observed_time_unix_nano(1700000000000000002);
@@ -297,6 +340,9 @@ TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
   auto* kv = fields->add_values();
   kv->set_key("_TRANSPORT");
   kv->mutable_value()->set_string_value("kernel");
+  kv = fields->add_values();
+  kv->set_key("PRIORITY");  // not kept
+  kv->mutable_value()->set_string_value("4");
   kv = fields->add_values();
   kv->set_key("MESSAGE");  // not UTF-8: the journald receiver sends its bytes as integers
   for (int c : {0x6d, 0x63, 0x65, 0xff}) {  // "mce\xff"
@@ -309,7 +355,7 @@ TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
   kv->set_key("k8s.node.name");
   kv->mutable_value()->set_string_value("gpu-7");
   kv = resource.mutable_resource()->add_attributes();
-  kv->set_key("pid");
+  kv->set_key("job_name");
   kv->mutable_value()->set_int_value(-3);
   const std::string rl = scopes.SerializeAsString() + resource.SerializeAsString();
   std::string bytes = "\x0a";  // ExportLogsServiceRequest.resource_logs, length-delimited
@@ -324,7 +370,8 @@ TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
   RecordBatch batch;
   uint64_t rejected = 0;
   std::string error;
-  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), &batch, &rejected, &error)) << error;
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+      << error;
   EXPECT_EQ(rejected, 1u);
   ASSERT_EQ(batch.records.size(), 3u);
   const LogRecord& a = batch.records[0];
@@ -332,15 +379,17 @@ TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
   EXPECT_EQ(a.line.data(), bytes.data() + bytes.find("NVRM"));  // a view, not a copy
   EXPECT_EQ(a.time_ns, 1700000000000000001);
   EXPECT_EQ(a.node, "gpu-7");
-  EXPECT_EQ(batch.label(a, "pid"), "-3");
-  EXPECT_EQ(batch.label(a, "retry"), "true");
-  EXPECT_EQ(batch.label(a, "ratio"), "");
-  EXPECT_EQ(a.labels_end - a.labels_begin, 3u);  // k8s.node.name, pid, retry
+  EXPECT_EQ(batch.label(a, "job_name"), "-3");
+  EXPECT_EQ(batch.label(a, "hostname"), "true");
+  EXPECT_EQ(batch.label(a, "node"), "");
+  EXPECT_EQ(a.labels_end - a.labels_begin, 3u);  // k8s.node.name, job_name, hostname
   const LogRecord& b = batch.records[1];
   EXPECT_EQ(b.line, "mce\xff");
   EXPECT_EQ(b.time_ns, 1700000000000000002);  // no time_unix_nano: the observed time
   EXPECT_EQ(b.node, "gpu-7");
   EXPECT_EQ(b.stream, StreamKind::kKernel);
+  EXPECT_EQ(b.labels_end - b.labels_begin, 3u);  // k8s.node.name, job_name, _TRANSPORT
+  EXPECT_EQ(batch.label(b, "PRIORITY"), "");
   EXPECT_EQ(batch.records[2].line, "raw bytes");
   EXPECT_EQ(batch.records[2].time_ns, 0);
 
@@ -350,7 +399,7 @@ TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
     RecordBatch cut;
     uint64_t r = 0;
     const std::string prefix = bytes.substr(0, n);
-    if (decodeOtlpProto(prefix, StreamRules(), &cut, &r, &error)) {
+    if (decodeOtlpProto(prefix, StreamRules(), defaultKeep(), &cut, &r, &error)) {
       EXPECT_LE(cut.records.size() + r, 4u) << n;
     } else {
       EXPECT_TRUE(cut.records.empty() && cut.labels.empty()) << n;
@@ -362,31 +411,40 @@ TEST(OtlpProto, RefusesGarbage) {
   RecordBatch batch;
   uint64_t rejected = 0;
   std::string error;
-  EXPECT_FALSE(decodeOtlpProto("\x0a\x05\x0a", StreamRules(), &batch, &rejected, &error));
+  EXPECT_FALSE(
+      decodeOtlpProto("\x0a\x05\x0a", StreamRules(), defaultKeep(), &batch, &rejected, &error));
   EXPECT_FALSE(error.empty());
   EXPECT_TRUE(batch.records.empty());
 }
 
 TEST(OtlpJson, JournaldBodyAndRejectedRecords) {
   const std::string doc = R"({"resourceLogs":[{"resource":{"attributes":[
-      {"key":"host.name","value":{"stringValue":"gpu-9"}}]},
+      {"key":"host.name","value":{"stringValue":"gpu-9"}},
+      {"key":"service.name","value":{"stringValue":"journald"}}]},
     "scopeLogs":[{"logRecords":[
       {"timeUnixNano":"1700000000000000000","body":{"kvlistValue":{"values":[
         {"key":"MESSAGE","value":{"stringValue":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"}},
+        {"key":"PRIORITY","value":{"stringValue":"4"}},
         {"key":"_TRANSPORT","value":{"stringValue":"kernel"}}]}}},
       {"body":{"kvlistValue":{"values":[{"key":"PRIORITY","value":{"stringValue":"3"}}]}}},
       {"body":{"doubleValue":1.5}}]}]}]})";
   RecordBatch batch;
   uint64_t rejected = 0;
   std::string error;
-  ASSERT_TRUE(decodeOtlpJson(doc, StreamRules(), &batch, &rejected, &error)) << error;
+  ASSERT_TRUE(decodeOtlpJson(doc, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+      << error;
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(rejected, 2u);
   EXPECT_EQ(batch.records[0].stream, StreamKind::kKernel);
   EXPECT_EQ(batch.records[0].node, "gpu-9");
   EXPECT_EQ(batch.records[0].time_ns, 1700000000000000000);
-  EXPECT_FALSE(decodeOtlpJson("[1]", StreamRules(), &batch, &rejected, &error));
-  EXPECT_TRUE(decodeOtlpJson("{}", StreamRules(), &batch, &rejected, &error));  // empty request
+  EXPECT_EQ(batch.records[0].line, "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus");
+  // Kept: what a stage reads (host.name, _TRANSPORT); not service.name, PRIORITY or MESSAGE.
+  EXPECT_EQ(batch.records[0].labels_end - batch.records[0].labels_begin, 2u);
+  EXPECT_EQ(batch.label(batch.records[0], "_TRANSPORT"), "kernel");
+  EXPECT_FALSE(decodeOtlpJson("[1]", StreamRules(), defaultKeep(), &batch, &rejected, &error));
+  EXPECT_TRUE(decodeOtlpJson("{}", StreamRules(), defaultKeep(), &batch, &rejected,
+                             &error));  // empty request
 }
 
 TEST(OtlpResponse, PartialSuccessOnlyWhenRejected) {
