@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include <simdjson.h>
@@ -157,27 +156,49 @@ class KafkaDecoder::JsonFields {
   }
 
  private:
-  struct Hash {  // lets find() take the string_view of the path being walked
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   struct Path {
+    std::string name;     // the dotted path
     int slot = -1;        // index into found_, or -1: only a prefix of configured paths
     bool prefix = false;  // some configured path continues below it
   };
 
+  // The entry for `name`, added if absent.
+  Path& entry(std::string_view name) {
+    if (paths_.size() <= name.size()) {
+      paths_.resize(name.size() + 1);
+    }
+    auto& bucket = paths_[name.size()];
+    const auto it =
+        std::find_if(bucket.begin(), bucket.end(), [&](const Path& p) { return p.name == name; });
+    return it != bucket.end() ? *it : bucket.emplace_back(Path{std::string(name)});
+  }
+
+  // The entry for `name`, or null. A bucket by length, then the first byte, then memcmp: a
+  // message's other keys mostly stop at the first or second test, where hashing read them whole.
+  const Path* find(std::string_view name) const {
+    if (name.empty() || name.size() >= paths_.size()) {
+      return nullptr;
+    }
+    for (const Path& p : paths_[name.size()]) {
+      if (p.name.front() == name.front() && p.name == name) {
+        return &p;
+      }
+    }
+    return nullptr;
+  }
+
   std::vector<uint32_t> slots(const std::vector<std::string>& paths) {
     std::vector<uint32_t> out;
     for (const std::string& p : paths) {
-      Path& entry = paths_[p];
-      if (entry.slot < 0) {
-        entry.slot = static_cast<int>(found_.size());
+      Path& path = entry(p);
+      if (path.slot < 0) {
+        path.slot = static_cast<int>(found_.size());
         found_.emplace_back();
         has_.push_back(false);
       }
-      out.push_back(static_cast<uint32_t>(entry.slot));
+      out.push_back(static_cast<uint32_t>(path.slot));
       for (size_t dot = p.find('.'); dot != std::string::npos; dot = p.find('.', dot + 1)) {
-        paths_[p.substr(0, dot)].prefix = true;
+        entry(std::string_view(p).substr(0, dot)).prefix = true;
       }
     }
     return out;
@@ -194,13 +215,12 @@ class KafkaDecoder::JsonFields {
         path_ += '.';
       }
       path_ += field.key;
-      if (const auto it = paths_.find(std::string_view(path_)); it != paths_.end()) {
-        const int slot = it->second.slot;
-        if (slot >= 0 && !has_[static_cast<size_t>(slot)]) {
-          found_[static_cast<size_t>(slot)] = field.value;
-          has_[static_cast<size_t>(slot)] = true;
+      if (const Path* p = find(path_)) {
+        if (p->slot >= 0 && !has_[static_cast<size_t>(p->slot)]) {
+          found_[static_cast<size_t>(p->slot)] = field.value;
+          has_[static_cast<size_t>(p->slot)] = true;
         }
-        if (it->second.prefix) {
+        if (p->prefix) {
           walkObject(field.value);
         }
       }
@@ -208,7 +228,7 @@ class KafkaDecoder::JsonFields {
     }
   }
 
-  std::unordered_map<std::string, Path, Hash, std::equal_to<>> paths_;
+  std::vector<std::vector<Path>> paths_;  // [n]: the configured paths and prefixes of n bytes
   std::vector<element> found_;
   std::vector<bool> has_;
   std::string path_;  // the walk's current path
@@ -280,6 +300,10 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
     }
   }
   return true;
+}
+
+bool KafkaDecoder::pointsIntoMessages() const {
+  return config_.encoding == KafkaEncoding::kRaw || config_.encoding == KafkaEncoding::kOtlpProto;
 }
 
 bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,

@@ -93,6 +93,9 @@ class KafkaDecoder {
   // is malformed (empty value; json: not an object, or no string line field; otlp: does not
   // decode); the caller counts it. OTLP LogRecords without a line are skipped.
   bool decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
+  // Whether records point into the message (raw, otlp_proto), so that decode() needs its
+  // `owner`; json and otlp_json copy what they keep.
+  bool pointsIntoMessages() const;
 
  private:
   bool decodeRaw(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;

@@ -379,9 +379,12 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       }
     }
     // Raw and otlp_proto records point into the message: the decoder makes the batch hold it.
-    km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
-      rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
-    });
+    // Other decoders copy, and the message goes when `msg` does, without an allocation.
+    if (decoders_[index].pointsIntoMessages()) {
+      km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
+        rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
+      });
+    }
     if (!decoders_[index].decode(km, now, &batch)) {
       counters_[index].malformed.fetch_add(1, std::memory_order_relaxed);
     }
