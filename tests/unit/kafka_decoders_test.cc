@@ -1,4 +1,5 @@
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -105,6 +106,34 @@ TEST(KafkaRawDecoder, BatchHoldsTheMessageOwner) {
   EXPECT_EQ(owner.use_count(), 2);
   batch.clear();
   EXPECT_EQ(owner.use_count(), 1);
+}
+
+// The source allocates an owner only for decoders whose records point into the message; the
+// others must copy what they keep (KafkaOtlpDecoder.ProtoAndJsonWithKeyFallbackAndTopicStream
+// checks otlp_proto's pointing).
+TEST(KafkaDecoder, OnlyRawAndOtlpProtoPointIntoMessages) {
+  EXPECT_TRUE(KafkaDecoder(topic(KafkaEncoding::kRaw)).pointsIntoMessages());
+  EXPECT_TRUE(KafkaDecoder(topic(KafkaEncoding::kOtlpProto)).pointsIntoMessages());
+  const std::string line = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.";
+  const std::pair<KafkaEncoding, std::string> copying[] = {
+      {KafkaEncoding::kJson, R"({"message": ")" + line + R"("})"},
+      {KafkaEncoding::kOtlpJson,
+       R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":")" + line +
+           R"("}}]}]}]})"}};
+  for (const auto& [encoding, value] : copying) {
+    const KafkaDecoder decoder(topic(encoding));
+    EXPECT_FALSE(decoder.pointsIntoMessages());
+    std::string payload = value;
+    std::string key = "gpu-1";
+    RecordBatch batch;
+    KafkaMessage msg = message(payload);
+    msg.key = key;
+    decodeOne(decoder, msg, &batch);
+    payload.assign(payload.size(), 'x');  // what the message's destruction would leave
+    key.assign(key.size(), 'x');
+    EXPECT_EQ(batch.records.back().line, line) << value;
+    EXPECT_EQ(batch.records.back().node, "gpu-1") << value;
+  }
 }
 
 TEST(KafkaJsonDecoder, VectorKubernetesLogs) {
