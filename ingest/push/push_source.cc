@@ -311,7 +311,14 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   // usable; never more than max_body_bytes of it is kept.
   const bool allowed = authorized(req);
   const bool room = queue_->depth().first < queue_->maxBytes();
+  const bool keep = allowed && room && known_encoding;
   std::string body;
+  if (keep && (encoding.empty() || encoding == "identity" || encoding == "snappy")) {
+    // The body arrives in 4 KB pieces: one allocation instead of a doubling series of copies.
+    // A client's Content-Length is believed only up to max_body_bytes, the stated bound anyway.
+    body.reserve(
+        std::min<size_t>(req.get_header_value<uint64_t>("Content-Length"), config_.max_body_bytes));
+  }
   size_t received = 0;
   bool over = false;
   const bool read = reader([&](const char* data, size_t size) {
@@ -320,7 +327,7 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
       over = true;
       return false;
     }
-    if (allowed && room && known_encoding) {
+    if (keep) {
       body.append(data, size);
     }
     return true;
@@ -373,7 +380,7 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
     } else {
       auto held = std::make_shared<const std::string>(std::move(body));
       ok = decodeOtlpProto(*held, config_.streams, keep_, &batch, &rejected, &error);
-      batch.hold(held, held->size());  // the records point into the body
+      batch.hold(held, held->capacity());  // the records point into the body
     }
   }
   if (!ok) {
