@@ -42,6 +42,8 @@ nodes=${NODES:-64}
 encodings=${ENCODINGS:-raw json otlp_proto}
 cpu=${CPU:-1}
 load_cpu=${LOAD_CPU:-0}
+# The script's own polling (curl, awk every 50 ms) runs on LOAD_CPU, not on faultline's core.
+taskset -cp "$load_cpu" $$ >/dev/null
 queue_bytes=${QUEUE_BYTES:-268435456}
 prefetch_kb=${PREFETCH_KB:-65536}
 properties=${PROPERTIES:-}
