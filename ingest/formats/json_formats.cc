@@ -3,8 +3,9 @@
 // Encoding"; opentelemetry/proto/logs/v1/logs.proto) and logcli --output=jsonl (grafana/loki
 // cmd/logcli, pkg/logcli/output/jsonl.go). Parsed with simdjson's DOM parser; its strings live
 // until the parser's next parse, so everything a record keeps is copied into the batch.
-#include <cstdlib>
+#include <charconv>
 #include <string>
+#include <system_error>
 
 #include <simdjson.h>
 
@@ -34,8 +35,9 @@ int64_t intOf(element v) {
   if (v.get(u) == SUCCESS) {
     return static_cast<int64_t>(u);
   }
-  if (v.get(s) == SUCCESS) {
-    return std::strtoll(std::string(s).c_str(), nullptr, 10);
+  if (v.get(s) == SUCCESS) {  // OTLP JSON writes 64-bit integers as decimal strings
+    int64_t n = 0;
+    return std::from_chars(s.data(), s.data() + s.size(), n).ec == std::errc() ? n : 0;
   }
   return 0;
 }
