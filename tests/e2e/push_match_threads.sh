@@ -6,7 +6,18 @@
 # next request, a successful reset of that UUID; then quiet. Every node must be tainted and then
 # untainted by the reset. A reset correlated before the line naming its UUID names no GPU, and
 # the node would keep its taint. (The mechanism's own test: tests/unit/batch_queue_test.cc.)
+# First, match_threads out of range (0, 257) or not a number is refused with its reason.
 source "$(dirname "$0")/lib.sh"
+
+# Out of range or not a number: serve refuses to start, naming the file and the key.
+for bad in 0 257 two; do
+  printf 'http: {listen: "127.0.0.1:0"}\nmatch_threads: %s\n' "$bad" >"$tmp/bad.yaml"
+  if timeout 10 "$FAULTLINE" serve --config "$tmp/bad.yaml" 2>"$tmp/bad.err" </dev/null; then
+    fail "serve started with match_threads: $bad"
+  fi
+  grep -q "bad.yaml: match_threads: expected an integer from 1 to 256" "$tmp/bad.err" ||
+    fail "match_threads: $bad refused without the reason: $(cat "$tmp/bad.err")"
+done
 
 nodes=16
 cat >"$tmp/config.yaml" <<YAML
