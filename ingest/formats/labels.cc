@@ -6,15 +6,7 @@
 namespace faultline {
 
 LabelFilter::LabelFilter(const StreamRules& rules) {
-  auto add = [this](std::string_view name) {
-    if (name.empty()) {
-      return;  // no label has an empty name
-    }
-    if (by_length_.size() <= name.size()) {
-      by_length_.resize(name.size() + 1);
-    }
-    by_length_[name.size()].emplace_back(name);
-  };
+  auto add = [this](std::string_view name) { names_[name] = true; };
   for (const auto* names : {&rules.node_labels, &rules.pod_labels}) {
     std::for_each(names->begin(), names->end(), add);
   }
@@ -22,16 +14,6 @@ LabelFilter::LabelFilter(const StreamRules& rules) {
     add(kv.first);
   }
   std::for_each(std::begin(kJobLabels), std::end(kJobLabels), add);
-}
-
-bool LabelFilter::keeps(std::string_view name) const {
-  if (name.size() >= by_length_.size()) {
-    return false;
-  }
-  const auto& names = by_length_[name.size()];
-  // The first byte turns most names away without a call to memcmp.
-  return std::any_of(names.begin(), names.end(),
-                     [&](const std::string& n) { return n.front() == name.front() && n == name; });
 }
 
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/record.h"
+#include "ingest/formats/name_table.h"
 
 namespace faultline {
 
@@ -49,11 +50,11 @@ class LabelFilter {
  public:
   explicit LabelFilter(const StreamRules& rules);
 
-  // Whether a label named `name` is read: a bucket by length, then memcmp within it.
-  bool keeps(std::string_view name) const;
+  // Whether a label named `name` is read.
+  bool keeps(std::string_view name) const { return names_.find(name) != nullptr; }
 
  private:
-  std::vector<std::vector<std::string>> by_length_;  // [n]: the names of n bytes
+  NameTable<bool> names_;
 };
 
 // Sets rec->node (if still empty) and rec->stream from the batch labels [rec->labels_begin,

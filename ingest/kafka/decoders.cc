@@ -11,6 +11,7 @@
 
 #include "core/time.h"
 #include "ingest/formats/formats.h"
+#include "ingest/formats/name_table.h"
 #include "ingest/otlp/otlp.h"
 
 namespace faultline {
@@ -157,40 +158,14 @@ class KafkaDecoder::JsonFields {
 
  private:
   struct Path {
-    std::string name;     // the dotted path
     int slot = -1;        // index into found_, or -1: only a prefix of configured paths
     bool prefix = false;  // some configured path continues below it
   };
 
-  // The entry for `name`, added if absent.
-  Path& entry(std::string_view name) {
-    if (paths_.size() <= name.size()) {
-      paths_.resize(name.size() + 1);
-    }
-    auto& bucket = paths_[name.size()];
-    const auto it =
-        std::find_if(bucket.begin(), bucket.end(), [&](const Path& p) { return p.name == name; });
-    return it != bucket.end() ? *it : bucket.emplace_back(Path{std::string(name)});
-  }
-
-  // The entry for `name`, or null. A bucket by length, then the first byte, then memcmp: a
-  // message's other keys mostly stop at the first or second test, where hashing read them whole.
-  const Path* find(std::string_view name) const {
-    if (name.empty() || name.size() >= paths_.size()) {
-      return nullptr;
-    }
-    for (const Path& p : paths_[name.size()]) {
-      if (p.name.front() == name.front() && p.name == name) {
-        return &p;
-      }
-    }
-    return nullptr;
-  }
-
   std::vector<uint32_t> slots(const std::vector<std::string>& paths) {
     std::vector<uint32_t> out;
     for (const std::string& p : paths) {
-      Path& path = entry(p);
+      Path& path = paths_[p];
       if (path.slot < 0) {
         path.slot = static_cast<int>(found_.size());
         found_.emplace_back();
@@ -198,7 +173,7 @@ class KafkaDecoder::JsonFields {
       }
       out.push_back(static_cast<uint32_t>(path.slot));
       for (size_t dot = p.find('.'); dot != std::string::npos; dot = p.find('.', dot + 1)) {
-        entry(std::string_view(p).substr(0, dot)).prefix = true;
+        paths_[std::string_view(p).substr(0, dot)].prefix = true;
       }
     }
     return out;
@@ -215,7 +190,7 @@ class KafkaDecoder::JsonFields {
         path_ += '.';
       }
       path_ += field.key;
-      if (const Path* p = find(path_)) {
+      if (const Path* p = paths_.find(path_)) {
         if (p->slot >= 0 && !has_[static_cast<size_t>(p->slot)]) {
           found_[static_cast<size_t>(p->slot)] = field.value;
           has_[static_cast<size_t>(p->slot)] = true;
@@ -228,7 +203,7 @@ class KafkaDecoder::JsonFields {
     }
   }
 
-  std::vector<std::vector<Path>> paths_;  // [n]: the configured paths and prefixes of n bytes
+  NameTable<Path> paths_;  // the configured paths and their prefixes
   std::vector<element> found_;
   std::vector<bool> has_;
   std::string path_;  // the walk's current path

@@ -7,6 +7,7 @@
 #include <snappy.h>
 
 #include "ingest/formats/formats.h"
+#include "ingest/formats/name_table.h"
 #include "ingest/kafka/decoders.h"
 #include "ingest/otlp/otlp.h"
 #include "ingest/push/loki.h"
@@ -260,6 +261,25 @@ TEST(LokiJson, RefusesMalformedBodiesWithReasons) {
     EXPECT_FALSE(decodeLokiJson(bad, "", StreamRules(), &batch, &error)) << bad;
     EXPECT_FALSE(error.empty()) << bad;
   }
+}
+
+TEST(NameTable, FindsExactNamesOnly) {
+  NameTable<int> table;
+  table["ab"] = 1;
+  table["ba"] = 2;
+  table["abc"] = 3;
+  table[""] = 4;
+  ++table["ab"];  // the same entry
+  ASSERT_NE(table.find("ab"), nullptr);
+  EXPECT_EQ(*table.find("ab"), 2);
+  EXPECT_EQ(*table.find("ba"), 2);
+  EXPECT_EQ(*table.find("abc"), 3);
+  EXPECT_EQ(*table.find(""), 4);
+  for (const char* absent : {"a", "aa", "bb", "Ab", "abd", "abcd", "b"}) {
+    EXPECT_EQ(table.find(absent), nullptr) << absent;
+  }
+  EXPECT_EQ(NameTable<int>().find("x"), nullptr);
+  EXPECT_EQ(NameTable<int>().find(""), nullptr);
 }
 
 TEST(LabelFilter, KeepsTheLabelsAStageReadsAndNoOthers) {
