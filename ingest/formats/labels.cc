@@ -6,7 +6,11 @@
 namespace faultline {
 
 LabelFilter::LabelFilter(const StreamRules& rules) {
-  auto add = [this](std::string_view name) { names_[name] = true; };
+  auto add = [this](std::string_view name) {
+    if (!name.empty()) {  // no attribute or field with an empty name is a label
+      names_[name] = true;
+    }
+  };
   for (const auto* names : {&rules.node_labels, &rules.pod_labels}) {
     std::for_each(names->begin(), names->end(), add);
   }

@@ -303,7 +303,7 @@ TEST(LabelFilter, KeepsTheLabelsAStageReadsAndNoOthers) {
   EXPECT_FALSE(keep.keeps(std::string(200, 'x')));
 
   StreamRules mine;
-  mine.node_labels = {"rack.slot"};
+  mine.node_labels = {"rack.slot", ""};
   mine.pod_labels = {};
   mine.kernel_labels = {{"facility", "kern"}};
   const LabelFilter custom(mine);
@@ -312,6 +312,7 @@ TEST(LabelFilter, KeepsTheLabelsAStageReadsAndNoOthers) {
   EXPECT_TRUE(custom.keeps("k8s.job.name"));  // job labels are always read
   EXPECT_FALSE(custom.keeps("k8s.node.name"));
   EXPECT_FALSE(custom.keeps("k8s.pod.name"));
+  EXPECT_FALSE(custom.keeps(""));  // a configured empty name keeps nothing
 }
 
 TEST(OtlpProto, DecodesOtelJsExporterGoldenVector) {
