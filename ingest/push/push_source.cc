@@ -305,15 +305,16 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   // the decompressed bytes and a zip bomb stops at max_body_bytes without being inflated whole.
   // `snappy` is a no-op (some Loki clients set it for their snappy protobuf body, loki#3407).
   const std::string encoding = lower(req.get_header_value("Content-Encoding"));
-  const bool known_encoding = encoding.empty() || encoding == "identity" || encoding == "gzip" ||
-                              encoding == "deflate" || encoding == "snappy";
+  const bool inflated = encoding == "gzip" || encoding == "deflate";
+  const bool known_encoding =
+      inflated || encoding.empty() || encoding == "identity" || encoding == "snappy";
   // Read the body in every case (discarding it when refusing) so that the connection stays
   // usable; never more than max_body_bytes of it is kept.
   const bool allowed = authorized(req);
   const bool room = queue_->depth().first < queue_->maxBytes();
   const bool keep = allowed && room && known_encoding;
   std::string body;
-  if (keep && (encoding.empty() || encoding == "identity" || encoding == "snappy")) {
+  if (keep && !inflated) {
     // The body arrives in 4 KB pieces: one allocation instead of a doubling series of copies.
     // A client's Content-Length is believed only up to max_body_bytes, the stated bound anyway.
     body.reserve(
