@@ -4,7 +4,8 @@
 #
 #   bench/kafka_e2e.sh [BUILD_DIR]   env: LINES (2000000), NODES (64), ENCODINGS ("raw json
 #                                     otlp_proto"), CPU (core for faultline, 1), LOAD_CPU (core
-#                                     for the broker and the producer, 0), QUEUE_BYTES (268435456),
+#                                     for the broker and the producer, 0), MATCH_THREADS (1:
+#                                     serve's match workers), QUEUE_BYTES (268435456),
 #                                     PREFETCH_KB (librdkafka queued.max.messages.kbytes, 65536),
 #                                     PROPERTIES (more librdkafka properties for serve, as YAML
 #                                     flow-map entries, e.g. 'fetch.wait.max.ms: "10"'),
@@ -31,9 +32,9 @@
 # What bounds memory on this path: librdkafka's pre-fetch queue (queued.max.messages.kbytes,
 # overshot by at most one fetch, fetch.max.bytes 50 MiB), plus the one batch the Kafka source is
 # decoding or the pipeline is matching (the source waits for the pipeline before it polls again;
-# a batch closes at kafka.batch_max_messages 10000 messages or batch_timeout_ms 100 ms after its
-# first message, so its size is bounded by count and time, not by bytes), plus queue_bytes for
-# the push endpoints (unused here).
+# a batch closes at kafka.batch_max_messages 10000 messages or records, or batch_timeout_ms 100 ms
+# after its first message, so its size is bounded by count and time, not by bytes), plus
+# queue_bytes for the push endpoints (unused here).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +44,7 @@ nodes=${NODES:-64}
 encodings=${ENCODINGS:-raw json otlp_proto}
 cpu=${CPU:-1}
 load_cpu=${LOAD_CPU:-0}
+match_threads=${MATCH_THREADS:-1}
 # The script's own polling (curl, awk every 50 ms) runs on LOAD_CPU, not on faultline's core.
 taskset -cp "$load_cpu" $$ >/dev/null
 queue_bytes=${QUEUE_BYTES:-268435456}
@@ -98,6 +100,7 @@ for enc in $encodings; do
 decisions: $work/decisions-$enc.jsonl
 http: {listen: "127.0.0.1:0"}
 queue_bytes: $queue_bytes
+match_threads: $match_threads
 kafka:
   brokers: "$brokers"
   group_id: bench-$enc
@@ -135,8 +138,8 @@ YAML
 done
 
 echo
-echo "faultline serve from Kafka (librdkafka mock cluster, 1 broker), pinned to CPU $cpu;"
-echo "broker and producer on CPU $load_cpu ($(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "faultline serve ($match_threads match threads) from Kafka (librdkafka mock cluster, 1 broker), pinned to CPU $cpu;"
+echo "broker and producer on CPU $load_cpu ($(nproc --all) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 echo "Corpus: $total lines of $nodes nodes, $text_mb MB of message text, $faults faults injected ($expected_hits hits in \`faultline replay\` of the same files)."
 echo "Bounds: queue_bytes $queue_bytes, queued.max.messages.kbytes $prefetch_kb, kafka.batch_max_messages 10000, batch_timeout_ms 100.${properties:+ Properties: $properties.}"

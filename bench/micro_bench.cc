@@ -24,6 +24,7 @@
 #include "bench/bench_bank.h"
 #include "bench/bench_records.h"
 #include "core/decision.h"
+#include "core/pipeline.h"
 #include "core/record.h"
 #include "core/time.h"
 #include "ingest/formats/formats.h"
@@ -342,6 +343,39 @@ void BM_CorrelatorStorm(benchmark::State& state) {
   state.counters["decisions_per_pass"] = static_cast<double>(decisions) / state.iterations();
 }
 BENCHMARK(BM_CorrelatorStorm)->Arg(100)->Arg(10000)->Unit(benchmark::kMillisecond);
+
+// Serve's two parts per batch (core/serve_loop.cc): Pipeline::match, which the match workers run
+// at once, and Pipeline::correlate, which they run one batch at a time in queue order. Their
+// ratio is the share of the work that does not spread over workers. A batch is one push request:
+// 1000 quiet-corpus records of one stream, 1 ms apart. Args: stream (0 kernel; 1 pod records
+// labelled with their job, whose membership the turn records) and part (0 match, 1 correlate).
+void BM_PipelineTurn(benchmark::State& state) {
+  const bool pod = state.range(0) == 1;
+  const bool turn = state.range(1) == 1;
+  const std::vector<std::string> lines = messages(1000, 100000);
+  RecordBatch batch;
+  batch.labels = {{"job_name", "llama-pretrain"}, {"pod", "llama-pretrain-worker-7"}};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    LogRecord& r = batch.records.emplace_back();
+    r.time_ns = 1'741'000'000'000'000'000 + static_cast<int64_t>(i) * 1'000'000;
+    r.node = "gpu-node-01";
+    r.line = lines[i];
+    r.stream = pod ? StreamKind::kPod : StreamKind::kKernel;
+    r.labels_end = pod ? 2 : 0;
+  }
+  Pipeline pipeline(bank(), Taint{}, {});
+  BatchMatch matched;
+  pipeline.match(0, batch, &matched);
+  for (auto _ : state) {
+    if (turn) {
+      pipeline.correlate(matched);
+    } else {
+      pipeline.match(0, batch, &matched);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(lines.size()));
+}
+BENCHMARK(BM_PipelineTurn)->ArgsProduct({{0, 1}, {0, 1}});
 
 std::string jsonEscape(const std::string& s) {
   std::string out;

@@ -82,12 +82,14 @@ class BatchQueue {
     return item;
   }
 
-  // After processing: runs the item's callback and releases its bytes.
+  // After processing: clears the batch, runs the item's callback and releases its bytes. The
+  // batch goes first: a Kafka batch holds librdkafka messages, which must be destroyed before
+  // the source that waits for the callback may destroy its consumer.
   void done(Item& item) {
+    item.batch.clear();
     if (item.done) {
       item.done();
     }
-    item.batch.clear();
     {
       std::lock_guard lock(mu_);
       bytes_ -= item.bytes;

@@ -4,6 +4,42 @@
 #include <iterator>
 
 namespace faultline {
+namespace {
+
+// Appends the batch's job runs to *runs. Records of one stream share their labels: the job is
+// looked up once per run of a stream's records, and the run's earliest and latest times bound it.
+void jobRuns(const RecordBatch& batch, std::vector<BatchMatch::JobRun>* runs) {
+  const LogRecord* run = nullptr;
+  BatchMatch::JobRun cur;
+  auto flush = [&] {
+    if (run != nullptr && !cur.job.empty()) {
+      runs->push_back(cur);
+    }
+  };
+  for (const LogRecord& rec : batch.records) {
+    if (rec.stream != StreamKind::kPod || rec.labels_begin == rec.labels_end) {
+      continue;
+    }
+    if (run != nullptr && run->labels_begin == rec.labels_begin &&
+        run->labels_end == rec.labels_end && run->node == rec.node) {
+      cur.first_ns = std::min(cur.first_ns, rec.time_ns);
+      cur.last_ns = std::max(cur.last_ns, rec.time_ns);
+      continue;
+    }
+    flush();
+    run = &rec;
+    cur = {{}, rec.node, rec.time_ns, rec.time_ns};
+    for (std::string_view name : kJobLabels) {
+      cur.job = batch.label(rec, name);
+      if (!cur.job.empty()) {
+        break;
+      }
+    }
+  }
+  flush();
+}
+
+}  // namespace
 
 Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
                    std::vector<DecisionSink*> sinks, size_t matchers)
@@ -14,73 +50,43 @@ Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
   }
 }
 
-void Pipeline::noteMembers(const RecordBatch& batch) {
-  // Records of one stream share their labels: the job is looked up once per run of a stream's
-  // records, and the run's earliest and latest times extend the membership.
-  const LogRecord* run = nullptr;
-  std::string_view job;
-  int64_t first = 0;
-  int64_t last = 0;
-  auto flush = [&] {
-    if (run != nullptr && !job.empty()) {
-      correlator_.member(job, run->node, first);
-      correlator_.member(job, run->node, last);
-    }
-  };
-  for (const LogRecord& rec : batch.records) {
-    if (rec.stream != StreamKind::kPod || rec.labels_begin == rec.labels_end) {
-      continue;
-    }
-    if (run != nullptr && run->labels_begin == rec.labels_begin &&
-        run->labels_end == rec.labels_end && run->node == rec.node) {
-      first = std::min(first, rec.time_ns);
-      last = std::max(last, rec.time_ns);
-      continue;
-    }
-    flush();
-    run = &rec;
-    first = last = rec.time_ns;
-    job = {};
-    for (std::string_view name : kJobLabels) {
-      job = batch.label(rec, name);
-      if (!job.empty()) {
-        break;
-      }
-    }
+void Pipeline::noteMembers(const std::vector<BatchMatch::JobRun>& runs) {
+  for (const BatchMatch::JobRun& r : runs) {
+    correlator_.member(r.job, r.node, r.first_ns);
+    correlator_.member(r.job, r.node, r.last_ns);
   }
-  flush();
 }
 
 void Pipeline::process(const RecordBatch& batch) {
-  match(0, batch, &hits_);
-  correlate(batch, hits_);
-  hits_.clear();
+  match(0, batch, &matched_);
+  correlate(matched_);
 }
 
-void Pipeline::match(size_t worker, const RecordBatch& batch, std::vector<Hit>* hits) {
-  hits->clear();
-  matchers_[worker].match(batch, hits);
-}
-
-void Pipeline::correlate(const RecordBatch& batch, const std::vector<Hit>& hits) {
-  noteMembers(batch);
-  correlateHits(hits);
-  int64_t newest = INT64_MIN;
+void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
+  out->hits.clear();
+  out->runs.clear();
+  matchers_[worker].match(batch, &out->hits);
+  jobRuns(batch, &out->runs);
+  out->newest_ns = INT64_MIN;
   for (const LogRecord& rec : batch.records) {
-    newest = std::max(newest, rec.time_ns);
+    out->newest_ns = std::max(out->newest_ns, rec.time_ns);
   }
+}
+
+void Pipeline::correlate(const BatchMatch& matched) {
+  noteMembers(matched.runs);
+  correlateHits(matched.hits);
   out_.clear();
-  correlator_.advance(newest, &out_);  // quiet and recovery timers move with the logs' time
+  correlator_.advance(matched.newest_ns, &out_);  // quiet and recovery timers move with log time
   emit(out_);
 }
 
 void Pipeline::collect(const RecordBatch& batch) {
-  for (const LogRecord& rec : batch.records) {
-    max_time_ns_ = std::max(max_time_ns_, rec.time_ns);
-  }
-  noteMembers(batch);
+  match(0, batch, &matched_);
+  max_time_ns_ = std::max(max_time_ns_, matched_.newest_ns);
+  noteMembers(matched_.runs);
   const size_t first = hits_.size();
-  matchers_[0].match(batch, &hits_);
+  std::move(matched_.hits.begin(), matched_.hits.end(), std::back_inserter(hits_));
   keep(first);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/decision.h"
@@ -16,21 +17,38 @@
 
 namespace faultline {
 
+// What Pipeline::match finds in one batch, for Pipeline::correlate. Views point into the batch,
+// which must outlive the correlate() call.
+struct BatchMatch {
+  // A run of one stream's pod records labelled with a job (kJobLabels): `node` ran a pod of
+  // `job` from first_ns to last_ns (event time, ns since the epoch).
+  struct JobRun {
+    std::string_view job;
+    std::string_view node;
+    int64_t first_ns = 0;
+    int64_t last_ns = 0;
+  };
+  std::vector<Hit> hits;
+  std::vector<JobRun> runs;
+  int64_t newest_ns = INT64_MIN;  // the batch's latest record time; INT64_MIN if empty
+};
+
 class Pipeline {
  public:
   // `matchers`: how many threads may call match() at once, each with its own Matcher.
   Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks,
            size_t matchers = 1);
 
-  // Live, one thread: match(0, batch) and correlate(batch).
+  // Live, one thread: match(0, batch) and correlate().
   void process(const RecordBatch& batch);
-  // Live, several threads: worker `worker` (< matchers()) matches the batch with its own Matcher,
-  // without a lock, replacing *hits with the batch's hits. Distinct workers may run at once.
-  void match(size_t worker, const RecordBatch& batch, std::vector<Hit>* hits);
+  // Live, several threads: worker `worker` (< matchers()) reads the batch with its own Matcher,
+  // without a lock, replacing *out with what it found. Distinct workers may run at once. Every
+  // per-record pass is here, so that correlate() costs per hit and per job run, not per record.
+  void match(size_t worker, const RecordBatch& batch, BatchMatch* out);
   // Live, one batch at a time, in arrival order (each node's stream is in event-time order on the
-  // wire): correlates the batch's hits (from match()). Decisions reach the sinks before this
-  // returns.
-  void correlate(const RecordBatch& batch, const std::vector<Hit>& hits);
+  // wire): records the batch's job runs, correlates its hits and moves event time to its newest
+  // record. Decisions reach the sinks before this returns.
+  void correlate(const BatchMatch& matched);
 
   // Replay: matches the batch and keeps its hits; nothing is decided until finishReplay().
   // Memory stays bounded under a flood: identical hits (node, signature, line without its
@@ -58,15 +76,16 @@ class Pipeline {
  private:
   // Drops hits_[first..] whose (node, signature, second, line) is already kept (see collect()).
   void keep(size_t first);
-  // Tells the correlator which jobs the batch's pod records belong to (kJobLabels).
-  void noteMembers(const RecordBatch& batch);
+  // Records the job runs with the correlator.
+  void noteMembers(const std::vector<BatchMatch::JobRun>& runs);
   void correlateHits(const std::vector<Hit>& hits);
   void emit(const std::vector<Decision>& decisions);
 
   std::vector<Matcher> matchers_;  // replay uses the first
   Correlator correlator_;
   std::vector<DecisionSink*> sinks_;
-  std::vector<Hit> hits_;
+  BatchMatch matched_;     // process() and collect(): the current batch's
+  std::vector<Hit> hits_;  // collect(): every batch's hits kept so far
   // collect(): (node, signature, line, second) -> index into hits_ of the hit kept for it.
   FlatMap<size_t> kept_;
   int64_t max_time_ns_ = INT64_MIN;  // newest record time seen by collect(), for timers

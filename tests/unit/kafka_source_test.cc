@@ -234,9 +234,6 @@ TEST(KafkaSource, CommitsOffsetsSoASecondMemberResumesAfterThem) {
   EXPECT_EQ(stats.topics[1].messages, 0u);  // the malformed message's offset was committed too
 }
 
-// A handler that blocks past the pause threshold (the pipeline queue is full): the source pauses
-// its partitions and keeps polling meanwhile; afterwards every message, including those produced
-// during the block, is handled exactly once and in order.
 // An otlp_proto message holds a whole export batch: a batch closes at batch_max_messages
 // records as well as messages, here after each 3-record message rather than after two of them.
 TEST(KafkaSource, BatchClosesAtBatchMaxMessagesRecords) {
@@ -289,6 +286,9 @@ TEST(KafkaSource, BatchClosesAtBatchMaxMessagesRecords) {
   EXPECT_EQ(batches, (std::vector<size_t>{3, 3, 3, 3}));
 }
 
+// A handler that blocks past the pause threshold (the pipeline queue is full): the source pauses
+// its partitions and keeps polling meanwhile; afterwards every message, including those produced
+// during the block, is handled exactly once and in order.
 TEST(KafkaSource, BlockedHandlerPausesAndLosesNothing) {
   MockCluster cluster;
   cluster.createTopic("kern", 1);
