@@ -12,6 +12,7 @@
 #include "core/batch_queue.h"
 #include "core/metrics.h"
 #include "ingest/push/push_source.h"
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 
 namespace faultline {
 namespace {
@@ -129,6 +130,37 @@ TEST(PushServer, OtlpJsonPartialSuccess) {
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
   EXPECT_NE(res->body.find(R"("rejectedLogRecords":"1")"), std::string::npos) << res->body;
+}
+
+// An OTLP protobuf body is read into one buffer reserved from Content-Length, which the batch
+// holds (its records point into it), and the queue counts the batch by that buffer: not by the
+// capacity of a body grown from cpp-httplib's 4 KB pieces by doubling (1 MiB for this 0.53 MiB).
+TEST(PushServer, QueueCountsAHeldOtlpBodyAtItsSize) {
+  opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
+  auto* records = req.add_resource_logs()->add_scope_logs();
+  const std::string line =
+      "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus " + std::string(420, '.');
+  for (int i = 0; i < 1100; ++i) {
+    records->add_log_records()->mutable_body()->set_string_value(line);
+  }
+  const std::string body = req.SerializeAsString();
+  ASSERT_GT(body.size(), size_t{512} << 10);
+  ASSERT_LT(body.size(), size_t{544} << 10);
+  Fixture f(64 << 20);
+  auto res = f.client->Post("/v1/logs", body, "application/x-protobuf");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  auto item = f.queue.pop();
+  ASSERT_TRUE(item);
+  const RecordBatch& batch = item->batch;
+  ASSERT_EQ(batch.records.size(), 1100u);
+  EXPECT_EQ(batch.records[0].line, line);
+  // The body, the record and label arrays, and at most one 64 KB arena chunk.
+  const size_t arrays =
+      batch.records.capacity() * sizeof(LogRecord) + batch.labels.capacity() * sizeof(Label);
+  EXPECT_GE(item->bytes, body.size() + arrays);
+  EXPECT_LE(item->bytes, body.size() + arrays + (size_t{64} << 10));
+  f.queue.done(*item);
 }
 
 TEST(PushServer, BearerTokenFromAFileReReadOnChange) {
