@@ -1,10 +1,10 @@
 // Micro-benchmarks of the hot paths: the matcher with the embedded bank (quiet and storm inputs)
 // and with the bench bank of 20/100/300 patterns (bench_bank.h), the memchr line split of the same
 // bytes (the floor to compare with), the correlator (under a flood of one line, and over a storm
-// of the bank's own example lines across many nodes), the five archive line parsers (dmesg,
-// syslog, journal-json, otlp-json, loki-jsonl) and the four Kafka decoders (raw, json,
-// otlp_proto, otlp_json). The push decoders are in push_bench.cc. Compare rates within one run:
-// the machines are shared.
+// of the bank's own example lines across many nodes), serve's per-batch match and correlating
+// turn, the five archive line parsers (dmesg, syslog, journal-json, otlp-json, loki-jsonl) and
+// the four Kafka decoders (raw, json, otlp_proto, otlp_json). The push decoders are in
+// push_bench.cc. Compare rates within one run: the machines are shared.
 //
 // Background lines are generated from a seeded std::mt19937 out of templates shaped like the
 // kernel lines of the leptonai/gpud test captures (Apache-2.0, /work/shared/corpora/gpud), with
