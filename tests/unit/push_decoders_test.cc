@@ -93,6 +93,48 @@ TEST(LokiProto, DecodesWinstonLokiGoldenVector) {
   EXPECT_GE(batch.memoryBytes(), batch.bytes());
 }
 
+// Protobuf wire encoding, enough to build a PushRequest (pkg/push/push.proto): a varint, and a
+// length-delimited field.
+std::string varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  }
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+std::string field(int number, std::string_view bytes) {
+  return varint(static_cast<uint64_t>(number) << 3 | 2) + varint(bytes.size()) + std::string(bytes);
+}
+
+// Lines and labels are views into the decoded message, which the batch holds, not copies: what
+// the batch keeps alive is the message, its arrays and one arena chunk (the tenant), though the
+// lines alone fill more than three chunks.
+TEST(LokiProto, LinesPointIntoTheHeldMessage) {
+  std::string entries;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string timestamp = varint(1 << 3) + varint(1795290752 + i);  // seconds
+    entries += field(
+        2, field(1, timestamp) + field(2, "mlx5_core 0000:0" + std::to_string(i % 9) +
+                                              ":00.0: Port module event " + std::string(60, '.')));
+  }
+  const std::string message = field(1, field(1, R"({transport="kernel", node="gpu-1"})") + entries);
+  std::string body;
+  snappy::Compress(message.data(), message.size(), &body);
+  RecordBatch batch;
+  std::string error;
+  bool too_large = false;
+  ASSERT_TRUE(decodeLokiProto(body, 1 << 20, "tenant1", StreamRules(), &batch, &error, &too_large))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2000u);
+  EXPECT_EQ(batch.records[3].node, "gpu-1");
+  ASSERT_GT(batch.bytes(), size_t{3} << 16);
+  const size_t arrays =
+      batch.records.capacity() * sizeof(LogRecord) + batch.labels.capacity() * sizeof(Label);
+  EXPECT_GE(batch.memoryBytes(), message.size() + arrays);
+  EXPECT_LE(batch.memoryBytes(), message.size() + arrays + (size_t{64} << 10));
+}
+
 TEST(LokiProto, RefusesCorruptSnappyAndProtobuf) {
   RecordBatch batch;
   std::string error;
