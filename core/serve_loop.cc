@@ -32,6 +32,9 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   metrics.declare("faultline_queue_capacity_bytes", T::kGauge, "Bound of the pipeline queue");
   metrics.declare("faultline_lines_total", T::kCounter, "Lines matched by the pipeline");
   metrics.declare("faultline_hits_total", T::kCounter, "Signature hits, by signature");
+  metrics.declare("faultline_matcher_set_errors_total", T::kCounter,
+                  "Lines the RE2::Set could not match (DFA out of memory), matched pattern by "
+                  "pattern instead");
   metrics.onRender([&queue](Metrics& m) {
     const auto [bytes, batches] = queue.depth();
     m.set("faultline_queue_bytes", "", static_cast<double>(bytes));
@@ -50,6 +53,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   }
   InOrder in_order;
   uint64_t lines = 0;  // published totals, changed in turn only
+  uint64_t set_errors = 0;
   std::vector<uint64_t> signature_hits(signature_labels.size());
   std::atomic<bool> pipeline_running{true};
   auto work = [&](size_t worker) {
@@ -64,6 +68,9 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
         lines += s.lines - published.lines;
         published.lines = s.lines;
         metrics.set("faultline_lines_total", "", static_cast<double>(lines));
+        set_errors += s.set_errors - published.set_errors;
+        published.set_errors = s.set_errors;
+        metrics.set("faultline_matcher_set_errors_total", "", static_cast<double>(set_errors));
         for (size_t i = 0; i < signature_hits.size(); ++i) {  // only the counts that moved
           if (s.signature_hits[i] != published.signature_hits[i]) {
             signature_hits[i] += s.signature_hits[i] - published.signature_hits[i];

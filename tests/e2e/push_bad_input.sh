@@ -74,9 +74,11 @@ wait_file "$tmp/decisions.jsonl" 10
 line=$(jq -r '.evidence[0].line' "$tmp/decisions.jsonl")
 [[ ${#line} -le 200 ]] || fail "line not truncated to 200 bytes: ${#line}"
 
-# The pipeline publishes its counts after the batch's decisions: poll.
+# The pipeline publishes its counts after the batch's decisions, and releases the batch's queue
+# bytes after that: poll for both.
 for _ in $(seq 100); do
-  curl -fsS "http://127.0.0.1:$port/metrics" | grep -q '^faultline_lines_total 1$' && break
+  m=$(curl -fsS "http://127.0.0.1:$port/metrics")
+  grep -q '^faultline_lines_total 1$' <<<"$m" && grep -q '^faultline_queue_bytes 0$' <<<"$m" && break
   sleep 0.1
 done
 metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
@@ -84,6 +86,7 @@ metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
 for series in 'faultline_records_total{source="http",format="loki_json"} 1' \
   "faultline_bytes_total{source=\"http\",format=\"loki_json\"} ${#body}" \
   'faultline_lines_total 1' 'faultline_hits_total{signature="nvidia-xid"} 1' \
+  'faultline_matcher_set_errors_total 0' \
   'faultline_decisions_total{action="taint"} 1' 'faultline_queue_bytes 0' \
   'faultline_queue_capacity_bytes 268435456'; do
   grep -qxF "$series" <<<"$metrics" || fail "metrics: no '$series' in: $(grep -v '^#' <<<"$metrics")"
