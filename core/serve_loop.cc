@@ -35,6 +35,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   metrics.declare("faultline_matcher_set_errors_total", T::kCounter,
                   "Lines the RE2::Set could not match (DFA out of memory), matched pattern by "
                   "pattern instead");
+  metrics.set("faultline_matcher_set_errors_total", "", 0);
   metrics.onRender([&queue](Metrics& m) {
     const auto [bytes, batches] = queue.depth();
     m.set("faultline_queue_bytes", "", static_cast<double>(bytes));
@@ -45,41 +46,38 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   // Match workers: each takes whole batches off the queue and matches them with its own Matcher,
   // without a lock; the batches are then correlated one at a time, in the order they left the
   // queue, so that every node's hits reach the correlator in arrival order whichever worker
-  // matched them. The turn costs per hit (about 1 line in 100,000) and per job run, never per
-  // record (Pipeline::match), and the batch is released after it.
+  // matched them. The turn is correlation alone, which costs per hit (about 1 line in 100,000)
+  // and per job run, never per record (Pipeline::match); counting and releasing the batch follow
+  // it.
   std::vector<std::string> signature_labels;  // the bank does not change while serving
   for (const Signature& sig : pipeline.bank().signatures) {
     signature_labels.push_back(Metrics::label("signature", sig.id));
   }
   InOrder in_order;
-  uint64_t lines = 0;  // published totals, changed in turn only
-  uint64_t set_errors = 0;
-  std::vector<uint64_t> signature_hits(signature_labels.size());
   std::atomic<bool> pipeline_running{true};
   auto work = [&](size_t worker) {
     BatchMatch matched;
-    MatcherStats published;  // this worker's matcher stats as last added to the totals
-    published.signature_hits.assign(signature_labels.size(), 0);
+    std::vector<uint64_t> batch_hits(signature_labels.size());  // all 0 between batches
+    uint64_t published_set_errors = 0;  // this worker's count as last added to the metric
     while (std::optional<BatchQueue::Item> item = queue.pop()) {
       pipeline.match(worker, item->batch, &matched);
-      const MatcherStats& s = pipeline.matcherStats(worker);
-      in_order.run(item->seq, [&] {
-        pipeline.correlate(matched);
-        lines += s.lines - published.lines;
-        published.lines = s.lines;
-        metrics.set("faultline_lines_total", "", static_cast<double>(lines));
-        set_errors += s.set_errors - published.set_errors;
-        published.set_errors = s.set_errors;
-        metrics.set("faultline_matcher_set_errors_total", "", static_cast<double>(set_errors));
-        for (size_t i = 0; i < signature_hits.size(); ++i) {  // only the counts that moved
-          if (s.signature_hits[i] != published.signature_hits[i]) {
-            signature_hits[i] += s.signature_hits[i] - published.signature_hits[i];
-            published.signature_hits[i] = s.signature_hits[i];
-            metrics.set("faultline_hits_total", signature_labels[i],
-                        static_cast<double>(signature_hits[i]));
-          }
+      in_order.run(item->seq, [&] { pipeline.correlate(matched); });
+      // Counted once the batch's decisions are made: lines a scrape shows have been decided.
+      metrics.add("faultline_lines_total", "", item->batch.records.size());
+      for (const Hit& h : matched.hits) {
+        ++batch_hits[h.signature];
+      }
+      for (const Hit& h : matched.hits) {  // one add per signature that hit
+        if (uint64_t& n = batch_hits[h.signature]; n != 0) {
+          metrics.add("faultline_hits_total", signature_labels[h.signature], n);
+          n = 0;
         }
-      });
+      }
+      if (const uint64_t set_errors = pipeline.matcherStats(worker).set_errors;
+          set_errors != published_set_errors) {
+        metrics.add("faultline_matcher_set_errors_total", "", set_errors - published_set_errors);
+        published_set_errors = set_errors;
+      }
       queue.done(*item);
     }
   };

@@ -21,7 +21,6 @@ std::string_view Hit::field(std::string_view name) const {
 }
 
 Matcher::Matcher(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)) {
-  stats_.signature_hits.resize(bank_->signatures.size());
   for (int k = 0; k < kStreamKinds; ++k) {
     gates_.push_back(bank_->sets[static_cast<size_t>(k)].gate);
     tuned_[static_cast<size_t>(k)] = !bank_->sets[static_cast<size_t>(k)].set;
@@ -150,7 +149,6 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       hit.seq = seq_;
       hit.fields = f;
       ++stats_.hits;
-      ++stats_.signature_hits[sig];
     };
     Seen& seen = seen_[std::hash<std::string_view>()(rec.line) % kSeenSlots];
     if (seen.valid && seen.stream == rec.stream && seen.line == rec.line) {

@@ -74,6 +74,11 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [[ $lines == "$expected_lines" ]] || fail "matched $lines of $expected_lines lines"
+# Each worker adds its batches' hits by signature: every node's three signature lines, once each.
+hits=$(curl -fsS "$url/metrics" | grep '^faultline_hits_total{' | sort)
+want_hits=$(printf 'faultline_hits_total{signature="%s"} %d\n' nvidia-gpu-reset "$nodes" \
+  nvidia-gpu-uuid "$nodes" nvidia-xid "$nodes")
+[[ $hits == "$want_hits" ]] || fail "hits by signature: $hits"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited $?"
 
