@@ -54,25 +54,25 @@ bool readAnyValue(std::string_view bytes, AnyValue* v) {
   return r.ok();
 }
 
-// A scalar AnyValue as text: string and bytes point into the message, others are copied into
-// the batch. An array of integers is a byte string (journald's non-UTF-8 MESSAGE). Returns
-// false for other values; *bad on malformed wire.
-bool scalarOf(const AnyValue& v, RecordBatch* batch, std::string_view* out, bool* bad) {
+// A scalar AnyValue as text, into *text: string and bytes point into the message, others are
+// copied into the batch. An array of integers is a byte string (journald's non-UTF-8 MESSAGE).
+// *text is left as it is for other values. False on malformed wire.
+bool scalarOf(const AnyValue& v, RecordBatch* batch, std::optional<std::string_view>* text) {
   switch (v.kind) {
     case AnyValue::kStringValue:
     case AnyValue::kBytesValue:
-      *out = v.bytes;
+      *text = v.bytes;
       return true;
     case AnyValue::kIntValue:
-      *out = batch->copy(std::to_string(static_cast<int64_t>(v.number)));
+      *text = batch->copy(std::to_string(static_cast<int64_t>(v.number)));
       return true;
     case AnyValue::kBoolValue:
-      *out = v.number != 0 ? "true" : "false";
+      *text = v.number != 0 ? "true" : "false";
       return true;
     case AnyValue::kArrayValue: {  // ArrayValue: values 1
       std::string bytes;
       bool ints = true;
-      *bad = !forEachField(v.bytes, 1, [&](std::string_view value) {
+      const bool ok = forEachField(v.bytes, 1, [&](std::string_view value) {
         AnyValue e;
         if (!readAnyValue(value, &e)) {
           return false;
@@ -81,14 +81,13 @@ bool scalarOf(const AnyValue& v, RecordBatch* batch, std::string_view* out, bool
         bytes.push_back(static_cast<char>(e.number));
         return true;
       });
-      if (!ints || *bad) {
-        return false;
+      if (ok && ints) {
+        *text = batch->copy(bytes);
       }
-      *out = batch->copy(bytes);
-      return true;
+      return ok;
     }
     default:
-      return false;
+      return true;
   }
 }
 
@@ -108,15 +107,7 @@ bool readKeyValue(std::string_view kv, std::string_view* key, std::string_view* 
 bool scalarValue(std::string_view value, RecordBatch* batch,
                  std::optional<std::string_view>* text) {
   AnyValue v;
-  if (!readAnyValue(value, &v)) {
-    return false;
-  }
-  bool bad = false;
-  std::string_view out;
-  if (scalarOf(v, batch, &out, &bad)) {
-    *text = out;
-  }
-  return !bad;
+  return readAnyValue(value, &v) && scalarOf(v, batch, text);
 }
 
 // Appends key = value (an AnyValue) as a label if `keep` keeps the key and the value is a scalar.
@@ -185,15 +176,8 @@ bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const
     if (!ok) {
       return false;
     }
-  } else {
-    bool bad = false;
-    std::string_view text;
-    if (scalarOf(body, batch, &text, &bad)) {
-      line = text;
-    }
-    if (bad) {
-      return false;
-    }
+  } else if (!scalarOf(body, batch, &line)) {
+    return false;
   }
   *added = line.has_value();
   if (!line) {
