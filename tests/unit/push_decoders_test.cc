@@ -153,19 +153,9 @@ TEST(LokiProto, TimestampBeyondInt64NanosecondsIsRefused) {
   // PushRequest{streams: [{labels: "{a=\"b\"}", entries: [{timestamp: {seconds: 18975159936},
   // line: "x"}]}]}, encoded by hand (logproto push.proto field numbers): found by loki_fuzz, it
   // overflowed seconds * 10^9.
-  auto varint = [](uint64_t v) {
-    std::string out;
-    for (; v >= 0x80; v >>= 7) {
-      out += static_cast<char>((v & 0x7f) | 0x80);
-    }
-    return out + static_cast<char>(v);
-  };
-  auto len = [&](int field, const std::string& bytes) {
-    return static_cast<char>(field << 3 | 2) + varint(bytes.size()) + bytes;
-  };
   const std::string timestamp = "\x08" + varint(18975159936);
-  const std::string entry = len(1, timestamp) + len(2, "x");
-  const std::string request = len(1, len(1, "{a=\"b\"}") + len(2, entry));
+  const std::string entry = field(1, timestamp) + field(2, "x");
+  const std::string request = field(1, field(1, "{a=\"b\"}") + field(2, entry));
   std::string body;
   snappy::Compress(request.data(), request.size(), &body);
   RecordBatch batch;
