@@ -108,7 +108,8 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
       }
     }
   }
-  for (uint32_t ri : rules) {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const uint32_t ri = rules[i];
     const Rule& rule = bank_->rules[ri];
     if (!rule.alias_from.empty()) {
       const std::string_view from = fieldOf(fields, rule.alias_from);
@@ -118,23 +119,23 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
       }
       continue;
     }
-    Fields f = fields;
+    // The hit's evidence carries the rule's fields; the last rule takes them without a copy.
+    Evidence ev{hit.time_ns, sig.id, hit.line, i + 1 == rules.size() ? std::move(fields) : fields};
     if (rule.joins >= 0) {
       const std::vector<uint32_t> heads = {static_cast<uint32_t>(rule.joins)};
       if (const Evidence* head =
-              findRecent(node, heads, {}, f, hit.time_ns, rule.join_within_ns, 0)) {
+              findRecent(node, heads, {}, ev.fields, hit.time_ns, rule.join_within_ns, 0)) {
         for (const auto& kv : head->fields) {
-          if (fieldOf(f, kv.first).empty()) {
-            f.push_back(kv);
+          if (fieldOf(ev.fields, kv.first).empty()) {
+            ev.fields.push_back(kv);
           }
         }
       }
     }
-    if (!ruleApplies(rule, f)) {
+    if (!ruleApplies(rule, ev.fields)) {
       continue;
     }
-    Evidence ev{hit.time_ns, sig.id, hit.line, f};
-    observeRule(ri, node, hit.node, f, ev, out);
+    observeRule(ri, node, hit.node, ev.fields, ev, out);
   }
 }
 
@@ -253,16 +254,16 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
   Counter& c = node.counters[entityKey(ri, rule, f)];
   c.times.push_back(ev.time_ns);
   c.evidence.push_back(ev);
-  while (!c.times.empty() && rule.count > 1 && ev.time_ns - c.times.front() > rule.window_ns) {
-    c.times.pop_front();
-  }
-  while (c.evidence.size() > c.times.size()) {
-    c.evidence.pop_front();
-  }
+  const auto stale = std::find_if(c.times.begin(), c.times.end(), [&](int64_t t) {
+    return rule.count <= 1 || ev.time_ns - t <= rule.window_ns;
+  });
+  c.times.erase(c.times.begin(), stale);
+  c.evidence.erase(c.evidence.begin(),
+                   c.evidence.end() - static_cast<std::ptrdiff_t>(c.times.size()));
   if (static_cast<int>(c.times.size()) < rule.count) {
     return;
   }
-  std::vector<Evidence> evidence(c.evidence.begin(), c.evidence.end());
+  std::vector<Evidence> evidence = std::move(c.evidence);
   c.times.clear();
   c.evidence.clear();
   fault(ri, node, node_name, f, std::move(evidence), ev.time_ns, out);

@@ -83,8 +83,10 @@ class Correlator {
     int64_t last_seen_ns = INT64_MIN;
     int64_t down_ns = INT64_MIN;  // flap rules: the pending down hit
     Evidence down;
-    std::deque<int64_t> times;      // counted hits inside the window
-    std::deque<Evidence> evidence;  // the same hits, as evidence (at most `count`)
+    // Vectors, not deques: fewer than `count` entries, and a deque allocates even when empty and
+    // when moved, which every new key and every growth of the node's map paid for.
+    std::vector<int64_t> times;      // counted hits inside the window
+    std::vector<Evidence> evidence;  // the same hits, as evidence (at most `count`)
   };
   // The newest hits of one rule on one node, oldest first from `next` once full. Slots are
   // assigned over, so that a storm reuses their strings instead of allocating.
