@@ -86,8 +86,10 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
   }
   advance(hit.time_ns, out);
   NodeData& node = nodeOf(hit.node);
-  Fields fields = hit.fields;
   const Signature& sig = bank_->signatures[hit.signature];
+  // The hit's evidence, shared by its rules; only a rule that joins a head line copies it.
+  Evidence ev{hit.time_ns, sig.id, hit.line, hit.fields};
+  Fields& fields = ev.fields;
   for (uint32_t t : sig.tables) {
     const Table& table = bank_->tables[t];
     std::string key;
@@ -108,8 +110,7 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
       }
     }
   }
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const uint32_t ri = rules[i];
+  for (uint32_t ri : rules) {
     const Rule& rule = bank_->rules[ri];
     if (!rule.alias_from.empty()) {
       const std::string_view from = fieldOf(fields, rule.alias_from);
@@ -119,23 +120,25 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
       }
       continue;
     }
-    // The hit's evidence carries the rule's fields; the last rule takes them without a copy.
-    Evidence ev{hit.time_ns, sig.id, hit.line, i + 1 == rules.size() ? std::move(fields) : fields};
+    const Evidence* rule_ev = &ev;
+    Evidence joined;
     if (rule.joins >= 0) {
       const std::vector<uint32_t> heads = {static_cast<uint32_t>(rule.joins)};
       if (const Evidence* head =
-              findRecent(node, heads, {}, ev.fields, hit.time_ns, rule.join_within_ns, 0)) {
+              findRecent(node, heads, {}, fields, hit.time_ns, rule.join_within_ns, 0)) {
+        joined = ev;
         for (const auto& kv : head->fields) {
-          if (fieldOf(ev.fields, kv.first).empty()) {
-            ev.fields.push_back(kv);
+          if (fieldOf(joined.fields, kv.first).empty()) {
+            joined.fields.push_back(kv);
           }
         }
+        rule_ev = &joined;
       }
     }
-    if (!ruleApplies(rule, ev.fields)) {
+    if (!ruleApplies(rule, rule_ev->fields)) {
       continue;
     }
-    observeRule(ri, node, hit.node, ev.fields, ev, out);
+    observeRule(ri, node, hit.node, rule_ev->fields, *rule_ev, out);
   }
 }
 
