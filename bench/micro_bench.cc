@@ -348,17 +348,24 @@ BENCHMARK(BM_CorrelatorStorm)->Arg(100)->Arg(10000)->Unit(benchmark::kMillisecon
 // at once, and Pipeline::correlate, which they run one batch at a time in queue order. Their
 // ratio is the share of the work that does not spread over workers. A batch is one push request:
 // 1000 quiet-corpus records of one stream, 1 ms apart. Args: stream (0 kernel; 1 pod records
-// labelled with their job, whose membership the turn records) and part (0 match, 1 correlate).
+// labelled with their job, whose membership the turn records; 2 a kernel storm, as a Kafka batch
+// holds it: every 100th line a fault line, of 10 nodes, the batch 1 s later on each pass so that
+// windows, dedup and active faults see a continuing storm) and part (0 match, 1 correlate).
 void BM_PipelineTurn(benchmark::State& state) {
   const bool pod = state.range(0) == 1;
+  const bool storm = state.range(0) == 2;
   const bool turn = state.range(1) == 1;
-  const std::vector<std::string> lines = messages(1000, 100000);
+  const std::vector<std::string> lines = messages(1000, storm ? 100 : 100000);
+  std::vector<std::string> nodes;
+  for (int n = 0; n < 10; ++n) {
+    nodes.push_back("gpu-node-" + std::to_string(n));
+  }
   RecordBatch batch;
   batch.labels = {{"job_name", "llama-pretrain"}, {"pod", "llama-pretrain-worker-7"}};
   for (size_t i = 0; i < lines.size(); ++i) {
     LogRecord& r = batch.records.emplace_back();
     r.time_ns = 1'741'000'000'000'000'000 + static_cast<int64_t>(i) * 1'000'000;
-    r.node = "gpu-node-01";
+    r.node = nodes[storm ? (i / 100) % nodes.size() : 0];
     r.line = lines[i];
     r.stream = pod ? StreamKind::kPod : StreamKind::kKernel;
     r.labels_end = pod ? 2 : 0;
@@ -368,14 +375,21 @@ void BM_PipelineTurn(benchmark::State& state) {
   pipeline.match(0, batch, &matched);
   for (auto _ : state) {
     if (turn) {
+      if (storm) {
+        for (Hit& h : matched.hits) {
+          h.time_ns += 1'000'000'000;
+        }
+        matched.newest_ns += 1'000'000'000;
+      }
       pipeline.correlate(matched);
     } else {
       pipeline.match(0, batch, &matched);
     }
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(lines.size()));
+  state.counters["hits_per_batch"] = static_cast<double>(matched.hits.size());
 }
-BENCHMARK(BM_PipelineTurn)->ArgsProduct({{0, 1}, {0, 1}});
+BENCHMARK(BM_PipelineTurn)->ArgsProduct({{0, 1, 2}, {0, 1}});
 
 std::string jsonEscape(const std::string& s) {
   std::string out;

@@ -73,6 +73,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
     if (!r.alias_from.empty()) {
       alias_rules_.push_back(i);
     }
+    if (r.cluster_nodes > 0) {
+      cluster_rules_.push_back(i);
+    }
     for (uint32_t by : r.recovered_by) {
       recovers_[by] = true;
     }
@@ -408,7 +411,7 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     if (!timers_.empty()) {
       due = std::get<0>(*timers_.begin());
     }
-    for (uint32_t ri = 0; ri < held_.size(); ++ri) {
+    for (uint32_t ri : cluster_rules_) {
       if (!held_[ri].empty()) {
         const int64_t end = held_[ri].front().evidence.time_ns + bank_->rules[ri].cluster_within_ns;
         if (end < due) {

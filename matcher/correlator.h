@@ -153,6 +153,7 @@ class Correlator {
   std::vector<std::vector<uint32_t>> cancels_;       // rule -> rules whose pending hits it ends
   std::vector<bool> recovers_;                       // rule is named in some recovery.by
   std::vector<uint32_t> alias_rules_;
+  std::vector<uint32_t> cluster_rules_;       // advance() looks at their held hits on every hit
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
   std::vector<std::deque<Held>> held_;        // cluster rules: hits held until their window ends
   // job -> node -> [first, last] time it ran a pod of the job, ns
