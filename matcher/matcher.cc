@@ -35,18 +35,13 @@ std::vector<std::string> Matcher::patterns(StreamKind kind) const {
   return out;
 }
 
-void Matcher::tune(const RecordBatch& batch) {
-  for (const LogRecord& rec : batch.records) {
-    const auto k = static_cast<size_t>(rec.stream);
-    if (tuned_[k]) {
-      continue;
-    }
-    sample_[k].append(rec.line).push_back('\n');
-    if (++sampled_[k] == kTuneLines) {
-      gates_[k] = LiteralGate(patterns(rec.stream), sample_[k]);
-      tuned_[k] = true;
-      sample_[k] = std::string();
-    }
+void Matcher::sample(const LogRecord& rec) {
+  const auto k = static_cast<size_t>(rec.stream);
+  sample_[k].append(rec.line).push_back('\n');
+  if (++sampled_[k] == kTuneLines) {
+    gates_[k] = LiteralGate(patterns(rec.stream), sample_[k]);
+    tuned_[k] = true;
+    sample_[k] = std::string();
   }
 }
 
@@ -102,10 +97,9 @@ bool Matcher::extract(std::string_view line, const Signature& sig, Fields* field
 }
 
 void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
-  if (!std::all_of(tuned_.begin(), tuned_.end(), [](bool t) { return t; })) {
-    tune(batch);
-  }
   // The gate first, over each kind's lines of the batch; the Set then only where it passed.
+  // Sampling for the tune shares the one pass that sorts the lines by kind: a kind that never
+  // comes (pod lines on a kernel topic) stays untuned and must not cost a pass of its own.
   const size_t n = batch.records.size();
   may_.assign(n, 0);
   for (auto& l : lines_) {
@@ -117,6 +111,9 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
   for (size_t i = 0; i < n; ++i) {
     const LogRecord& rec = batch.records[i];
     const auto k = static_cast<size_t>(rec.stream);
+    if (!tuned_[k]) {
+      sample(rec);
+    }
     if (bank_->sets[k].set) {
       lines_[k].push_back(rec.line);
       index_[k].push_back(static_cast<uint32_t>(i));

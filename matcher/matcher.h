@@ -65,8 +65,9 @@ class Matcher {
   // Sets sigs_ to the signatures of stream kind `kind` that match `line`, in increasing order
   // (the Set alone: callers ask the gate first).
   void matchSet(std::string_view line, StreamKind kind);
-  // Samples the lines of kinds not yet tuned; rebuilds a kind's gate when its sample is full.
-  void tune(const RecordBatch& batch);
+  // Adds the line to its kind's sample (a kind not yet tuned); rebuilds the kind's gate when
+  // the sample is full.
+  void sample(const LogRecord& rec);
   std::vector<std::string> patterns(StreamKind kind) const;
   // Runs the signature's own RE2 for its named captures; false if it does not match after all.
   bool extract(std::string_view line, const Signature& sig, Fields* fields);
