@@ -17,15 +17,19 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_bank.h"
 #include "bench/bench_records.h"
+#include "core/batch_queue.h"
+#include "core/commands.h"
 #include "core/decision.h"
 #include "core/pipeline.h"
 #include "core/record.h"
+#include "core/serve_loop.h"
 #include "core/time.h"
 #include "ingest/formats/formats.h"
 #include "ingest/kafka/decoders.h"
@@ -391,6 +395,59 @@ void BM_PipelineTurn(benchmark::State& state) {
 }
 BENCHMARK(BM_PipelineTurn)->ArgsProduct({{0, 1, 2}, {0, 1}});
 
+// Serve's match workers without ingest (runMatchWorker, core/serve_loop.h): 200 batches of 1000
+// kernel records of 10 nodes (the quiet corpus, or BM_PipelineTurn/2's storm: every 100th line a
+// fault line), 1 s of event time each, queued at once and then matched and correlated by
+// `workers` threads until the queue drains. Wall time: on two otherwise idle CPUs, 2 workers over
+// 1 is what a second core gives serve, ingest aside. Args: workers, storm (0, 1).
+void BM_ServeWorkers(benchmark::State& state) {
+  const auto workers = static_cast<size_t>(state.range(0));
+  const bool storm = state.range(1) == 1;
+  constexpr int kBatches = 200;
+  const std::vector<std::string> lines = messages(1000, storm ? 100 : 100000);
+  std::vector<std::string> nodes;
+  for (int n = 0; n < 10; ++n) {
+    nodes.push_back("gpu-node-" + std::to_string(n));
+  }
+  Pipeline pipeline(bank(), Taint{}, {}, workers);
+  int64_t start_ns = 1'741'000'000'000'000'000;
+  for (auto _ : state) {
+    state.PauseTiming();
+    BatchQueue queue(SIZE_MAX);
+    for (int b = 0; b < kBatches; ++b) {
+      BatchQueue::Item item;
+      for (size_t i = 0; i < lines.size(); ++i) {
+        LogRecord& r = item.batch.records.emplace_back();
+        r.time_ns = start_ns + static_cast<int64_t>(i) * 1'000'000;
+        r.node = nodes[(i / 100) % nodes.size()];
+        r.line = lines[i];
+        r.stream = StreamKind::kKernel;
+      }
+      start_ns += 1'000'000'000;
+      item.bytes = item.batch.memoryBytes();
+      queue.tryPush(item);
+    }
+    queue.close();
+    InOrder in_order;
+    state.ResumeTiming();
+    std::vector<std::thread> threads;
+    for (size_t w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        runMatchWorker(w, queue, pipeline, in_order,
+                       [](const BatchQueue::Item&, const BatchMatch&) {});
+      });
+    }
+    for (std::thread& t : threads) {
+      t.join();
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kBatches * static_cast<int64_t>(lines.size()));
+}
+BENCHMARK(BM_ServeWorkers)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 std::string jsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -616,4 +673,13 @@ BENCHMARK(BM_KafkaDecode)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMill
 }  // namespace
 }  // namespace faultline
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  faultline::keepFreedMemory();  // as the faultline command runs the engine
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+    return 1;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -13,6 +13,11 @@ namespace faultline {
 // configuration error).
 int runCli(int argc, char** argv);
 
+// Makes glibc's malloc keep freed memory for reuse: blocks under 32 MiB come from the heap and an
+// arena's free top goes back to the kernel only past 64 MiB. Called once, before any thread
+// starts (main, and the benchmarks, which measure the engine as the command runs it).
+void keepFreedMemory();
+
 // Checks every example line of the bank through the real matcher. Prints one line per problem to
 // stderr ("FILE:LINE: signature ID: match example not matched on stream kernel: LINE") and a
 // summary to stdout. Returns the number of problems.

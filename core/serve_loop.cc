@@ -22,6 +22,17 @@ void DecisionCounter::write(const Decision& decision) {
                 Metrics::label("action", std::string(actionName(decision.action))));
 }
 
+void runMatchWorker(size_t worker, BatchQueue& queue, Pipeline& pipeline, InOrder& in_order,
+                    const std::function<void(const BatchQueue::Item&, const BatchMatch&)>& after) {
+  BatchMatch matched;
+  while (std::optional<BatchQueue::Item> item = queue.pop()) {
+    pipeline.match(worker, item->batch, &matched);
+    in_order.run(item->seq, [&] { pipeline.correlate(matched); });
+    after(*item, matched);
+    queue.done(*item);
+  }
+}
+
 void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
               const std::function<bool()>& ready, const std::stop_token& stop) {
   using T = Metrics::Type;
@@ -43,12 +54,8 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
     m.set("faultline_queue_capacity_bytes", "", static_cast<double>(queue.maxBytes()));
   });
 
-  // Match workers: each takes whole batches off the queue and matches them with its own Matcher,
-  // without a lock; the batches are then correlated one at a time, in the order they left the
-  // queue, so that every node's hits reach the correlator in arrival order whichever worker
-  // matched them. The turn is correlation alone, which costs per hit (about 1 line in 100,000)
-  // and per job run, never per record (Pipeline::match); counting and releasing the batch follow
-  // it.
+  // Match workers (runMatchWorker). After a batch's turn, its worker adds the batch's lines and
+  // hits by signature to the metrics, outside the turn.
   std::vector<std::string> signature_labels;  // the bank does not change while serving
   for (const Signature& sig : pipeline.bank().signatures) {
     signature_labels.push_back(Metrics::label("signature", sig.id));
@@ -56,30 +63,29 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   InOrder in_order;
   std::atomic<bool> pipeline_running{true};
   auto work = [&](size_t worker) {
-    BatchMatch matched;
     std::vector<uint64_t> batch_hits(signature_labels.size());  // all 0 between batches
     uint64_t published_set_errors = 0;  // this worker's count as last added to the metric
-    while (std::optional<BatchQueue::Item> item = queue.pop()) {
-      pipeline.match(worker, item->batch, &matched);
-      in_order.run(item->seq, [&] { pipeline.correlate(matched); });
-      // Counted once the batch's decisions are made: lines a scrape shows have been decided.
-      metrics.add("faultline_lines_total", "", item->batch.records.size());
-      for (const Hit& h : matched.hits) {
-        ++batch_hits[h.signature];
-      }
-      for (const Hit& h : matched.hits) {  // one add per signature that hit
-        if (uint64_t& n = batch_hits[h.signature]; n != 0) {
-          metrics.add("faultline_hits_total", signature_labels[h.signature], n);
-          n = 0;
-        }
-      }
-      if (const uint64_t set_errors = pipeline.matcherStats(worker).set_errors;
-          set_errors != published_set_errors) {
-        metrics.add("faultline_matcher_set_errors_total", "", set_errors - published_set_errors);
-        published_set_errors = set_errors;
-      }
-      queue.done(*item);
-    }
+    runMatchWorker(worker, queue, pipeline, in_order,
+                   [&](const BatchQueue::Item& item, const BatchMatch& matched) {
+                     // Counted once the batch's decisions are made: lines a scrape shows have
+                     // been decided.
+                     metrics.add("faultline_lines_total", "", item.batch.records.size());
+                     for (const Hit& h : matched.hits) {
+                       ++batch_hits[h.signature];
+                     }
+                     for (const Hit& h : matched.hits) {  // one add per signature that hit
+                       if (uint64_t& n = batch_hits[h.signature]; n != 0) {
+                         metrics.add("faultline_hits_total", signature_labels[h.signature], n);
+                         n = 0;
+                       }
+                     }
+                     if (const uint64_t set_errors = pipeline.matcherStats(worker).set_errors;
+                         set_errors != published_set_errors) {
+                       metrics.add("faultline_matcher_set_errors_total", "",
+                                   set_errors - published_set_errors);
+                       published_set_errors = set_errors;
+                     }
+                   });
   };
   std::vector<std::thread> workers;
   for (size_t w = 0; w < pipeline.matchers(); ++w) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <stop_token>
 
+#include "core/batch_queue.h"
 #include "core/decision.h"
 #include "core/metrics.h"
 #include "core/pipeline.h"
@@ -39,6 +40,16 @@ struct ServeSources {
 // Throws std::runtime_error if a source cannot start (HTTP port taken, bad Kafka settings).
 void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
               const std::function<bool()>& ready, const std::stop_token& stop);
+
+// One of serve's match workers (runServe starts Pipeline::matchers() of them, `worker` 0, 1, ...):
+// pops batches until `queue` is closed and drained; matches each with the worker's own Matcher,
+// without a lock; correlates it in its turn, one batch at a time in the order pop() numbered
+// them (`in_order`, shared by the workers), so that each node's hits reach the correlator in
+// arrival order whichever worker matched them; then calls `after` with the batch and what
+// matching found, and releases the batch (BatchQueue::done). The turn costs per hit and per job
+// run, never per record (Pipeline::match).
+void runMatchWorker(size_t worker, BatchQueue& queue, Pipeline& pipeline, InOrder& in_order,
+                    const std::function<void(const BatchQueue::Item&, const BatchMatch&)>& after);
 
 // A DecisionSink that counts decisions by action in faultline_decisions_total.
 class DecisionCounter : public DecisionSink {
