@@ -154,6 +154,15 @@ std::shared_ptr<const Bank> bank() {
   return b;
 }
 
+// Node names gpu-node-0 .. gpu-node-(n-1).
+std::vector<std::string> nodeNames(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) {
+    names.push_back("gpu-node-" + std::to_string(i));
+  }
+  return names;
+}
+
 // `n` benign kernel messages; every `fault_every`-th one is a fault line instead.
 std::vector<std::string> messages(size_t n, size_t fault_every) {
   Matcher check(bank());
@@ -307,10 +316,7 @@ void BM_CorrelatorStorm(benchmark::State& state) {
       }
     }
   }
-  std::vector<std::string> names;
-  for (int n = 0; n < nodes; ++n) {
-    names.push_back("gpu-node-" + std::to_string(n));
-  }
+  const std::vector<std::string> names = nodeNames(nodes);
   LineGen gen(11);
   RecordBatch batch;
   for (int i = 0; i < 100000; ++i) {
@@ -360,10 +366,7 @@ void BM_PipelineTurn(benchmark::State& state) {
   const bool storm = state.range(0) == 2;
   const bool turn = state.range(1) == 1;
   const std::vector<std::string> lines = messages(1000, storm ? 100 : 100000);
-  std::vector<std::string> nodes;
-  for (int n = 0; n < 10; ++n) {
-    nodes.push_back("gpu-node-" + std::to_string(n));
-  }
+  const std::vector<std::string> nodes = nodeNames(10);
   RecordBatch batch;
   batch.labels = {{"job_name", "llama-pretrain"}, {"pod", "llama-pretrain-worker-7"}};
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -405,10 +408,7 @@ void BM_ServeWorkers(benchmark::State& state) {
   const bool storm = state.range(1) == 1;
   constexpr int kBatches = 200;
   const std::vector<std::string> lines = messages(1000, storm ? 100 : 100000);
-  std::vector<std::string> nodes;
-  for (int n = 0; n < 10; ++n) {
-    nodes.push_back("gpu-node-" + std::to_string(n));
-  }
+  const std::vector<std::string> nodes = nodeNames(10);
   Pipeline pipeline(bank(), Taint{}, {}, workers);
   int64_t start_ns = 1'741'000'000'000'000'000;
   for (auto _ : state) {
