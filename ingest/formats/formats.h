@@ -61,8 +61,11 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // string body or a kvlist body's MESSAGE (journald receiver); time is timeUnixNano, else
 // observedTimeUnixNano, else 0 (ns since the epoch); node and stream come from classify(rules). A
 // logRecord without a usable line is skipped and counted in *rejected. Returns false with a
-// one-line reason in *error when `doc` is not a JSON object or resourceLogs is not an array; a
-// document without resourceLogs is an empty request.
+// one-line reason in *error, and the batch as it was, when `doc` is not a JSON object or
+// resourceLogs is not an array; a document without resourceLogs is an empty request. Read in one
+// forward pass (simdjson On Demand): what it reads is validated, values it does not read (other
+// fields, dropped attributes) are skipped unchecked, so a document broken only inside those can
+// be accepted; a truncated one is refused. Field names are matched as written, not unescaped.
 bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, const LabelFilter& keep,
                     RecordBatch* batch, uint64_t* rejected, std::string* error);
 

@@ -1,11 +1,13 @@
 // JSON line formats: journalctl -o json (systemd.journal-fields(7)), the OTLP JSON mapping of
 // ExportLogsServiceRequest (opentelemetry-proto docs/specification.md, "JSON Protobuf
 // Encoding"; opentelemetry/proto/logs/v1/logs.proto) and logcli --output=jsonl (grafana/loki
-// cmd/logcli, pkg/logcli/output/jsonl.go). Parsed with simdjson's DOM parser; its strings live
-// until the parser's next parse, so everything a record keeps is copied into the batch.
+// cmd/logcli, pkg/logcli/output/jsonl.go). Parsed with simdjson: the line formats with its DOM
+// parser, OTLP with On Demand (below). Its strings live until the parser's next parse, so
+// everything a record keeps is copied into the batch.
 #include <charconv>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <simdjson.h>
 
@@ -100,124 +102,376 @@ class JournalJsonParser : public LineParser {
   std::string buf_;
 };
 
-// An OTLP AnyValue as text, if it is a scalar: *out views the parser's string or *buf.
-bool anyValueString(element v, std::string* buf, std::string_view* out) {
-  element e;
-  bool b = false;
-  if (member(v, "stringValue", &e)) {
-    return e.get(*out) == SUCCESS;
+// The OTLP JSON mapping is read with simdjson's On Demand API: one forward pass, without the DOM
+// parser's tape and without a scan of an object's keys per lookup (bench/README.md, "OTLP JSON").
+// Only forward iteration is used: find_field_unordered() assumes that what it skipped was well
+// formed, which a malformed request does not promise. Values faultline does not read are
+// skipped, not validated. A value of another type than expected makes only its record unusable;
+// any other error means the bytes are not JSON, and the request is refused.
+namespace od = simdjson::ondemand;
+using simdjson::error_code;
+
+// Calls f(key, value) for each field of `v` in document order, if it is an object; f returns an
+// error_code, and the first error ends the walk. `key` is the name as written, compared without
+// unescaping it (as simdjson's find_field() does): OTLP's field names need no escapes.
+template <typename F>
+error_code forEachField(od::value v, F f) {
+  od::json_type type = od::json_type::null;
+  SIMDJSON_TRY(v.type().get(type));
+  if (type != od::json_type::object) {
+    return SUCCESS;
   }
-  if (member(v, "intValue", &e)) {
-    *buf = std::to_string(intOf(e));
-    *out = *buf;
-    return true;
+  od::object o;
+  SIMDJSON_TRY(v.get_object().get(o));
+  for (auto field_result : o) {
+    od::field field;
+    SIMDJSON_TRY(std::move(field_result).get(field));
+    SIMDJSON_TRY(f(field.key(), field.value()));
   }
-  if (member(v, "boolValue", &e)) {
-    *out = e.get(b) == SUCCESS && b ? "true" : "false";
-    return e.is_bool();
+  return SUCCESS;
+}
+
+// Calls f(element) for each element of `v`, if it is an array; as forEachField.
+template <typename F>
+error_code forEachElement(od::value v, F f) {
+  od::json_type type = od::json_type::null;
+  SIMDJSON_TRY(v.type().get(type));
+  if (type != od::json_type::array) {
+    return SUCCESS;
   }
-  if (member(v, "arrayValue", &e)) {  // journald MESSAGE as bytes
-    simdjson::dom::array values;
-    if (!member(e, "values", &e) || e.get(values) != SUCCESS) {
-      return false;
+  od::array a;
+  SIMDJSON_TRY(v.get_array().get(a));
+  for (auto element_result : a) {
+    od::value element;
+    SIMDJSON_TRY(element_result.get(element));
+    SIMDJSON_TRY(f(element));
+  }
+  return SUCCESS;
+}
+
+// Integer nanoseconds from a JSON string or integer into *out; 0 if neither.
+error_code intOf(od::value v, int64_t* out) {
+  *out = 0;
+  od::json_type type = od::json_type::null;
+  SIMDJSON_TRY(v.type().get(type));
+  if (type == od::json_type::string) {  // OTLP JSON writes 64-bit integers as decimal strings
+    std::string_view s;
+    SIMDJSON_TRY(v.get_string().get(s));
+    int64_t n = 0;
+    *out = std::from_chars(s.data(), s.data() + s.size(), n).ec == std::errc() ? n : 0;
+    return SUCCESS;
+  }
+  if (type != od::json_type::number) {
+    return SUCCESS;
+  }
+  int64_t i = 0;
+  uint64_t u = 0;
+  if (v.get_int64().get(i) == SUCCESS) {
+    *out = i;
+  } else if (v.get_uint64().get(u) == SUCCESS) {
+    *out = static_cast<int64_t>(u);
+  }
+  return SUCCESS;  // a fraction or an exponent reads as 0
+}
+
+// An AnyValue's arrayValue ({"values": [{"intValue": n}, ...]}, how the journald receiver renders
+// a MESSAGE that is not UTF-8) as bytes in *buf; *ok false if it is no such array.
+error_code bytesOf(od::value array_value, std::string* buf, bool* ok) {
+  *ok = false;
+  bool seen = false;
+  return forEachField(array_value, [&](od::raw_json_string key, od::value values) {
+    if (key != "values" || seen) {
+      return SUCCESS;
+    }
+    seen = true;
+    od::json_type type = od::json_type::null;
+    SIMDJSON_TRY(values.type().get(type));
+    if (type != od::json_type::array) {
+      return SUCCESS;
     }
     buf->clear();
-    for (element item : values) {
-      element i;
-      if (!member(item, "intValue", &i)) {
-        return false;
-      }
-      buf->push_back(static_cast<char>(intOf(i)));
-    }
-    *out = *buf;
-    return true;
-  }
-  return false;
-}
-
-// Calls f(key, value) for each KeyValue of an array of them.
-template <typename F>
-void forEachKeyValue(element attrs, F f) {
-  simdjson::dom::array a;
-  if (attrs.get(a) != SUCCESS) {
-    return;
-  }
-  for (element kv : a) {
-    element key;
-    element value;
-    std::string_view name;
-    if (member(kv, "key", &key) && key.get(name) == SUCCESS && member(kv, "value", &value)) {
-      f(name, value);
-    }
-  }
-}
-
-// name = value (an AnyValue) as a label, if `keep` keeps the name and the value is a scalar.
-void addLabel(std::string_view name, element value, const LabelFilter& keep, std::string* buf,
-              RecordBatch* batch) {
-  std::string_view text;
-  if (keep.keeps(name) && anyValueString(value, buf, &text)) {
-    batch->labels.push_back({batch->copy(name), batch->copy(text)});
-  }
-}
-
-// The attributes (an array of KeyValue) as labels (addLabel).
-void addAttributes(element attrs, const LabelFilter& keep, RecordBatch* batch) {
-  std::string buf;
-  forEachKeyValue(attrs, [&](std::string_view name, element value) {
-    addLabel(name, value, keep, &buf, batch);
+    bool bytes = true;
+    SIMDJSON_TRY(forEachElement(values, [&](od::value item) {
+      bool has = false;
+      int64_t c = 0;
+      SIMDJSON_TRY(forEachField(item, [&](od::raw_json_string k, od::value v) {
+        if (k != "intValue" || has) {
+          return SUCCESS;
+        }
+        has = true;
+        return intOf(v, &c);
+      }));
+      bytes = bytes && has;
+      buf->push_back(static_cast<char>(c));
+      return SUCCESS;
+    }));
+    *ok = bytes;
+    return SUCCESS;
   });
 }
 
-// Appends the record; false (batch unchanged) if it has no usable line.
-// resource_attrs: the resource's attributes, null if it has none.
-bool addOtlpRecord(element lr, const element* resource_attrs, const StreamRules& rules,
-                   const LabelFilter& keep, RecordBatch* batch) {
-  const size_t labels_begin = batch->labels.size();
-  element e;
-  if (resource_attrs != nullptr) {
-    addAttributes(*resource_attrs, keep, batch);
+// AnyValue (a oneof) fields read as text, in order of precedence when a writer gives several.
+constexpr std::string_view kScalarFields[] = {"stringValue", "intValue", "boolValue", "arrayValue"};
+
+// Reads an AnyValue's fields one at a time (add()): the scalar field of highest precedence
+// decides, even when its value has a type that makes it unusable.
+class ScalarOf {
+ public:
+  explicit ScalarOf(std::string* buf) : buf_(buf) {}
+
+  error_code add(od::raw_json_string key, od::value value) {
+    size_t rank = 0;
+    while (rank < std::size(kScalarFields) && kScalarFields[rank] != key) {
+      ++rank;
+    }
+    if (rank >= rank_) {
+      return SUCCESS;
+    }
+    rank_ = rank;
+    ok_ = false;
+    od::json_type type = od::json_type::null;
+    SIMDJSON_TRY(value.type().get(type));
+    if (rank == 0 && type == od::json_type::string) {
+      SIMDJSON_TRY(value.get_string().get(text_));
+      ok_ = true;
+    } else if (rank == 1) {
+      int64_t i = 0;
+      SIMDJSON_TRY(intOf(value, &i));
+      *buf_ = std::to_string(i);
+      text_ = *buf_;
+      ok_ = true;
+    } else if (rank == 2 && type == od::json_type::boolean) {
+      bool b = false;
+      SIMDJSON_TRY(value.get_bool().get(b));
+      text_ = b ? "true" : "false";
+      ok_ = true;
+    } else if (rank == 3) {
+      SIMDJSON_TRY(bytesOf(value, buf_, &ok_));
+      text_ = *buf_;
+    }
+    return SUCCESS;
   }
-  if (member(lr, "attributes", &e)) {
-    addAttributes(e, keep, batch);
-  }
-  element body;
-  const bool has_body = member(lr, "body", &body);
+  // Whether the AnyValue is a usable scalar; text() views the parser's string or the buffer.
+  bool ok() const { return ok_; }
+  std::string_view text() const { return text_; }
+
+ private:
+  std::string* buf_;
+  size_t rank_ = std::size(kScalarFields);
+  bool ok_ = false;
+  std::string_view text_;
+};
+
+// An AnyValue as text, if it is a scalar (*ok): *out views the parser's string or *buf.
+error_code anyValueString(od::value v, std::string* buf, std::string_view* out, bool* ok) {
+  ScalarOf scalar(buf);
+  SIMDJSON_TRY(forEachField(
+      v, [&](od::raw_json_string key, od::value value) { return scalar.add(key, value); }));
+  *ok = scalar.ok();
+  *out = scalar.text();
+  return SUCCESS;
+}
+
+// Calls f(name, text) for each KeyValue ({"key": ..., "value": AnyValue}) of the array `list`
+// whose key is a string that wants(key) accepts and whose value is a scalar; `text` views the
+// parser's string or *buf, until the next KeyValue. A value written before its key is read
+// whatever the key.
+template <typename Wants, typename F>
+error_code forEachKeyValue(od::value list, std::string* buf, Wants wants, F f) {
+  return forEachElement(list, [&](od::value kv) {
+    std::string_view name;
+    std::string_view text;
+    bool has_name = false;  // a string key, the first one
+    bool seen_key = false;
+    bool seen_value = false;
+    bool ok = false;
+    SIMDJSON_TRY(forEachField(kv, [&](od::raw_json_string key, od::value v) {
+      if (key == "key" && !seen_key) {
+        seen_key = true;
+        od::json_type type = od::json_type::null;
+        SIMDJSON_TRY(v.type().get(type));
+        if (type == od::json_type::string) {
+          SIMDJSON_TRY(v.get_string().get(name));
+          has_name = true;
+        }
+      } else if (key == "value" && !seen_value) {
+        seen_value = true;
+        if (!seen_key || (has_name && wants(name))) {
+          SIMDJSON_TRY(anyValueString(v, buf, &text, &ok));
+        }
+      }
+      return SUCCESS;
+    }));
+    return has_name && ok && wants(name) ? f(name, text) : SUCCESS;
+  });
+}
+
+// Scratch space of one decodeOtlpJson call: labels as views into the batch.
+struct OtlpScratch {
   std::string buf;
+  std::vector<Label> resource;    // the current resource's attributes
+  std::vector<Label> attributes;  // the current record's
+  std::vector<Label> body;        // the current record's kvlist body entries
+};
+
+// The attributes (an array of KeyValue) that `keep` keeps, copied into the batch, onto *labels.
+error_code addAttributes(od::value attrs, const LabelFilter& keep, std::string* buf,
+                         RecordBatch* batch, std::vector<Label>* labels) {
+  return forEachKeyValue(
+      attrs, buf, [&](std::string_view name) { return keep.keeps(name); },
+      [&](std::string_view name, std::string_view text) {
+        labels->push_back({batch->copy(name), batch->copy(text)});
+        return SUCCESS;
+      });
+}
+
+// Appends the logRecord `lr` (an object) with the resource's labels, unless it has no usable
+// line (*added false). The first of a repeated key counts.
+error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilter& keep,
+                         OtlpScratch* s, RecordBatch* batch, bool* added) {
+  *added = false;
+  s->attributes.clear();
+  s->body.clear();
   std::string_view message;
   bool found = false;
-  if (has_body && member(body, "kvlistValue", &e)) {
-    // journald receiver: the body is a map of journal fields; the line is MESSAGE, the last one
-    // if several.
-    if (member(e, "values", &e)) {
-      forEachKeyValue(e, [&](std::string_view name, element value) {
-        std::string_view text;
-        if (name != "MESSAGE") {
-          addLabel(name, value, keep, &buf, batch);
-        } else if (anyValueString(value, &buf, &text)) {
-          message = batch->copy(text);
-          found = true;
-        }
-      });
+  bool seen_time = false;
+  bool seen_observed = false;
+  bool seen_attributes = false;
+  bool seen_body = false;
+  int64_t time_ns = 0;
+  int64_t observed_ns = 0;
+  SIMDJSON_TRY(forEachField(lr, [&](od::raw_json_string key, od::value v) {
+    if (key == "timeUnixNano" && !seen_time) {
+      seen_time = true;
+      return intOf(v, &time_ns);
     }
-  } else if (has_body && anyValueString(body, &buf, &message)) {
-    message = batch->copy(message);
-    found = true;
-  }
+    if (key == "observedTimeUnixNano" && !seen_observed) {
+      seen_observed = true;
+      return intOf(v, &observed_ns);
+    }
+    if (key == "attributes" && !seen_attributes) {
+      seen_attributes = true;
+      return addAttributes(v, keep, &s->buf, batch, &s->attributes);
+    }
+    if (key != "body" || seen_body) {
+      return SUCCESS;
+    }
+    seen_body = true;
+    // A kvlist body is the journald receiver's: a map of journal fields whose MESSAGE (the last,
+    // if several) is the line, the others labels. Else a scalar body is the line.
+    ScalarOf scalar(&s->buf);
+    bool seen_kvlist = false;
+    SIMDJSON_TRY(forEachField(v, [&](od::raw_json_string kind, od::value value) {
+      if (kind != "kvlistValue") {
+        return seen_kvlist ? SUCCESS : scalar.add(kind, value);
+      }
+      if (seen_kvlist) {
+        return SUCCESS;
+      }
+      seen_kvlist = true;
+      bool seen_values = false;
+      return forEachField(value, [&](od::raw_json_string k, od::value values) {
+        if (k != "values" || seen_values) {
+          return SUCCESS;
+        }
+        seen_values = true;
+        return forEachKeyValue(
+            values, &s->buf,
+            [&](std::string_view name) { return name == "MESSAGE" || keep.keeps(name); },
+            [&](std::string_view name, std::string_view text) {
+              if (name == "MESSAGE") {
+                message = batch->copy(text);
+                found = true;
+              } else {
+                s->body.push_back({batch->copy(name), batch->copy(text)});
+              }
+              return SUCCESS;
+            });
+      });
+    }));
+    if (!seen_kvlist && scalar.ok()) {
+      message = batch->copy(scalar.text());
+      found = true;
+    }
+    return SUCCESS;
+  }));
   if (!found) {
-    batch->labels.resize(labels_begin);
-    return false;
+    return SUCCESS;
   }
+  const auto labels_begin = static_cast<uint32_t>(batch->labels.size());
+  batch->labels.insert(batch->labels.end(), s->resource.begin(), s->resource.end());
+  batch->labels.insert(batch->labels.end(), s->attributes.begin(), s->attributes.end());
+  batch->labels.insert(batch->labels.end(), s->body.begin(), s->body.end());
   LogRecord& r = batch->records.emplace_back();
-  r.time_ns = member(lr, "timeUnixNano", &e) ? intOf(e) : 0;
-  if (r.time_ns == 0 && member(lr, "observedTimeUnixNano", &e)) {
-    r.time_ns = intOf(e);
-  }
+  r.time_ns = time_ns != 0 ? time_ns : observed_ns;
   r.line = message;
-  r.labels_begin = static_cast<uint32_t>(labels_begin);
+  r.labels_begin = labels_begin;
   r.labels_end = static_cast<uint32_t>(batch->labels.size());
   classify(rules, *batch, &r);
-  return true;
+  *added = true;
+  return SUCCESS;
+}
+
+// The records of one ResourceLogs object onto the batch.
+error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFilter& keep,
+                           OtlpScratch* s, RecordBatch* batch, uint64_t* rejected) {
+  s->resource.clear();
+  const size_t first = batch->records.size();
+  bool seen_resource = false;
+  bool seen_scopes = false;
+  bool resource_late = false;  // after scopeLogs: its records do not have its labels yet
+  SIMDJSON_TRY(forEachField(rl, [&](od::raw_json_string key, od::value v) {
+    if (key == "resource" && !seen_resource) {
+      seen_resource = true;
+      resource_late = seen_scopes;
+      bool seen_attributes = false;
+      return forEachField(v, [&](od::raw_json_string k, od::value attrs) {
+        if (k != "attributes" || seen_attributes) {
+          return SUCCESS;
+        }
+        seen_attributes = true;
+        return addAttributes(attrs, keep, &s->buf, batch, &s->resource);
+      });
+    }
+    if (key != "scopeLogs" || seen_scopes) {
+      return SUCCESS;
+    }
+    seen_scopes = true;
+    return forEachElement(v, [&](od::value sl) {
+      bool seen_records = false;
+      return forEachField(sl, [&](od::raw_json_string k, od::value records) {
+        if (k != "logRecords" || seen_records) {
+          return SUCCESS;
+        }
+        seen_records = true;
+        return forEachElement(records, [&](od::value lr) {
+          od::json_type type = od::json_type::null;
+          SIMDJSON_TRY(lr.type().get(type));
+          bool added = false;
+          if (type == od::json_type::object) {
+            SIMDJSON_TRY(addOtlpRecord(lr, rules, keep, s, batch, &added));
+          }
+          *rejected += added ? 0 : 1;
+          return SUCCESS;
+        });
+      });
+    });
+  }));
+  if (resource_late && !s->resource.empty()) {
+    // Rare (writers put the resource first): the records get new label ranges, resource first.
+    for (size_t i = first; i < batch->records.size(); ++i) {
+      LogRecord& r = batch->records[i];
+      const std::vector<Label> own(batch->labels.begin() + r.labels_begin,
+                                   batch->labels.begin() + r.labels_end);
+      r.labels_begin = static_cast<uint32_t>(batch->labels.size());
+      batch->labels.insert(batch->labels.end(), s->resource.begin(), s->resource.end());
+      batch->labels.insert(batch->labels.end(), own.begin(), own.end());
+      r.labels_end = static_cast<uint32_t>(batch->labels.size());
+      r.node = {};
+      classify(rules, *batch, &r);
+    }
+  }
+  return SUCCESS;
 }
 
 class OtlpJsonParser : public LineParser {
@@ -274,50 +528,67 @@ class LokiJsonlParser : public LineParser {
   simdjson::dom::parser parser_;
 };
 
+// The request's records onto the batch; an error means it is not JSON. *not_array: resourceLogs
+// is there but is no array.
+error_code addRequest(od::document& req, const StreamRules& rules, const LabelFilter& keep,
+                      OtlpScratch* s, RecordBatch* batch, uint64_t* rejected, bool* not_array) {
+  od::object root;
+  SIMDJSON_TRY(req.get_object().get(root));
+  bool seen = false;  // the first resourceLogs counts
+  for (auto field_result : root) {
+    od::field field;
+    SIMDJSON_TRY(std::move(field_result).get(field));
+    if (field.key() != "resourceLogs" || seen) {
+      continue;
+    }
+    seen = true;
+    od::value& v = field.value();
+    od::json_type type = od::json_type::null;
+    SIMDJSON_TRY(v.type().get(type));
+    if (type != od::json_type::array) {
+      *not_array = true;
+      return SUCCESS;
+    }
+    SIMDJSON_TRY(forEachElement(
+        v, [&](od::value rl) { return addResourceLogs(rl, rules, keep, s, batch, rejected); }));
+  }
+  // Past the root object, current_location() is out of bounds unless something follows it.
+  return req.current_location().error() == SUCCESS ? simdjson::TRAILING_CONTENT : SUCCESS;
+}
+
 }  // namespace
 
 bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, const LabelFilter& keep,
                     RecordBatch* batch, uint64_t* rejected, std::string* error) {
-  simdjson::dom::parser parser;  // one per call: the HTTP server decodes on several threads
-  element req;
-  if (const auto err = parser.parse(doc.data(), doc.size()).get(req); err != SUCCESS) {
-    *error = std::string("not JSON (") + simdjson::error_message(err) + ")";
-    return false;
+  od::parser parser;  // one per call: the HTTP server decodes on several threads
+  const simdjson::padded_string padded(doc);
+  od::document req;
+  od::json_type type = od::json_type::null;
+  error_code err = parser.iterate(padded).get(req);
+  if (err == SUCCESS) {
+    err = req.type().get(type);
   }
-  if (!req.is_object()) {
+  if (err == SUCCESS && type != od::json_type::object) {
     *error = "not a JSON object";
     return false;
   }
-  element e;
-  if (!member(req, "resourceLogs", &e)) {
-    return true;  // an empty request is valid (OTLP specification, "OTLP/HTTP Request")
+  const size_t records = batch->records.size();
+  const size_t labels = batch->labels.size();
+  const uint64_t rejected_before = *rejected;
+  OtlpScratch scratch;
+  bool not_array = false;
+  if (err == SUCCESS) {
+    err = addRequest(req, rules, keep, &scratch, batch, rejected, &not_array);
   }
-  simdjson::dom::array resource_logs;
-  if (e.get(resource_logs) != SUCCESS) {
-    *error = "resourceLogs is not an array";
-    return false;
+  if (err == SUCCESS && !not_array) {
+    return true;
   }
-  for (element rl : resource_logs) {
-    element resource_attrs;
-    const bool has_attrs = member(rl, "resource", &e) && member(e, "attributes", &resource_attrs);
-    simdjson::dom::array scope_logs;
-    if (!member(rl, "scopeLogs", &e) || e.get(scope_logs) != SUCCESS) {
-      continue;
-    }
-    for (element sl : scope_logs) {
-      simdjson::dom::array records;
-      if (!member(sl, "logRecords", &e) || e.get(records) != SUCCESS) {
-        continue;
-      }
-      for (element lr : records) {
-        if (!lr.is_object() ||
-            !addOtlpRecord(lr, has_attrs ? &resource_attrs : nullptr, rules, keep, batch)) {
-          ++*rejected;
-        }
-      }
-    }
-  }
-  return true;
+  batch->records.resize(records);  // the request is refused: none of it is kept
+  batch->labels.resize(labels);
+  *rejected = rejected_before;
+  *error = not_array ? "resourceLogs is not an array"
+                     : std::string("not JSON (") + simdjson::error_message(err) + ")";
+  return false;
 }
 
 std::unique_ptr<LineParser> makeJournalJsonParser(const ParseOptions& options) {

@@ -500,6 +500,60 @@ TEST(OtlpJson, JournaldBodyAndRejectedRecords) {
                              &error));  // empty request
 }
 
+// The decoder reads in one forward pass (simdjson On Demand): fields in any order must give what
+// the usual order gives, and a request refused part-way must leave the batch as it was.
+TEST(OtlpJson, AnyFieldOrderAndRefusedRequestsLeaveTheBatchAlone) {
+  const std::string usual = R"({"resourceLogs":[{"resource":{"attributes":[
+      {"key":"k8s.node.name","value":{"stringValue":"gpu-3"}}]},
+    "scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000007","attributes":[
+      {"key":"k8s.pod.name","value":{"stringValue":"llama-0"}}],
+      "body":{"stringValue":"NCCL WARN Watchdog caught collective operation timeout"}}]}]}]})";
+  // The same request written backwards: scopeLogs before resource, value before key, body
+  // before attributes, the time last.
+  const std::string reordered = R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{
+      "body":{"stringValue":"NCCL WARN Watchdog caught collective operation timeout"},
+      "attributes":[{"value":{"stringValue":"llama-0"},"key":"k8s.pod.name"}],
+      "timeUnixNano":"1700000000000000007"}]}],
+    "resource":{"attributes":[{"value":{"stringValue":"gpu-3"},"key":"k8s.node.name"}]}}]})";
+  for (const std::string* doc : {&usual, &reordered}) {
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    ASSERT_TRUE(decodeOtlpJson(*doc, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+        << error;
+    ASSERT_EQ(batch.records.size(), 1u);
+    const LogRecord& r = batch.records[0];
+    EXPECT_EQ(r.node, "gpu-3");
+    EXPECT_EQ(r.stream, StreamKind::kPod);
+    EXPECT_EQ(r.time_ns, 1700000000000000007);
+    EXPECT_EQ(r.line, "NCCL WARN Watchdog caught collective operation timeout");
+    EXPECT_EQ(batch.label(r, "k8s.pod.name"), "llama-0");
+    EXPECT_EQ(r.labels_end - r.labels_begin, 2u);
+    EXPECT_EQ(rejected, 0u);
+  }
+
+  // Refused after the first record was read: truncated, broken inside a record, or followed by
+  // more bytes. The batch keeps what it held before, and nothing else.
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  ASSERT_TRUE(decodeOtlpJson(usual, StreamRules(), defaultKeep(), &batch, &rejected, &error));
+  const size_t labels = batch.labels.size();
+  const std::string second_record_broken =
+      R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"one"}},)"
+      R"({"body":{"stringValue":"two"}, "attributes":[}]}]}]})";
+  for (const std::string& bad :
+       {usual.substr(0, usual.size() - 3), second_record_broken, usual + " {}"}) {
+    error.clear();
+    EXPECT_FALSE(decodeOtlpJson(bad, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+        << bad;
+    EXPECT_NE(error.find("not JSON"), std::string::npos) << error;
+    EXPECT_EQ(batch.records.size(), 1u) << bad;
+    EXPECT_EQ(batch.labels.size(), labels) << bad;
+    EXPECT_EQ(rejected, 0u) << bad;
+  }
+}
+
 TEST(OtlpResponse, PartialSuccessOnlyWhenRejected) {
   EXPECT_EQ(otlpProtoResponse(0, "x"), "");
   EXPECT_EQ(otlpJsonResponse(0, "x"), "{}");
