@@ -73,13 +73,12 @@ class BatchQueue {
   std::optional<Item> pop() {
     std::unique_lock lock(mu_);
     ready_.wait(lock, [&] { return closed_ || !items_.empty(); });
-    if (items_.empty()) {
-      return std::nullopt;
-    }
-    Item item = std::move(items_.front());
-    items_.pop_front();
-    item.seq = popped_++;
-    return item;
+    return take();
+  }
+  // As pop(), without waiting: nullopt while empty.
+  std::optional<Item> tryPop() {
+    std::lock_guard lock(mu_);
+    return take();
   }
 
   // After processing: clears the batch, runs the item's callback and releases its bytes. The
@@ -116,6 +115,15 @@ class BatchQueue {
 
  private:
   bool fits(size_t bytes) const { return bytes_ == 0 || bytes_ + bytes <= max_bytes_; }
+  std::optional<Item> take() {
+    if (items_.empty()) {
+      return std::nullopt;
+    }
+    Item item = std::move(items_.front());
+    items_.pop_front();
+    item.seq = popped_++;
+    return item;
+  }
   void enqueue(Item& item) {
     bytes_ += item.bytes;
     items_.push_back(std::move(item));
@@ -147,6 +155,19 @@ class InOrder {
     ++next_;
     lock.unlock();
     turn_.notify_all();
+  }
+  // Runs `f` as run() does if every smaller `seq` has run; else returns false at once.
+  template <class F>
+  bool tryRun(uint64_t seq, F&& f) {
+    std::unique_lock lock(mu_);
+    if (next_ != seq) {
+      return false;
+    }
+    f();
+    ++next_;
+    lock.unlock();
+    turn_.notify_all();
+    return true;
   }
 
  private:

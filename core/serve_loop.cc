@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <memory>
 #include <string>
@@ -24,12 +25,35 @@ void DecisionCounter::write(const Decision& decision) {
 
 void runMatchWorker(size_t worker, BatchQueue& queue, Pipeline& pipeline, InOrder& in_order,
                     const std::function<void(const BatchQueue::Item&, const BatchMatch&)>& after) {
-  BatchMatch matched;
-  while (std::optional<BatchQueue::Item> item = queue.pop()) {
-    pipeline.match(worker, item->batch, &matched);
-    in_order.run(item->seq, [&] { pipeline.correlate(matched); });
-    after(*item, matched);
-    queue.done(*item);
+  struct Matched {
+    BatchQueue::Item item;
+    BatchMatch match;
+  };
+  std::deque<Matched> waiting;  // matched, in pop order, until their turn
+  auto correlate = [&] { pipeline.correlate(waiting.front().match); };
+  auto finish = [&] {
+    after(waiting.front().item, waiting.front().match);
+    queue.done(waiting.front().item);
+    waiting.pop_front();
+  };
+  for (;;) {
+    while (!waiting.empty() && in_order.tryRun(waiting.front().item.seq, correlate)) {
+      finish();
+    }
+    // While a batch waits for its turn, another is matched rather than the core left idle; with
+    // nothing queued, the worker waits for that turn, never in pop() holding a batch.
+    std::optional<BatchQueue::Item> item = waiting.empty() ? queue.pop() : queue.tryPop();
+    if (!item) {
+      if (waiting.empty()) {
+        return;  // closed and drained
+      }
+      in_order.run(waiting.front().item.seq, correlate);
+      finish();
+      continue;
+    }
+    Matched& m = waiting.emplace_back();
+    m.item = std::move(*item);
+    pipeline.match(worker, m.item.batch, &m.match);
   }
 }
 

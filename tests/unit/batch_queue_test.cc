@@ -18,12 +18,13 @@ TEST(BatchQueue, PopNumbersItemsInQueueOrder) {
     item.batch.records.emplace_back().line = i == 0 ? "a" : i == 1 ? "b" : "c";
     ASSERT_TRUE(queue.tryPush(item));
   }
-  for (uint64_t want = 0; want < 3; ++want) {
-    std::optional<BatchQueue::Item> item = queue.pop();
+  for (uint64_t want = 0; want < 3; ++want) {  // pop and tryPop share one numbering
+    std::optional<BatchQueue::Item> item = want == 1 ? queue.tryPop() : queue.pop();
     ASSERT_TRUE(item);
     EXPECT_EQ(item->seq, want);
     EXPECT_EQ(item->batch.records[0].line, want == 0 ? "a" : want == 1 ? "b" : "c");
   }
+  EXPECT_FALSE(queue.tryPop());  // empty: no wait
 }
 
 // A later item's callback, given first, waits for the earlier one: the order is the numbers',
@@ -49,6 +50,19 @@ TEST(InOrder, RunsCallbacksInSequenceWhateverTheThreads) {
   in_order.run(0, [&] { record(0); });
   late.join();
   middle.join();
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2}));
+}
+
+// tryRun runs only in turn, and a turn it takes lets run() callers waiting for the next one go.
+TEST(InOrder, TryRunRunsOnlyInTurn) {
+  InOrder in_order;
+  std::vector<int> ran;
+  EXPECT_FALSE(in_order.tryRun(1, [&] { ran.push_back(1); }));
+  std::thread next([&] { in_order.run(1, [&] { ran.push_back(1); }); });
+  EXPECT_TRUE(in_order.tryRun(0, [&] { ran.push_back(0); }));
+  next.join();
+  EXPECT_FALSE(in_order.tryRun(1, [&] { ran.push_back(-1); }));  // each seq runs once
+  EXPECT_TRUE(in_order.tryRun(2, [&] { ran.push_back(2); }));
   EXPECT_EQ(ran, (std::vector<int>{0, 1, 2}));
 }
 

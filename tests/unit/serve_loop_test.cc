@@ -1,0 +1,86 @@
+// Serve's match workers (runMatchWorker): however many there are, and however their batches
+// interleave, the correlator sees the batches in queue order and decides as one worker would.
+#include "core/serve_loop.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/time.h"
+#include "matcher/bank.h"
+
+namespace faultline {
+namespace {
+
+class Collect : public DecisionSink {
+ public:
+  void write(const Decision& d) override { got.push_back(d); }
+  std::vector<Decision> got;
+};
+
+// 60 batches, alternately of 2000 and 20 records, so that a worker with a short batch finds the
+// long one before it still in its turn and goes on to the next. Every batch carries one Xid 79
+// of one of 12 nodes, a second later per batch, and the first Xid 79 of a node taints it: a
+// batch correlated before an earlier one would give a different time or evidence.
+std::vector<Decision> decide(size_t workers) {
+  Collect sink;
+  Pipeline pipeline(loadBank(embeddedRuleFiles()), Taint{}, {&sink}, workers);
+  BatchQueue queue(SIZE_MAX);
+  for (int b = 0; b < 60; ++b) {
+    BatchQueue::Item item;
+    RecordBatch& batch = item.batch;
+    const int records = b % 2 == 0 ? 2000 : 20;
+    const std::string node = "gpu-" + std::to_string(b % 12);
+    for (int i = 0; i < records; ++i) {
+      const std::string line =
+          i == records / 2 ? "NVRM: Xid (PCI:0000:3b:00): 79, pid=" + std::to_string(b) +
+                                 ", GPU has fallen off the bus."
+                           : "systemd[1]: Started session " + std::to_string(b * 10000 + i) + ".";
+      batch.records.push_back({(1000 + b) * kNanosPerSecond + i, batch.copy(node), batch.copy(line),
+                               0, 0, StreamKind::kKernel});
+    }
+    item.bytes = batch.memoryBytes();
+    EXPECT_TRUE(queue.tryPush(item));
+  }
+  queue.close();
+  InOrder in_order;
+  std::vector<uint64_t> after_seqs;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      runMatchWorker(w, queue, pipeline, in_order,
+                     [&](const BatchQueue::Item& item, const BatchMatch&) {
+                       std::lock_guard lock(mu);
+                       after_seqs.push_back(item.seq);
+                     });
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(after_seqs.size(), 60U);  // every batch released once
+  EXPECT_EQ(queue.depth().first, 0U);
+  return sink.got;
+}
+
+TEST(ServeWorkers, AnyNumberDecidesAsOneInQueueOrder) {
+  const std::vector<Decision> one = decide(1);
+  ASSERT_EQ(one.size(), 12U);  // one taint per node
+  for (size_t workers : {2, 3}) {
+    const std::vector<Decision> many = decide(workers);
+    ASSERT_EQ(many.size(), one.size()) << workers;
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(many[i].node, one[i].node) << workers << " " << i;
+      EXPECT_EQ(many[i].rule, one[i].rule) << workers << " " << i;
+      EXPECT_EQ(many[i].time_ns, one[i].time_ns) << workers << " " << i;
+      ASSERT_FALSE(many[i].evidence.empty());
+      EXPECT_EQ(many[i].evidence[0].line, one[i].evidence[0].line) << workers << " " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace faultline
