@@ -103,9 +103,9 @@ class JournalJsonParser : public LineParser {
 };
 
 // The OTLP JSON mapping is read with simdjson's On Demand API: one forward pass, without the DOM
-// parser's tape and without a scan of an object's keys per lookup (bench/README.md, "OTLP JSON").
-// Only forward iteration is used: find_field_unordered() assumes that what it skipped was well
-// formed, which a malformed request does not promise. Values faultline does not read are
+// parser's tape and without a scan of an object's keys per lookup (bench/README.md, "OTLP JSON in
+// one pass"). Only forward iteration is used: find_field_unordered() assumes that what it skipped
+// was well formed, which a malformed request does not promise. Values faultline does not read are
 // skipped, not validated. A value of another type than expected makes only its record unusable;
 // any other error means the bytes are not JSON, and the request is refused.
 namespace od = simdjson::ondemand;
