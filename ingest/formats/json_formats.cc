@@ -281,7 +281,7 @@ error_code forEachKeyValue(od::value list, std::string* buf, Wants wants, F f) {
   return forEachElement(list, [&](od::value kv) {
     std::string_view name;
     std::string_view text;
-    bool has_name = false;  // a string key, the first one
+    bool wanted = false;  // the first key is a string that wants() accepts
     bool seen_key = false;
     bool seen_value = false;
     bool ok = false;
@@ -292,17 +292,17 @@ error_code forEachKeyValue(od::value list, std::string* buf, Wants wants, F f) {
         SIMDJSON_TRY(v.type().get(type));
         if (type == od::json_type::string) {
           SIMDJSON_TRY(v.get_string().get(name));
-          has_name = true;
+          wanted = wants(name);
         }
       } else if (key == "value" && !seen_value) {
         seen_value = true;
-        if (!seen_key || (has_name && wants(name))) {
+        if (!seen_key || wanted) {
           SIMDJSON_TRY(anyValueString(v, buf, &text, &ok));
         }
       }
       return SUCCESS;
     }));
-    return has_name && ok && wants(name) ? f(name, text) : SUCCESS;
+    return wanted && ok ? f(name, text) : SUCCESS;
   });
 }
 
