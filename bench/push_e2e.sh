@@ -6,13 +6,14 @@
 #                                    the corpus is sent in turn until then), NODES (16), FORMATS
 #                                    ("loki_proto loki_json otlp_proto otlp_json"), CPU (core for
 #                                    faultline, 0), LOAD_CPU (core for the client, 1),
-#                                    CONNECTIONS (2), QUEUE_BYTES (268435456), MATCH_THREADS (1:
-#                                    serve's match workers), WORK (temp dir)
+#                                    CONNECTIONS (2), BATCH (1000: records per request),
+#                                    QUEUE_BYTES (268435456), MAX_BODY_BYTES (67108864),
+#                                    MATCH_THREADS (1: serve's match workers), WORK (temp dir)
 #
 # The corpus is bench/make_corpus.py's (seeded, real-format kernel lines of NODES nodes, one fault
 # per 100,000 lines), the messages without their dmesg / syslog envelope. For each format a fresh
 # `faultline serve` (http section only, decisions to a file) runs pinned to CPU, and
-# bench/push_load, pinned to LOAD_CPU, sends it the corpus as the agents do: requests of 1000
+# bench/push_load, pinned to LOAD_CPU, sends it the corpus as the agents do: requests of BATCH
 # records of one node (Loki protobuf + snappy and Loki JSON with the stream's labels; OTLP
 # protobuf and JSON shaped as the OTel collector's journald receiver exports them), every body
 # encoded beforehand, over CONNECTIONS keep-alive connections, 429s retried after Retry-After.
@@ -44,6 +45,8 @@ cpu=${CPU:-0}
 load_cpu=${LOAD_CPU:-1}
 match_threads=${MATCH_THREADS:-1}
 connections=${CONNECTIONS:-2}
+batch=${BATCH:-1000}
+max_body_bytes=${MAX_BODY_BYTES:-67108864}
 queue_bytes=${QUEUE_BYTES:-268435456}
 work=${WORK:-$(mktemp -d)}
 mkdir -p "$work"
@@ -69,7 +72,7 @@ rows=()
 for format in $formats; do
   cat >"$work/config-$format.yaml" <<YAML
 decisions: $work/decisions-$format.jsonl
-http: {listen: "127.0.0.1:0"}
+http: {listen: "127.0.0.1:0", max_body_bytes: $max_body_bytes}
 queue_bytes: $queue_bytes
 match_threads: $match_threads
 YAML
@@ -88,7 +91,7 @@ YAML
   echo "$format: pushing $records records ..." >&2
   c0=$(cpu_ticks "$serve_pid")
   out=$(taskset -c "$load_cpu" "$load" --url "http://127.0.0.1:$port" --format "$format" \
-    --input "$work/lines.tsv" --records "$records" --connections "$connections")
+    --input "$work/lines.tsv" --records "$records" --connections "$connections" --batch "$batch")
   c1=$(cpu_ticks "$serve_pid")
   echo "  $out" >&2
   rss_peak=$(awk '/^VmHWM/ { print $2 }' "/proc/$serve_pid/status")

@@ -363,6 +363,10 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   bool too_large = false;
 
   const size_t body_bytes = body.size();
+  // Until the batch is queued (where queue_bytes counts it) or refused; a decoder needs several
+  // times its body, and the gate keeps that to max_body_bytes of bodies whatever the number of
+  // server threads.
+  const ByteGate::Admission decoding = decoding_.admit(body_bytes);
   BatchQueue::Item item;
   RecordBatch& batch = item.batch;
   uint64_t rejected = 0;

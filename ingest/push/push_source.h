@@ -38,6 +38,7 @@
 
 #include "core/batch_queue.h"
 #include "core/metrics.h"
+#include "ingest/push/byte_gate.h"
 #include "ingest/formats/labels.h"
 
 namespace YAML {  // NOLINT(readability-identifier-naming): yaml-cpp's name
@@ -102,6 +103,7 @@ class PushServer {
 
   PushConfig config_;
   LabelFilter keep_{config_.streams};  // the OTLP attributes kept as labels
+  ByteGate decoding_{config_.max_body_bytes};  // bodies decoded at once, in bytes
   BatchQueue* queue_;
   Metrics* metrics_;
   std::function<bool()> ready_;
