@@ -1,7 +1,7 @@
 // Bounds the bytes of work in progress across threads: the push server decodes at most
-// max_body_bytes of request bodies at once, because a decoder needs several times its body
-// (simdjson's parser: README "Memory"), and without a bound that memory would grow with the number
-// of server threads rather than with one request.
+// max_body_bytes of request bodies at once, because a decoder needs up to 15 times its body
+// (simdjson's parser: README, "Push: Loki and OTLP/HTTP"), and without a bound that memory would
+// grow with the number of server threads rather than with one request.
 #pragma once
 
 #include <condition_variable>
@@ -37,9 +37,9 @@ class ByteGate {
     size_t bytes_;
   };
 
-  // Waits until `bytes` fit beside what is admitted, then admits them until the Admission is
-  // destroyed. Callers are admitted in the order they called, so a large item is not starved by
-  // a stream of small ones; an item larger than max_bytes is admitted alone.
+  // Waits until `bytes` (a size in bytes) fit beside what is admitted, then admits them until the
+  // Admission is destroyed. Callers are admitted in the order they called, so a large item is not
+  // starved by a stream of small ones; an item larger than max_bytes is admitted alone.
   [[nodiscard]] Admission admit(size_t bytes) {
     std::unique_lock lock(mu_);
     const uint64_t ticket = next_ticket_++;

@@ -38,8 +38,8 @@
 
 #include "core/batch_queue.h"
 #include "core/metrics.h"
-#include "ingest/push/byte_gate.h"
 #include "ingest/formats/labels.h"
+#include "ingest/push/byte_gate.h"
 
 namespace YAML {  // NOLINT(readability-identifier-naming): yaml-cpp's name
 class Node;
@@ -102,7 +102,7 @@ class PushServer {
               const std::string& metric_reason, httplib::Response& res);
 
   PushConfig config_;
-  LabelFilter keep_{config_.streams};  // the OTLP attributes kept as labels
+  LabelFilter keep_{config_.streams};          // the OTLP attributes kept as labels
   ByteGate decoding_{config_.max_body_bytes};  // bodies decoded at once, in bytes
   BatchQueue* queue_;
   Metrics* metrics_;
