@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace faultline {
 namespace {
@@ -73,7 +74,7 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
   }
 }
 
-void Pipeline::correlate(const BatchMatch& matched) {
+void Pipeline::correlate(BatchMatch& matched) {
   noteMembers(matched.runs);
   correlateHits(matched.hits);
   out_.clear();
@@ -150,10 +151,10 @@ void Pipeline::finishReplay() {
   flush();
 }
 
-void Pipeline::correlateHits(const std::vector<Hit>& hits) {
-  for (const Hit& hit : hits) {
+void Pipeline::correlateHits(std::vector<Hit>& hits) {
+  for (Hit& hit : hits) {
     out_.clear();
-    correlator_.observe(hit, &out_);
+    correlator_.observe(std::move(hit), &out_);
     emit(out_);
   }
 }

@@ -47,8 +47,9 @@ class Pipeline {
   void match(size_t worker, const RecordBatch& batch, BatchMatch* out);
   // Live, one batch at a time, in arrival order (each node's stream is in event-time order on the
   // wire): records the batch's job runs, correlates its hits and moves event time to its newest
-  // record. Decisions reach the sinks before this returns.
-  void correlate(const BatchMatch& matched);
+  // record. Decisions reach the sinks before this returns. The hits are moved into the
+  // correlator: only their time, signature, stream and seq stay.
+  void correlate(BatchMatch& matched);
 
   // Replay: matches the batch and keeps its hits; nothing is decided until finishReplay().
   // Memory stays bounded under a flood: identical hits (node, signature, line without its
@@ -78,7 +79,7 @@ class Pipeline {
   void keep(size_t first);
   // Records the job runs with the correlator.
   void noteMembers(const std::vector<BatchMatch::JobRun>& runs);
-  void correlateHits(const std::vector<Hit>& hits);
+  void correlateHits(std::vector<Hit>& hits);
   void emit(const std::vector<Decision>& decisions);
 
   std::vector<Matcher> matchers_;  // replay uses the first

@@ -47,7 +47,8 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
 // without a lock; correlates it in its turn, one batch at a time in the order pop() numbered
 // them (`in_order`, shared by the workers), so that each node's hits reach the correlator in
 // arrival order whichever worker matched them; then calls `after` with the batch and what
-// matching found, and releases the batch (BatchQueue::done). The turn costs per hit and per job
+// matching found (its hits moved from: Pipeline::correlate), and releases the batch
+// (BatchQueue::done). The turn costs per hit and per job
 // run, never per record (Pipeline::match). A worker whose batch is not yet in turn matches the
 // next queued batch meanwhile instead of waiting; it waits for the turn only when nothing is
 // queued. Its held batches stay counted in the queue's bytes until released.

@@ -13,16 +13,6 @@ constexpr size_t kRecentPerRule = 8;
 // Evidence lines a decision carries at most (a corroborated or attached incident).
 constexpr size_t kMaxEvidence = 8;
 
-std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>& fields,
-                         std::string_view name) {
-  for (const auto& [k, v] : fields) {
-    if (k == name) {
-      return v;
-    }
-  }
-  return {};
-}
-
 bool has(const std::vector<std::string>& values, std::string_view v) {
   return std::find(values.begin(), values.end(), v) != values.end();
 }
@@ -59,6 +49,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
   corroborates_.resize(n);
   cancels_.resize(n);
   recovers_.assign(n, false);
+  looked_up_.assign(n, false);
   held_.resize(n);
   job_until_.assign(n, INT64_MIN);
   for (uint32_t i = 0; i < n; ++i) {
@@ -79,10 +70,23 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
     for (uint32_t by : r.recovered_by) {
       recovers_[by] = true;
     }
+    // The rules findRecent() is asked about.
+    for (const std::vector<uint32_t>* rules :
+         {&r.attach_to, &r.suppressed_by, &r.corroborated_by}) {
+      for (uint32_t c : *rules) {
+        looked_up_[c] = true;
+      }
+    }
+    if (r.joins >= 0) {
+      looked_up_[static_cast<uint32_t>(r.joins)] = true;
+    }
+    if (!r.corroborated_by.empty()) {
+      looked_up_[i] = true;
+    }
   }
 }
 
-void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
+void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   const std::vector<uint32_t>& rules = rules_by_signature_[hit.signature];
   if (rules.empty()) {
     return;
@@ -91,20 +95,8 @@ void Correlator::observe(const Hit& hit, std::vector<Decision>* out) {
   NodeData& node = nodeOf(hit.node);
   const Signature& sig = bank_->signatures[hit.signature];
   // The hit's evidence, shared by its rules; only a rule that joins a head line copies it.
-  Evidence ev{hit.time_ns, sig.id, hit.line, hit.fields};
+  Evidence ev{hit.time_ns, sig.id, std::move(hit.line), std::move(hit.fields)};
   Fields& fields = ev.fields;
-  for (uint32_t t : sig.tables) {
-    const Table& table = bank_->tables[t];
-    std::string key;
-    for (size_t i = 0; i < table.key.size(); ++i) {
-      key += (i == 0 ? "" : "\x1f") + std::string(fieldOf(fields, table.key[i]));
-    }
-    if (const auto row = table.rows.find(key); row != table.rows.end()) {
-      for (size_t c = 0; c < table.columns.size(); ++c) {
-        fields.emplace_back(table.columns[c], row->second[c]);
-      }
-    }
-  }
   for (uint32_t ai : alias_rules_) {  // a GPU UUID names the PCI address an alias rule mapped
     const Rule& a = bank_->rules[ai];
     if (fieldOf(fields, a.alias_to).empty()) {
@@ -149,16 +141,18 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
                              const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const int64_t t = ev.time_ns;
-  auto recent = std::find_if(node.recent.begin(), node.recent.end(),
-                             [&](const Recent& r) { return r.rule == ri; });
-  if (recent == node.recent.end()) {
-    recent = node.recent.insert(recent, Recent{ri, {}, 0});
-  }
-  if (recent->hits.size() < kRecentPerRule) {
-    recent->hits.push_back(ev);
-  } else {
-    recent->hits[recent->next] = ev;
-    recent->next = (recent->next + 1) % kRecentPerRule;
+  if (looked_up_[ri]) {
+    auto recent = std::find_if(node.recent.begin(), node.recent.end(),
+                               [&](const Recent& r) { return r.rule == ri; });
+    if (recent == node.recent.end()) {
+      recent = node.recent.insert(recent, Recent{ri, {}, 0});
+    }
+    if (recent->hits.size() < kRecentPerRule) {
+      recent->hits.push_back(ev);
+    } else {
+      recent->hits[recent->next] = ev;
+      recent->next = (recent->next + 1) % kRecentPerRule;
+    }
   }
   if (recovers_[ri]) {
     recover(ri, node, node_name, f, ev, out);
@@ -393,12 +387,24 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
 
 void Correlator::schedule(const std::string& node_name, const std::string& key, Fault& f,
                           int64_t due_ns) {
-  if (f.due_ns != INT64_MAX) {
-    timers_.erase({f.due_ns, node_name, key});
+  if (f.due_ns == due_ns) {
+    return;
   }
+  const auto timer =
+      f.due_ns == INT64_MAX ? timers_.end() : timers_.find(TimerView{f.due_ns, node_name, key});
   f.due_ns = due_ns;
-  if (due_ns != INT64_MAX) {
-    timers_.emplace(due_ns, node_name, key);
+  if (timer == timers_.end()) {
+    if (due_ns != INT64_MAX) {
+      timers_.emplace(due_ns, node_name, key);
+    }
+  } else if (due_ns == INT64_MAX) {
+    timers_.erase(timer);
+  } else {
+    // A hit that moves the quiet timer of an active fault (every hit of a storm) reuses the
+    // timer's node instead of allocating one.
+    auto moved = timers_.extract(timer);
+    std::get<0>(moved.value()) = due_ns;
+    timers_.insert(std::move(moved));
   }
 }
 

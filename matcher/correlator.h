@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,9 +22,9 @@ namespace faultline {
 
 // Semantics, per rule and per (node, rule, entity) key, where the entity is the rule's `entity`
 // fields of the hit (the GPU's PCI address, an HCA port, an NVSwitch link, ...):
-//   - a hit first gets the fields of its signature's tables (the Xid catalog's action and class)
-//     and, through `alias` rules, a PCI address for a GPU UUID; `joins` fills a continuation
-//     line's missing fields from its head line;
+//   - a hit carries the fields of its signature's tables (the Xid catalog's action and class:
+//     Hit) and gets, through `alias` rules, a PCI address for a GPU UUID; `joins` fills a
+//     continuation line's missing fields from its head line;
 //   - it counts only if every `where` field has one of the listed values, it is not attached to
 //     a cause (`attach_to`) or suppressed by one (`suppressed_by`), it is not inside the dedup
 //     window of the key's last counted hit nor within `burst` of the key's previous hit, and,
@@ -58,8 +59,9 @@ class Correlator {
 
   Correlator(std::shared_ptr<const Bank> bank, Taint taint);
 
-  // Appends the decisions `hit` completes (and those of timers that fall due before it).
-  void observe(const Hit& hit, std::vector<Decision>* out);
+  // Appends the decisions `hit` completes (and those of timers that fall due before it). Taken by
+  // value: its line and fields become the evidence the correlator keeps, without a copy.
+  void observe(Hit hit, std::vector<Decision>* out);
   // Moves event time to `now_ns` (ns since the epoch): recovery and quiet timers and held
   // cluster windows that end before it decide, in time order.
   void advance(int64_t now_ns, std::vector<Decision>* out);
@@ -88,8 +90,9 @@ class Correlator {
     std::vector<int64_t> times;      // counted hits inside the window
     std::vector<Evidence> evidence;  // the same hits, as evidence (at most `count`)
   };
-  // The newest hits of one rule on one node, oldest first from `next` once full. Slots are
-  // assigned over, so that a storm reuses their strings instead of allocating.
+  // The newest hits of one rule on one node, oldest first from `next` once full, kept only for the
+  // rules findRecent() is asked about (looked_up_). Slots are assigned over, so that a storm
+  // reuses their strings instead of allocating.
   struct Recent {
     uint32_t rule = 0;
     std::vector<Evidence> hits;
@@ -152,6 +155,8 @@ class Correlator {
   std::vector<std::vector<uint32_t>> corroborates_;  // rule -> the rules it corroborates
   std::vector<std::vector<uint32_t>> cancels_;       // rule -> rules whose pending hits it ends
   std::vector<bool> recovers_;                       // rule is named in some recovery.by
+  // rule is named in some attach_to, suppressed_by, joins or corroborated_by, or is corroborated
+  std::vector<bool> looked_up_;
   std::vector<uint32_t> alias_rules_;
   std::vector<uint32_t> cluster_rules_;       // advance() looks at their held hits on every hit
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
@@ -161,7 +166,8 @@ class Correlator {
   std::vector<int64_t> job_until_;  // cluster rules: a job event lasts until then
   // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
   // has a pending hit only while it has no fault).
-  std::set<std::tuple<int64_t, std::string, std::string>> timers_;
+  std::set<std::tuple<int64_t, std::string, std::string>, std::less<>> timers_;
+  using TimerView = std::tuple<int64_t, std::string_view, std::string_view>;  // finds a timer
   int64_t now_ns_ = INT64_MIN;
   Stats stats_;
 };

@@ -11,13 +11,18 @@ constexpr int kMaxGroups = 32;
 
 }  // namespace
 
-std::string_view Hit::field(std::string_view name) const {
+std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>& fields,
+                         std::string_view name) {
   for (const auto& [k, v] : fields) {
     if (k == name) {
       return v;
     }
   }
   return {};
+}
+
+std::string_view Hit::field(std::string_view name) const {
+  return fieldOf(fields, name);
 }
 
 Matcher::Matcher(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)) {
@@ -91,6 +96,21 @@ bool Matcher::extract(std::string_view line, const Signature& sig, Fields* field
     const std::string& name = sig.fields[static_cast<size_t>(g - 1)];
     if (!name.empty() && groups[static_cast<size_t>(g)].data() != nullptr) {
       fields->emplace_back(name, std::string(groups[static_cast<size_t>(g)]));
+    }
+  }
+  for (uint32_t t : sig.tables) {
+    const Table& table = bank_->tables[t];
+    table_key_.clear();
+    for (size_t i = 0; i < table.key.size(); ++i) {
+      if (i > 0) {
+        table_key_ += '\x1f';
+      }
+      table_key_ += fieldOf(*fields, table.key[i]);
+    }
+    if (const auto row = table.rows.find(table_key_); row != table.rows.end()) {
+      for (size_t c = 0; c < table.columns.size(); ++c) {
+        fields->emplace_back(table.columns[c], row->second[c]);
+      }
     }
   }
   return true;

@@ -16,6 +16,10 @@
 
 namespace faultline {
 
+// The value of the field `name` in `fields` (a hit's or evidence's); empty if it has none.
+std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>& fields,
+                         std::string_view name);
+
 // A line that matched a signature. Owns its bytes: it outlives the batch it came from.
 struct Hit {
   int64_t time_ns = 0;  // event time of the line, ns since the epoch
@@ -23,7 +27,9 @@ struct Hit {
   uint32_t signature = 0;  // index into Bank::signatures
   StreamKind stream = StreamKind::kOther;
   std::string line;
-  std::vector<std::pair<std::string, std::string>> fields;  // named captures that participated
+  // The named captures that participated, then the columns of each of the signature's tables
+  // whose row the captures key (Bank::tables: an Xid code's catalog action and class).
+  std::vector<std::pair<std::string, std::string>> fields;
   uint64_t seq = 0;  // arrival order, so that sorting by event time stays deterministic
 
   std::string_view field(std::string_view name) const;
@@ -69,7 +75,8 @@ class Matcher {
   // the sample is full.
   void sample(const LogRecord& rec);
   std::vector<std::string> patterns(StreamKind kind) const;
-  // Runs the signature's own RE2 for its named captures; false if it does not match after all.
+  // Runs the signature's own RE2 for its named captures, then adds its tables' columns (Hit's
+  // fields); false if it does not match after all.
   bool extract(std::string_view line, const Signature& sig, Fields* fields);
 
   std::shared_ptr<const Bank> bank_;
@@ -85,6 +92,7 @@ class Matcher {
   std::vector<uint8_t> may_;  // by record: 1 if the line holds a literal of its kind's gate
   std::vector<int> ids_;
   std::vector<uint32_t> sigs_;  // likewise
+  std::string table_key_;       // likewise
   uint64_t seq_ = 0;
   // Recent candidate lines and their hits (none, for a line the gate passed in vain), by a hash
   // of the line, one entry per slot: a storm of repeated lines (800K Xid 95 lines with 29

@@ -211,6 +211,20 @@ TEST_F(CorrelatorSemantics, BurstCountsOnceAndQuietPeriodUntaints) {
   EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-app", "n1 untaint xid-app"}));
 }
 
+TEST_F(CorrelatorSemantics, EachHitOfAnActiveFaultMovesItsQuietPeriod) {
+  feed("n1", 100, "Xid 0000:01:00 13");
+  feed("n1", 1000, "Xid 0000:01:00 13");
+  ASSERT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-app"});
+  feed("n1", 5000, "Xid 0000:01:00 13");  // the fault goes on: quiet until 5000 s + 2 h
+  c_.advance((1000 + 2 * 3600 + 1) * kNanosPerSecond, &out_);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-app"});
+  feed("n1", 9000, "Xid 0000:01:00 13");  // and again, moving the timer it moved before
+  c_.advance((5000 + 2 * 3600 + 1) * kNanosPerSecond, &out_);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-app"});
+  c_.advance((9000 + 2 * 3600 + 1) * kNanosPerSecond, &out_);
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-app", "n1 untaint xid-app"}));
+}
+
 TEST_F(CorrelatorSemantics, FlapIsDownThenUpOnOnePort) {
   feed("n1", 100, "port 1 DOWN");
   feed("n1", 110, "port 2 ACTIVE");  // another port: no flap
@@ -259,6 +273,13 @@ TEST_F(CorrelatorSemantics, PodEvidenceTaintsWhenCorroboratedOrRepeated) {
   auto d = decisions();
   std::sort(d.begin(), d.end());
   EXPECT_EQ(d, (std::vector<std::string>{"a taint nccl", "b taint nccl"}));
+}
+
+TEST_F(CorrelatorSemantics, KernelEvidenceAfterThePodLineDecidesAtOnce) {
+  feed("a", 100, "nccl timeout", StreamKind::kPod);
+  feed("a", 200, "port 1 DOWN");  // the cluster window of the pod line has not ended
+  ASSERT_EQ(decisions(), std::vector<std::string>{"a taint nccl"});
+  EXPECT_EQ(out_[0].time_ns, 200 * kNanosPerSecond);
 }
 
 TEST_F(CorrelatorSemantics, HangOnCollectivesMarksThePeersSuspectNotTheReporter) {
