@@ -265,12 +265,15 @@ void BM_LineSplit(benchmark::State& state) {
 }
 BENCHMARK(BM_LineSplit)->Unit(benchmark::kMillisecond);
 
-// One node repeating one Xid line: the cost of each hit after the first.
-//   /0: fatal Xid 119, 1 ms apart: the first hit taints the node, the rest meet a tainted node.
-//   /1: Xid 13 (warning rule, count 3, dedup 10s) all in one burst: the node stays untainted and
-//       every hit builds its counter key and falls into the dedup window.
+// One node repeating one Xid line: the cost of each hit after the first. Args: line, ms apart.
+//   /0/1: fatal Xid 119, 1 ms apart: the first hit taints the node; of the rest, all but the
+//         first of each second are repeats (Correlator), the others meet a tainted node.
+//   /1/0: Xid 13 (warning rule, count 3, burst 1m) all at one instant: repeats.
+//   /0/1000, /1/1000: the same lines 1 s apart, so that none repeats: every Xid 119 meets a
+//         tainted node; every Xid 13 builds its counter key and falls into the burst.
 void BM_CorrelatorFlood(benchmark::State& state) {
   const bool burst = state.range(0) == 1;
+  const int64_t apart_ns = state.range(1) * 1'000'000;
   RecordBatch batch;
   LogRecord& r = batch.records.emplace_back();
   r.node = "gpu-node-01";
@@ -288,7 +291,7 @@ void BM_CorrelatorFlood(benchmark::State& state) {
   Hit hit = hits.front();
   int64_t decisions = 0;
   for (auto _ : state) {
-    hit.time_ns += burst ? 0 : 1000000;
+    hit.time_ns += apart_ns;
     correlator.observe(hit, &out);
     decisions += static_cast<int64_t>(out.size());
     out.clear();
@@ -296,7 +299,7 @@ void BM_CorrelatorFlood(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.counters["decisions"] = static_cast<double>(decisions);
 }
-BENCHMARK(BM_CorrelatorFlood)->Arg(0)->Arg(1);
+BENCHMARK(BM_CorrelatorFlood)->Args({0, 1})->Args({1, 0})->Args({0, 1000})->Args({1, 1000});
 
 // A storm over many nodes (arg: how many): 100000 records, each a match example of the bank
 // (real lines, sources in rules/) on a stream kind its signature applies to, on a node drawn

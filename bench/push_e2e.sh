@@ -8,7 +8,8 @@
 #                                    faultline, 0), LOAD_CPU (core for the client, 1),
 #                                    CONNECTIONS (2), BATCH (1000: records per request),
 #                                    QUEUE_BYTES (268435456), MAX_BODY_BYTES (67108864),
-#                                    MATCH_THREADS (1: serve's match workers), WORK (temp dir)
+#                                    MATCH_THREADS (1: serve's match workers), WORK (temp dir),
+#                                    INPUT (a node<TAB>message file to send instead of the corpus)
 #
 # The corpus is bench/make_corpus.py's (seeded, real-format kernel lines of NODES nodes, one fault
 # per 100,000 lines), the messages without their dmesg / syslog envelope. For each format a fresh
@@ -57,14 +58,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "generating $lines lines for $nodes nodes in $work ..." >&2
-python3 "$here/make_corpus.py" --out "$work/corpus" --lines "$lines" --nodes "$nodes" 2>"$work/corpus.log"
-# node<TAB>message, without the dmesg / syslog envelope.
-for f in "$work"/corpus/*.dmesg "$work"/corpus/*.syslog; do
-  node=$(basename "${f%%.*}")
-  sed -E "s/^\[ *[0-9.]+\] //; s/^[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} [^ ]+ kernel: //; s/^/$node\t/" "$f"
-done >"$work/lines.tsv"
-faults=$(($(wc -l <"$work/corpus/faults.tsv") - 1))
+if [[ -n ${INPUT:-} ]]; then
+  cp "$INPUT" "$work/lines.tsv"
+  corpus="$INPUT: $(wc -l <"$work/lines.tsv") lines"
+else
+  echo "generating $lines lines for $nodes nodes in $work ..." >&2
+  python3 "$here/make_corpus.py" --out "$work/corpus" --lines "$lines" --nodes "$nodes" 2>"$work/corpus.log"
+  # node<TAB>message, without the dmesg / syslog envelope.
+  for f in "$work"/corpus/*.dmesg "$work"/corpus/*.syslog; do
+    node=$(basename "${f%%.*}")
+    sed -E "s/^\[ *[0-9.]+\] //; s/^[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} [^ ]+ kernel: //; s/^/$node\t/" "$f"
+  done >"$work/lines.tsv"
+  faults=$(($(wc -l <"$work/corpus/faults.tsv") - 1))
+  corpus="$(wc -l <"$work/lines.tsv") lines of $nodes nodes, $faults faults injected"
+fi
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
@@ -114,7 +121,7 @@ echo
 echo "faultline serve ($match_threads match threads), HTTP push, pinned to CPU $cpu; push_load on CPU $load_cpu with $connections"
 echo "keep-alive connections ($(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-echo "Corpus: $(wc -l <"$work/lines.tsv") lines of $nodes nodes, $faults faults injected, sent in turn"
+echo "Corpus: $corpus, sent in turn"
 echo "until $records records per format. queue_bytes $queue_bytes."
 echo
 echo "| format | records | requests | body B/record | records/s | MB/s bodies | MB/s text | records/s per CPU-second | wall / CPU time | 429 retried | hits / decisions | RSS idle / peak (MiB) |"

@@ -4,6 +4,8 @@
 #include <iterator>
 #include <utility>
 
+#include "core/time.h"
+
 namespace faultline {
 namespace {
 
@@ -110,7 +112,7 @@ void Pipeline::keep(size_t first) {
     key += '\x1f';
     key += std::to_string(h.signature);
     key += '\x1f';
-    key += std::to_string(h.time_ns / 1'000'000'000 - (h.time_ns < 0 ? 1 : 0));
+    key += std::to_string(secondOf(h.time_ns));
     key += '\x1f';
     key += h.line;
     if (const size_t* kept = kept_.find(key)) {

@@ -53,8 +53,8 @@ class Pipeline {
 
   // Replay: matches the batch and keeps its hits; nothing is decided until finishReplay().
   // Memory stays bounded under a flood: identical hits (node, signature, line without its
-  // timestamp envelope) within one second of event time are kept once (the earliest), which no
-  // rule can tell apart since every dedup, burst and flap window is longer than a second.
+  // timestamp envelope) in one second of event time are kept once (the earliest), as the
+  // correlator would take the others for repeats anyway (Correlator), live as in replay.
   void collect(const RecordBatch& batch);
   // Replay: takes the hits `other` collected (from other files, on another thread), as if this
   // pipeline had collected them; `other` is left empty. Results do not depend on which pipeline

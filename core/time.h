@@ -9,6 +9,11 @@ namespace faultline {
 
 inline constexpr int64_t kNanosPerSecond = 1'000'000'000;
 
+// The whole second of event time `time_ns` falls in (rounded down, also before the epoch).
+inline constexpr int64_t secondOf(int64_t time_ns) {
+  return time_ns / kNanosPerSecond - (time_ns % kNanosPerSecond < 0 ? 1 : 0);
+}
+
 // Civil UTC date and time to ns since the epoch. month 1..12, day 1..31.
 int64_t civilToNanos(int year, int month, int day, int hour, int minute, int second,
                      int64_t nanos = 0);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/time.h"
+
 namespace faultline {
 namespace {
 
@@ -12,6 +14,8 @@ constexpr int64_t kRecoveryGuardNs = 60'000'000'000;
 constexpr size_t kRecentPerRule = 8;
 // Evidence lines a decision carries at most (a corroborated or attached incident).
 constexpr size_t kMaxEvidence = 8;
+// Distinct lines kept per node for telling repeats, beyond those of the node's latest second.
+constexpr size_t kSeenPerNode = 16;
 
 bool has(const std::vector<std::string>& values, std::string_view v) {
   return std::find(values.begin(), values.end(), v) != values.end();
@@ -91,8 +95,25 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   if (rules.empty()) {
     return;
   }
-  advance(hit.time_ns, out);
   NodeData& node = nodeOf(hit.node);
+  const int64_t second = secondOf(hit.time_ns);
+  if (second != node.second) {
+    node.second = second;
+    if (node.seen.size() > kSeenPerNode) {
+      node.seen.clear();  // a bound: lines of earlier seconds are no longer repeats
+    }
+  }
+  repeatKey(hit);
+  if (int64_t* seen = node.seen.find(repeat_key_)) {
+    if (*seen == second) {
+      ++stats_.repeats;
+      return;
+    }
+    *seen = second;  // a line seen before, in another second: a flood reuses its key
+  } else {
+    node.seen[repeat_key_] = second;
+  }
+  advance(hit.time_ns, out);
   const Signature& sig = bank_->signatures[hit.signature];
   // The hit's evidence, shared by its rules; only a rule that joins a head line copies it.
   Evidence ev{hit.time_ns, sig.id, std::move(hit.line), std::move(hit.fields)};
@@ -390,22 +411,18 @@ void Correlator::schedule(const std::string& node_name, const std::string& key, 
   if (f.due_ns == due_ns) {
     return;
   }
-  const auto timer =
-      f.due_ns == INT64_MAX ? timers_.end() : timers_.find(TimerView{f.due_ns, node_name, key});
-  f.due_ns = due_ns;
-  if (timer == timers_.end()) {
-    if (due_ns != INT64_MAX) {
-      timers_.emplace(due_ns, node_name, key);
-    }
+  if (f.due_ns == INT64_MAX) {
+    f.timer = timers_.emplace(due_ns, node_name, key).first;
   } else if (due_ns == INT64_MAX) {
-    timers_.erase(timer);
+    timers_.erase(f.timer);
   } else {
     // A hit that moves the quiet timer of an active fault (every hit of a storm) reuses the
-    // timer's node instead of allocating one.
-    auto moved = timers_.extract(timer);
+    // timer's node: no lookup, no allocation.
+    auto moved = timers_.extract(f.timer);
     std::get<0>(moved.value()) = due_ns;
-    timers_.insert(std::move(moved));
+    f.timer = timers_.insert(std::move(moved)).position;
   }
+  f.due_ns = due_ns;
 }
 
 void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
@@ -489,6 +506,12 @@ void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
     }
     count(ri, node, h.node, h.fields, h.evidence, out);
   }
+}
+
+void Correlator::repeatKey(const Hit& hit) {
+  repeat_key_.assign(std::to_string(hit.signature));
+  repeat_key_ += '\x1f';
+  repeat_key_ += hit.line;
 }
 
 Correlator::NodeData& Correlator::nodeOf(std::string_view name) {

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -22,6 +21,9 @@ namespace faultline {
 
 // Semantics, per rule and per (node, rule, entity) key, where the entity is the rule's `entity`
 // fields of the hit (the GPU's PCI address, an HCA port, an NVSwitch link, ...):
+//   - a hit whose node, signature and line equal those of a hit already observed in the same
+//     second of event time (secondOf) is a repeat and changes nothing: a line printed many times
+//     at once is one event (replay keeps one of them: Pipeline::collect);
 //   - a hit carries the fields of its signature's tables (the Xid catalog's action and class:
 //     Hit) and gets, through `alias` rules, a PCI address for a GPU UUID; `joins` fills a
 //     continuation line's missing fields from its head line;
@@ -55,6 +57,7 @@ class Correlator {
     uint64_t suppressed = 0;    // hits dropped by suppressed_by
     uint64_t job_events = 0;    // cluster-wide windows that counted for no node
     uint64_t peers_marked = 0;  // nodes marked suspect by a peer's suspects_peers hit
+    uint64_t repeats = 0;       // hits that repeated one of the same second
   };
 
   Correlator(std::shared_ptr<const Bank> bank, Taint taint);
@@ -98,11 +101,15 @@ class Correlator {
     std::vector<Evidence> hits;
     size_t next = 0;
   };
+  // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
+  // has a pending hit only while it has no fault).
+  using Timers = std::set<std::tuple<int64_t, std::string, std::string>>;
   struct Fault {
     uint32_t rule = 0;
     Fields entity;
     int64_t last_ns = 0;
     int64_t due_ns = INT64_MAX;  // recovery (stable) or quiet timer; INT64_MAX: none
+    Timers::iterator timer;      // its entry in timers_, while due_ns is not INT64_MAX
     bool recovering = false;
     Evidence recovery;  // the recovery signal, when recovering
     std::string recovered_by;
@@ -115,6 +122,8 @@ class Correlator {
   };
   struct NodeData {
     bool tainted = false;
+    int64_t second = INT64_MIN;            // of the latest hit (secondOf)
+    FlatMap<int64_t> seen;                 // repeatKey() -> the latest second it was observed in
     int64_t suspect_until_ns = INT64_MIN;  // marked by a peer's suspects_peers hit
     FlatMap<Pending> pending;              // key: rule index + entity
     FlatMap<Counter> counters;             // key: rule index + entity
@@ -145,6 +154,8 @@ class Correlator {
   void flushHeld(uint32_t ri, std::vector<Decision>* out);
   void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
   NodeData& nodeOf(std::string_view name);
+  // Sets repeat_key_ to the hit's signature and line.
+  void repeatKey(const Hit& hit);
   const Evidence* findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
@@ -164,11 +175,9 @@ class Correlator {
   // job -> node -> [first, last] time it ran a pod of the job, ns
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
   std::vector<int64_t> job_until_;  // cluster rules: a job event lasts until then
-  // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
-  // has a pending hit only while it has no fault).
-  std::set<std::tuple<int64_t, std::string, std::string>, std::less<>> timers_;
-  using TimerView = std::tuple<int64_t, std::string_view, std::string_view>;  // finds a timer
+  Timers timers_;
   int64_t now_ns_ = INT64_MIN;
+  std::string repeat_key_;  // reused: a hit builds no string to look itself up
   Stats stats_;
 };
 

@@ -216,6 +216,32 @@ TEST(Pipeline, ReplayOrderDoesNotChangeDecisions) {
   EXPECT_EQ(a[0].time_ns, 10 * kNanosPerSecond);
 }
 
+// Identical lines in one second of event time are one event, live as in replay (which keeps one
+// of them: Pipeline::collect): five "lost carrier" lines in one second are not the five flaps
+// ipoib-lost-carrier-repeated (the real bank) counts; five in five seconds are.
+TEST(Pipeline, IdenticalLinesInOneSecondCountOnceLiveAsInReplay) {
+  auto decisions = [](bool live, int64_t step_ns) {
+    Collect sink;
+    Pipeline p(loadBank(embeddedRuleFiles()), Taint{}, {&sink});
+    RecordBatch batch;
+    for (int64_t i = 0; i < 5; ++i) {
+      batch.records.push_back({100 * kNanosPerSecond + i * step_ns, "n1", "ib0: lost carrier", 0, 0,
+                               StreamKind::kKernel});
+    }
+    if (live) {
+      p.process(batch);
+    } else {
+      p.collect(batch);
+      p.finishReplay();
+    }
+    return sink.got.size();
+  };
+  for (bool live : {true, false}) {
+    EXPECT_EQ(decisions(live, kNanosPerSecond / 10), 0U) << (live ? "live" : "replay");
+    EXPECT_EQ(decisions(live, kNanosPerSecond), 1U) << (live ? "live" : "replay");
+  }
+}
+
 // Pod records tell the pipeline which nodes ran a job's pods (by kJobLabels); a Neuron
 // HANG_ON_COLLECTIVES on one of them (the real bank) then marks the others suspect, not itself.
 TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
