@@ -48,10 +48,10 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
 // them (`in_order`, shared by the workers), so that each node's hits reach the correlator in
 // arrival order whichever worker matched them; then calls `after` with the batch and what
 // matching found (its hits moved from: Pipeline::correlate), and releases the batch
-// (BatchQueue::done). The turn costs per hit and per job
-// run, never per record (Pipeline::match). A worker whose batch is not yet in turn matches the
-// next queued batch meanwhile instead of waiting; it waits for the turn only when nothing is
-// queued. Its held batches stay counted in the queue's bytes until released.
+// (BatchQueue::done). The turn costs per hit and per job run, never per record
+// (Pipeline::match). A worker whose batch is not yet in turn matches the next queued batch
+// meanwhile instead of waiting; it waits for the turn only when nothing is queued. Its held
+// batches stay counted in the queue's bytes until released.
 void runMatchWorker(size_t worker, BatchQueue& queue, Pipeline& pipeline, InOrder& in_order,
                     const std::function<void(const BatchQueue::Item&, const BatchMatch&)>& after);
 
