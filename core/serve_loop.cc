@@ -95,7 +95,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                      // been decided.
                      metrics.add("faultline_lines_total", "", item.batch.records.size());
                      for (const Hit& h : matched.hits) {
-                       ++batch_hits[h.signature];
+                       batch_hits[h.signature] += 1 + h.repeats;
                      }
                      for (const Hit& h : matched.hits) {  // one add per signature that hit
                        if (uint64_t& n = batch_hits[h.signature]; n != 0) {

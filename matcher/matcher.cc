@@ -4,6 +4,8 @@
 #include <array>
 #include <functional>
 
+#include "core/time.h"
+
 namespace faultline {
 namespace {
 
@@ -147,6 +149,8 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
     }
   }
   Fields fields;
+  const LogRecord* last = nullptr;  // the latest record that made hits, from hits[last_hits] on
+  size_t last_hits = 0;
   for (size_t i = 0; i < n; ++i) {
     const LogRecord& rec = batch.records[i];
     ++stats_.lines;
@@ -156,6 +160,16 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       continue;  // the common case: no literal of the bank, so no signature can match
     }
     ++stats_.candidates;
+    if (last != nullptr && rec.line == last->line && rec.node == last->node &&
+        rec.stream == last->stream && rec.time_ns >= last->time_ns &&
+        secondOf(rec.time_ns) == secondOf(last->time_ns)) {
+      for (size_t h = last_hits; h < hits->size(); ++h) {  // a flood of one line
+        ++(*hits)[h].repeats;
+      }
+      stats_.hits += hits->size() - last_hits;
+      continue;
+    }
+    const size_t first_hit = hits->size();
     auto emit = [&](uint32_t sig, const Fields& f) {
       Hit& hit = hits->emplace_back();
       hit.time_ns = rec.time_ns;
@@ -173,19 +187,23 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       for (const auto& [sig, f] : seen.hits) {
         emit(sig, f);
       }
-      continue;
-    }
-    matchSet(rec.line, rec.stream);
-    seen.valid = rec.line.size() <= kSeenLineBytes;
-    seen.stream = rec.stream;
-    seen.line.assign(seen.valid ? rec.line : std::string_view());
-    seen.hits.clear();
-    for (uint32_t sig : sigs_) {
-      if (!extract(rec.line, bank_->signatures[sig], &fields)) {
-        continue;
+    } else {
+      matchSet(rec.line, rec.stream);
+      seen.valid = rec.line.size() <= kSeenLineBytes;
+      seen.stream = rec.stream;
+      seen.line.assign(seen.valid ? rec.line : std::string_view());
+      seen.hits.clear();
+      for (uint32_t sig : sigs_) {
+        if (!extract(rec.line, bank_->signatures[sig], &fields)) {
+          continue;
+        }
+        emit(sig, fields);
+        seen.hits.emplace_back(sig, fields);
       }
-      emit(sig, fields);
-      seen.hits.emplace_back(sig, fields);
+    }
+    if (hits->size() > first_hit) {
+      last = &rec;
+      last_hits = first_hit;
     }
   }
 }

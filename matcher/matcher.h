@@ -31,6 +31,10 @@ struct Hit {
   // whose row the captures key (Bank::tables: an Xid code's catalog action and class).
   std::vector<std::pair<std::string, std::string>> fields;
   uint64_t seq = 0;  // arrival order, so that sorting by event time stays deterministic
+  // Records right after this hit's in its batch (no other record with hits between) that
+  // repeated its node, stream and line in the same second of event time, no earlier: they make
+  // no hits of their own, since the correlator takes such hits for repeats (Correlator).
+  uint32_t repeats = 0;
 
   std::string_view field(std::string_view name) const;
 };
@@ -53,8 +57,9 @@ class Matcher {
   // the gate never changes which lines match).
   explicit Matcher(std::shared_ptr<const Bank> bank);
 
-  // Appends one Hit per (record, signature) that matches, in record order. Records of a stream
-  // kind no signature applies to cost nothing beyond the lookup. Allocates only for hits.
+  // Appends one Hit per (record, signature) that matches, in record order, but for records that
+  // only repeat the hits before them (Hit::repeats). Records of a stream kind no signature
+  // applies to cost nothing beyond the lookup. Allocates only for hits.
   void match(const RecordBatch& batch, std::vector<Hit>* hits);
 
   // Matches a single line as stream kind `kind`; returns the signature indexes that match, in

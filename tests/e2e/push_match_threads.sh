@@ -35,7 +35,11 @@ for k in $(seq -w 0 $((nodes - 1))); do
   awk -v t0="$t0" -v uuid="$uuid" -v node="gpu-r$k" -v out="$tmp/n$k" 'BEGIN {
     for (t = 0; t < 2400; t++) {
       if (t == 600) {
-        line[n++] = t " NVRM: Xid (PCI:0000:a1:00): 48, pid=2222, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+        xid = t " NVRM: Xid (PCI:0000:a1:00): 48, pid=2222, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+        line[n++] = xid
+        line[n++] = xid  # printed twice in its second: a repeat
+      } else if (t == 601) {
+        # no line, so that the UUID line stays the last of its request
       } else if (t == 1519) {
         line[n++] = t " NVRM: GPU at PCI:0000:a1:00: " uuid
       } else if (t == 1520) {
@@ -74,10 +78,11 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [[ $lines == "$expected_lines" ]] || fail "matched $lines of $expected_lines lines"
-# Each worker adds its batches' hits by signature: every node's three signature lines, once each.
+# Each worker adds its batches' hits by signature: every node's signature lines, the repeated Xid
+# line twice (one hit that counts its repeat: Hit::repeats).
 hits=$(curl -fsS "$url/metrics" | grep '^faultline_hits_total{' | sort)
 want_hits=$(printf 'faultline_hits_total{signature="%s"} %d\n' nvidia-gpu-reset "$nodes" \
-  nvidia-gpu-uuid "$nodes" nvidia-xid "$nodes")
+  nvidia-gpu-uuid "$nodes" nvidia-xid $((2 * nodes)))
 [[ $hits == "$want_hits" ]] || fail "hits by signature: $hits"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited $?"

@@ -113,6 +113,7 @@ TEST(Matcher, RepeatedLinesReuseTheirOutcomeWithTheSameHits) {
   // A flood of one Xid line (the 800K Xid 95 case), another Xid line between, and a line the gate
   // passes that the Set does not match ("NVRM: Xid (PCI:" with no code): each distinct line pays
   // for the Set and the captures once; every repeat gets the same hits, with its own time and node.
+  // One second apart, so that no record repeats a hit in its second (next test).
   Matcher m(bank());
   RecordBatch batch;
   const std::string flood = "NVRM: Xid (PCI:0000:3b:00): 95, pid=1234, Uncontained ECC error";
@@ -120,21 +121,55 @@ TEST(Matcher, RepeatedLinesReuseTheirOutcomeWithTheSameHits) {
   const std::string vain = "NVRM: Xid (PCI:0000:44:00): unknown";
   for (int64_t i = 0; i < 100; ++i) {
     const std::string& line = i == 50 ? other : i % 10 == 5 ? vain : flood;
-    batch.records.push_back({i, i < 60 ? "n1" : "n2", line, 0, 0, StreamKind::kKernel});
+    batch.records.push_back(
+        {i * kNanosPerSecond, i < 60 ? "n1" : "n2", line, 0, 0, StreamKind::kKernel});
   }
   std::vector<Hit> hits;
   m.match(batch, &hits);
   ASSERT_EQ(hits.size(), 90U);  // 100 lines, 10 vain ones
   for (const Hit& h : hits) {
-    const bool is_other = h.time_ns == 50;
+    const bool is_other = h.time_ns == 50 * kNanosPerSecond;
     EXPECT_EQ(h.line, is_other ? other : flood);
     EXPECT_EQ(h.field("code"), is_other ? "79" : "95");
     EXPECT_EQ(h.field("pci"), is_other ? "0000:44:00" : "0000:3b:00");
-    EXPECT_EQ(h.node, h.time_ns < 60 ? "n1" : "n2");
+    EXPECT_EQ(h.node, h.time_ns < 60 * kNanosPerSecond ? "n1" : "n2");
+    EXPECT_EQ(h.repeats, 0U);
   }
   EXPECT_EQ(m.stats().candidates, 100U);
   EXPECT_EQ(m.stats().repeats, 100U - 3U);  // all but the first of each distinct line
   EXPECT_EQ(m.stats().hits, 90U);
+}
+
+// A record that repeats the node, stream and line of the latest record with hits, in the same
+// second and no earlier, makes no hits of its own: the correlator would take them for repeats.
+// The matcher counts them in those hits' repeats, and as hits in its stats.
+TEST(Matcher, ARecordRepeatingTheLatestHitsInTheirSecondAddsToTheirRepeats) {
+  Matcher m(bank());
+  RecordBatch batch;
+  const std::string xid = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus";
+  const std::string other = "NVRM: Xid (PCI:0000:45:00): 48, x";
+  const int64_t t = 100 * kNanosPerSecond + 500'000'000;
+  auto add = [&](int64_t time_ns, const char* node, const std::string& line) {
+    batch.records.push_back({time_ns, node, line, 0, 0, StreamKind::kKernel});
+  };
+  add(t, "n1", xid);
+  add(t + 1, "n1", xid);  // repeats
+  add(t + 2, "n1", "kernel: nothing to see");
+  add(t + 3, "n1", xid);  // repeats: the line between made no hits
+  add(t - 1, "n1", xid);  // the same second, but earlier than the hit: a hit of its own
+  add(t + 4, "n2", xid);  // another node
+  add(t + 4, "n1", xid);  // the latest hits are n2's
+  add(t + 5, "n1", other);
+  add(t + kNanosPerSecond, "n1", other);  // the next second
+  std::vector<Hit> hits;
+  m.match(batch, &hits);
+  std::vector<std::pair<int64_t, uint32_t>> got;  // (time - t, repeats)
+  for (const Hit& h : hits) {
+    got.emplace_back(h.time_ns - t, h.repeats);
+  }
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, uint32_t>>{
+                     {0, 2}, {-1, 0}, {4, 0}, {4, 0}, {5, 0}, {kNanosPerSecond, 0}}));
+  EXPECT_EQ(m.stats().hits, 8U);
 }
 
 TEST(Correlator, FatalTaintsOnceWithEvidence) {

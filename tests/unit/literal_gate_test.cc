@@ -179,6 +179,7 @@ TEST(LiteralGate, TuningKeepsTheMatchersHits) {
     RecordBatch b;
     for (size_t i = from; i < to; ++i) {
       LogRecord& r = b.records.emplace_back();
+      r.time_ns = static_cast<int64_t>(i) * 1'000'000'000;  // no record repeats one in its second
       r.node = "n1";
       r.stream = StreamKind::kKernel;
       r.line = text[i];
