@@ -48,7 +48,7 @@ class Pipeline {
   // Live, one batch at a time, in arrival order (each node's stream is in event-time order on the
   // wire): records the batch's job runs, correlates its hits and moves event time to its newest
   // record. Decisions reach the sinks before this returns. The hits are moved into the
-  // correlator: only their time, signature, stream and seq stay.
+  // correlator: only their time, signature, stream, seq and repeats stay.
   void correlate(BatchMatch& matched);
 
   // Replay: matches the batch and keeps its hits; nothing is decided until finishReplay().
