@@ -148,13 +148,14 @@ TEST(Matcher, ARecordRepeatingTheLatestHitsInTheirSecondAddsToTheirRepeats) {
   RecordBatch batch;
   const std::string xid = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus";
   const std::string other = "NVRM: Xid (PCI:0000:45:00): 48, x";
+  const std::string quiet = "kernel: nothing to see";
   const int64_t t = 100 * kNanosPerSecond + 500'000'000;
-  auto add = [&](int64_t time_ns, const char* node, const std::string& line) {
+  auto add = [&](int64_t time_ns, const char* node, std::string_view line) {
     batch.records.push_back({time_ns, node, line, 0, 0, StreamKind::kKernel});
   };
   add(t, "n1", xid);
   add(t + 1, "n1", xid);  // repeats
-  add(t + 2, "n1", "kernel: nothing to see");
+  add(t + 2, "n1", quiet);
   add(t + 3, "n1", xid);  // repeats: the line between made no hits
   add(t - 1, "n1", xid);  // the same second, but earlier than the hit: a hit of its own
   add(t + 4, "n2", xid);  // another node
