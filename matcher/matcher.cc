@@ -183,7 +183,7 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
     };
     Seen& seen = seen_[std::hash<std::string_view>()(rec.line) % kSeenSlots];
     if (seen.valid && seen.stream == rec.stream && seen.line == rec.line) {
-      ++stats_.repeats;
+      ++stats_.reused;
       for (const auto& [sig, f] : seen.hits) {
         emit(sig, f);
       }

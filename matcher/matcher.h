@@ -45,7 +45,7 @@ struct MatcherStats {
   uint64_t hits = 0;
   uint64_t candidates = 0;  // lines the literal gate passed to the RE2::Set
   uint64_t set_errors = 0;  // RE2::Set DFA out of memory: the line was matched pattern by pattern
-  uint64_t repeats = 0;     // candidate lines seen recently: their earlier outcome was reused
+  uint64_t reused = 0;      // candidate lines seen recently: their earlier outcome was reused
 };
 
 class Matcher {

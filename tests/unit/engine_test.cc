@@ -136,7 +136,7 @@ TEST(Matcher, RepeatedLinesReuseTheirOutcomeWithTheSameHits) {
     EXPECT_EQ(h.repeats, 0U);
   }
   EXPECT_EQ(m.stats().candidates, 100U);
-  EXPECT_EQ(m.stats().repeats, 100U - 3U);  // all but the first of each distinct line
+  EXPECT_EQ(m.stats().reused, 100U - 3U);  // all but the first of each distinct line
   EXPECT_EQ(m.stats().hits, 90U);
 }
 
