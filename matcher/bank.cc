@@ -122,6 +122,7 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
     problems->add(file, n["pattern"], where + ": pattern does not compile: " + sig.re->error());
     return;
   }
+  sig.prefix = literalPrefix(*sig.re);
   sig.fields.assign(static_cast<size_t>(sig.re->NumberOfCapturingGroups()), "");
   for (const auto& [name, index] : sig.re->NamedCapturingGroups()) {
     sig.fields[static_cast<size_t>(index - 1)] = name;
@@ -466,6 +467,25 @@ void compileSets(Bank* bank, Problems* problems) {
 }
 
 }  // namespace
+
+std::string literalPrefix(const RE2& re) {
+  // \b and \B may hold inside a line where they fail at the start of a text, where RE2 computes
+  // the range.
+  const std::string& p = re.pattern();
+  for (size_t i = 0; i + 1 < p.size(); ++i) {
+    if (p[i] == '\\' && (p[++i] == 'b' || p[i] == 'B')) {
+      return "";
+    }
+  }
+  std::string min;
+  std::string max;
+  if (!re.PossibleMatchRange(&min, &max, kPrefixRangeBytes)) {
+    return "";
+  }
+  // Every match lies between min and max, so it starts with what they share.
+  const auto [end, _] = std::mismatch(min.begin(), min.end(), max.begin(), max.end());
+  return {min.begin(), end};
+}
 
 std::string_view severityName(Severity s) {
   switch (s) {

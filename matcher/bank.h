@@ -39,6 +39,7 @@ struct Signature {
   std::vector<Example> match_examples;
   std::vector<Example> no_match_examples;
   std::unique_ptr<RE2> re;          // run only on a Set hit, to extract fields
+  std::string prefix;               // literalPrefix(*re): where extraction may anchor
   std::vector<std::string> fields;  // capture group names by group index - 1 ("" if unnamed)
   std::vector<uint32_t> tables;     // indexes into Bank::tables that add fields to its hits
 
@@ -137,6 +138,13 @@ struct Bank {
 
   const Signature* find(std::string_view id) const;
 };
+
+// The text every match of `re` starts with, wherever in a line it starts: the common prefix of
+// the bounds RE2::PossibleMatchRange gives for its matches (re2/re2.h), computed up to
+// kPrefixRangeBytes. Empty when RE2 gives none, and for patterns with \b or \B (the range is that
+// of matches at the start of a text). Example: `NVRM: Xid \((?:PCI:)?...` gives `NVRM: Xid (`.
+constexpr int kPrefixRangeBytes = 32;
+std::string literalPrefix(const RE2& re);
 
 // A rule file's name and text.
 struct RuleFile {

@@ -90,10 +90,21 @@ std::vector<uint32_t> Matcher::matchLine(std::string_view line, StreamKind kind)
 bool Matcher::extract(std::string_view line, const Signature& sig, Fields* fields) {
   std::array<re2::StringPiece, kMaxGroups + 1> groups;
   const int n = std::min(static_cast<int>(sig.fields.size()), kMaxGroups) + 1;
-  if (!sig.re->Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), n)) {
+  // Every match starts with the prefix, so the leftmost match starts at its first occurrence if
+  // any match starts there: a search anchored there skips the two DFA passes (forward, then
+  // reverse) that an unanchored search spends finding where the match starts.
+  const size_t at = sig.prefix.empty() ? std::string_view::npos : line.find(sig.prefix);
+  if ((at == std::string_view::npos ||
+       !sig.re->Match(line, at, line.size(), RE2::ANCHOR_START, groups.data(), n)) &&
+      !sig.re->Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), n)) {
     return false;  // the Set and the single pattern disagree only on pathological input
   }
   fields->clear();
+  size_t columns = 0;
+  for (uint32_t t : sig.tables) {
+    columns += bank_->tables[t].columns.size();
+  }
+  fields->reserve(static_cast<size_t>(n - 1) + columns);  // one allocation for a hit's fields
   for (int g = 1; g < n; ++g) {
     const std::string& name = sig.fields[static_cast<size_t>(g - 1)];
     if (!name.empty() && groups[static_cast<size_t>(g)].data() != nullptr) {
@@ -148,7 +159,6 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       may_[index_[k][j]] = flags_[j];
     }
   }
-  Fields fields;
   const LogRecord* last = nullptr;  // the latest record that made hits, from hits[last_hits] on
   size_t last_hits = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -170,7 +180,7 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       continue;
     }
     const size_t first_hit = hits->size();
-    auto emit = [&](uint32_t sig, const Fields& f) {
+    auto emit = [&](uint32_t sig) -> Hit& {
       Hit& hit = hits->emplace_back();
       hit.time_ns = rec.time_ns;
       hit.node = rec.node;
@@ -178,14 +188,14 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       hit.stream = rec.stream;
       hit.line = rec.line;
       hit.seq = seq_;
-      hit.fields = f;
       ++stats_.hits;
+      return hit;
     };
     Seen& seen = seen_[std::hash<std::string_view>()(rec.line) % kSeenSlots];
     if (seen.valid && seen.stream == rec.stream && seen.line == rec.line) {
       ++stats_.reused;
       for (const auto& [sig, f] : seen.hits) {
-        emit(sig, f);
+        emit(sig).fields = f;
       }
     } else {
       matchSet(rec.line, rec.stream);
@@ -194,11 +204,15 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       seen.line.assign(seen.valid ? rec.line : std::string_view());
       seen.hits.clear();
       for (uint32_t sig : sigs_) {
-        if (!extract(rec.line, bank_->signatures[sig], &fields)) {
+        Hit& hit = emit(sig);
+        if (!extract(rec.line, bank_->signatures[sig], &hit.fields)) {
+          hits->pop_back();
+          --stats_.hits;
           continue;
         }
-        emit(sig, fields);
-        seen.hits.emplace_back(sig, fields);
+        if (seen.valid) {
+          seen.hits.emplace_back(sig, hit.fields);
+        }
       }
     }
     if (hits->size() > first_hit) {

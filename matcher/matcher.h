@@ -81,7 +81,10 @@ class Matcher {
   void sample(const LogRecord& rec);
   std::vector<std::string> patterns(StreamKind kind) const;
   // Runs the signature's own RE2 for its named captures, then adds its tables' columns (Hit's
-  // fields); false if it does not match after all.
+  // fields); false if it does not match after all. The search is anchored at the first occurrence
+  // of the signature's literal prefix (Signature::prefix), and unanchored only if it has none or
+  // no match starts there: the same leftmost match, without the two DFA passes that find where
+  // an unanchored match starts.
   bool extract(std::string_view line, const Signature& sig, Fields* fields);
 
   std::shared_ptr<const Bank> bank_;

@@ -1,5 +1,7 @@
 // Bank loading, matcher and correlator, on a small bank written here so that the tests do not
 // move when rules/ grows (the real bank is checked by `faultline rules test` and the e2e tests).
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "core/pipeline.h"
@@ -91,6 +93,80 @@ TEST(Bank, RejectsUnknownFieldsAndSignatures) {
     EXPECT_NE(what.find("rule r2: signature xid has no field gpu"), std::string::npos) << what;
     EXPECT_NE(what.find("rule r3: unknown signature 'nope'"), std::string::npos) << what;
   }
+}
+
+TEST(Bank, LiteralPrefixIsWhatEveryMatchStartsWith) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"(NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-f:]+)\): (?P<code>\d+))", "NVRM: Xid ("},
+      {R"(mlx5_core [0-9a-f:.]+: Port module event)", "mlx5_core "},
+      {"abc*d", "ab"},        // c is repeated: not part of every match
+      {"abc?", "ab"},         // optional
+      {"abc{2}", "abcc"},     // counted
+      {"ab(?i)*c", "a"},      // RE2 reads this as `ab*c`
+      {"abc|abd", "ab"},      // both branches start with ab
+      {"ab(?:c|d)e", "ab"},   //
+      {"x[|]y|z", ""},        // a match may start with z
+      {"(?i)abc", ""},        // any case
+      {"^abc", "abc"},        //
+      {R"(\bfoo)", ""},       // \b holds elsewhere than at the start of a text
+      {R"((?:\Bx|y)z)", ""},  // so does \B: xz matches in axz
+      {".abc", ""},           //
+  };
+  for (const auto& [pattern, prefix] : cases) {
+    const RE2 re(pattern);
+    ASSERT_TRUE(re.ok()) << pattern;
+    EXPECT_EQ(literalPrefix(re), prefix) << pattern;
+  }
+}
+
+// Extraction anchors at the first occurrence of the signature's literal prefix, falling back to an
+// unanchored search; the fields must be those of an unanchored search, for every signature of the
+// real bank, on its example lines, with text before them and with the prefix before them once more
+// where no match starts.
+TEST(Matcher, FieldsAreThoseOfTheUnanchoredSearch) {
+  const std::shared_ptr<const Bank> real = loadBank(embeddedRuleFiles());
+  Matcher m(real);
+  size_t anchored = 0;
+  size_t compared = 0;
+  for (uint32_t si = 0; si < real->signatures.size(); ++si) {
+    const Signature& sig = real->signatures[si];
+    anchored += sig.prefix.empty() ? 0 : 1;
+    for (const Example& ex : sig.match_examples) {
+      for (const std::string& line :
+           {ex.line, "kernel: " + ex.line, sig.prefix + " " + ex.line, sig.prefix + ex.line}) {
+        RecordBatch batch;
+        for (int k = 0; k < kStreamKinds; ++k) {
+          if (sig.appliesTo(static_cast<StreamKind>(k))) {
+            batch.records.push_back({0, "n1", line, 0, 0, static_cast<StreamKind>(k)});
+            break;
+          }
+        }
+        std::vector<Hit> hits;
+        m.match(batch, &hits);
+        const auto hit =
+            std::find_if(hits.begin(), hits.end(), [&](const Hit& h) { return h.signature == si; });
+        const int n = static_cast<int>(sig.fields.size()) + 1;
+        std::vector<re2::StringPiece> groups(static_cast<size_t>(n));
+        const bool matches = sig.re->Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), n);
+        ASSERT_EQ(hit != hits.end(), matches) << sig.id << ": " << line;
+        if (!matches) {
+          continue;
+        }
+        std::vector<std::pair<std::string, std::string>> want;
+        for (size_t g = 1; g < groups.size(); ++g) {
+          if (!sig.fields[g - 1].empty() && groups[g].data() != nullptr) {
+            want.emplace_back(sig.fields[g - 1], std::string(groups[g]));
+          }
+        }
+        ASSERT_GE(hit->fields.size(), want.size()) << sig.id << ": " << line;
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), hit->fields.begin()))
+            << sig.id << ": " << line;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(anchored, real->signatures.size() / 2);  // most signatures start with a literal
+  EXPECT_GT(compared, 4 * real->signatures.size());
 }
 
 TEST(Matcher, KernelSignaturesNeverMatchPodStreams) {
