@@ -130,9 +130,11 @@ int run(int argc, char** argv) {
       for (const RecordBatch& b : input) {
         hits.clear();
         matcher.match(b, &hits);
-        hit_count += hits.size();
+        // A record that repeats the latest hits in their second adds to their repeats
+        // (Hit::repeats) instead of making hits: it still matched.
         for (size_t i = 0; i < hits.size(); ++i) {
-          matching += i == 0 || hits[i].seq != hits[i - 1].seq;
+          hit_count += 1 + hits[i].repeats;
+          matching += i == 0 || hits[i].seq != hits[i - 1].seq ? 1 + hits[i].repeats : 0;
         }
       }
     });
