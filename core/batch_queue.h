@@ -11,6 +11,7 @@
 // one waits, tryPush() fails, so a flood of HTTP requests cannot starve Kafka.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -142,38 +143,48 @@ class BatchQueue {
 };
 
 // Runs callbacks one at a time in the order of their sequence numbers (0, 1, 2, ...), whichever
-// threads give them: the match workers correlate batches in the order pop() numbered them.
+// threads give them: the match workers correlate batches in the order pop() numbered them. A
+// callback runs without the lock held, so that a worker asking out of turn (tryRun) is answered
+// at once and goes on matching instead of waiting for the running turn to end.
 class InOrder {
  public:
   // Waits until the callbacks of every smaller `seq` have run, then runs `f`; returns after it.
   // Each seq must be given once.
   template <class F>
   void run(uint64_t seq, F&& f) {
-    std::unique_lock lock(mu_);
-    turn_.wait(lock, [&] { return next_ == seq; });
+    {
+      std::unique_lock lock(mu_);
+      turn_.wait(lock, [&] { return next_.load(std::memory_order_relaxed) == seq; });
+    }
     f();
-    ++next_;
-    lock.unlock();
-    turn_.notify_all();
+    pass(seq);
   }
-  // Runs `f` as run() does if every smaller `seq` has run; else returns false at once.
+  // Runs `f` as run() does if every smaller `seq` has run; else returns false at once, even while
+  // another callback runs.
   template <class F>
   bool tryRun(uint64_t seq, F&& f) {
-    std::unique_lock lock(mu_);
-    if (next_ != seq) {
+    if (next_.load(std::memory_order_acquire) != seq) {
       return false;
     }
     f();
-    ++next_;
-    lock.unlock();
-    turn_.notify_all();
+    pass(seq);
     return true;
   }
 
  private:
+  // Ends the turn of `seq`: what its callback wrote happens before the next callback runs (the
+  // release store, read by tryRun's acquire load or under the mutex by run).
+  void pass(uint64_t seq) {
+    {
+      std::lock_guard lock(mu_);  // a run() caller between its check and its wait misses nothing
+      next_.store(seq + 1, std::memory_order_release);
+    }
+    turn_.notify_all();
+  }
+
   std::mutex mu_;
   std::condition_variable turn_;
-  uint64_t next_ = 0;
+  std::atomic<uint64_t> next_ = 0;
 };
 
 }  // namespace faultline

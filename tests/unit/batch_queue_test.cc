@@ -1,6 +1,7 @@
 #include "core/batch_queue.h"
 
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -64,6 +65,29 @@ TEST(InOrder, TryRunRunsOnlyInTurn) {
   EXPECT_FALSE(in_order.tryRun(1, [&] { ran.push_back(-1); }));  // each seq runs once
   EXPECT_TRUE(in_order.tryRun(2, [&] { ran.push_back(2); }));
   EXPECT_EQ(ran, (std::vector<int>{0, 1, 2}));
+}
+
+// A worker asking out of turn is answered while another worker's turn runs, not after it: the
+// asker goes on matching. (Before, tryRun waited for the lock the running turn held.)
+TEST(InOrder, TryRunAnswersWhileAnotherTurnRuns) {
+  InOrder in_order;
+  std::promise<void> entered;
+  std::promise<void> release;
+  bool released = false;
+  std::thread turn([&] {
+    in_order.run(0, [&] {
+      entered.set_value();
+      // Generous: only a tryRun that blocks until this turn ends lets it time out.
+      released =
+          release.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+    });
+  });
+  entered.get_future().wait();
+  EXPECT_FALSE(in_order.tryRun(1, [] {}));
+  release.set_value();
+  turn.join();
+  EXPECT_TRUE(released);
+  EXPECT_TRUE(in_order.tryRun(1, [] {}));
 }
 
 }  // namespace
