@@ -306,5 +306,29 @@ TEST(KafkaJsonDecoder, MalformedIsSkippedAndNextDecodes) {
   EXPECT_EQ(decodeOne(decoder, message(R"({"message": "ok"})"), &batch).line, "ok");
 }
 
+// A message must be one JSON object, whole: what follows it refuses it too.
+TEST(KafkaJsonDecoder, OneWholeObjectRequired) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  for (const char* bad :
+       {R"({"message": "a"} x)", R"({"message": "a"}{"message": "b"})", R"({"message": "a",})",
+        R"({"message": "a", "host": "h")", R"({"mess\qge": "a"})", R"({"message": "a\q"})"}) {
+    EXPECT_FALSE(decoder.decode(message(bad), kReceiveNs, &batch)) << bad;
+  }
+  EXPECT_TRUE(batch.records.empty());
+  EXPECT_EQ(decodeOne(decoder, message(R"({"message": "a", "host": "h"} )"), &batch).line, "a");
+}
+
+// Keys are compared unescaped, as written or with escapes.
+TEST(KafkaJsonDecoder, EscapedKeysMatch) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(
+      decoder, message(R"({"mess\u0061ge": "esc", "kubernetes": {"pod_node_n\u0061me": "gpu-1"}})"),
+      &batch);
+  EXPECT_EQ(rec.line, "esc");
+  EXPECT_EQ(rec.node, "gpu-1");
+}
+
 }  // namespace
 }  // namespace faultline
