@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <string>
@@ -420,6 +421,13 @@ void BM_PipelineTurn(benchmark::State& state) {
 }
 BENCHMARK(BM_PipelineTurn)->ArgsProduct({{0, 1, 2}, {0, 1}});
 
+// The calling thread's CPU time, seconds.
+double threadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // Serve's match workers without ingest (runMatchWorker, core/serve_loop.h): 200 batches of 1000
 // kernel records of 10 nodes (the quiet corpus, or BM_PipelineTurn/2's storm: every 100th line a
 // fault line), 1 s of event time each, queued at once and then matched and correlated by
@@ -433,6 +441,7 @@ void BM_ServeWorkers(benchmark::State& state) {
   const std::vector<std::string> nodes = nodeNames(10);
   Pipeline pipeline(bank(), Taint{}, {}, workers);
   int64_t start_ns = 1'741'000'000'000'000'000;
+  std::vector<double> worker_cpu_s(workers);  // each worker thread's CPU time, summed
   for (auto _ : state) {
     state.PauseTiming();
     BatchQueue queue(SIZE_MAX);
@@ -457,6 +466,7 @@ void BM_ServeWorkers(benchmark::State& state) {
       threads.emplace_back([&, w] {
         runMatchWorker(w, queue, pipeline, in_order,
                        [](const BatchQueue::Item&, const BatchMatch&) {});
+        worker_cpu_s[w] += threadCpuSeconds();
       });
     }
     for (std::thread& t : threads) {
@@ -464,6 +474,14 @@ void BM_ServeWorkers(benchmark::State& state) {
     }
   }
   state.SetItemsProcessed(state.iterations() * kBatches * static_cast<int64_t>(lines.size()));
+  double cpu_s = 0;
+  for (double s : worker_cpu_s) {
+    cpu_s += s;
+  }
+  // The workers' CPU time per batch, ms: what two workers add to one's is the cost of sharing
+  // (cache misses, locks). Time descheduled does not count, unlike wall time's.
+  state.counters["cpu_ms_per_batch"] =
+      cpu_s * 1e3 / static_cast<double>(state.iterations() * kBatches);
 }
 BENCHMARK(BM_ServeWorkers)
     ->ArgsProduct({{1, 2}, {0, 1}})
@@ -660,7 +678,7 @@ void BM_KafkaDecode(benchmark::State& state) {
   RecordBatch batch;
   KafkaMessage first;
   first.value = values[0].value;
-  first.node_header = values[0].node;
+  first.node_header = [&] { return std::string_view(values[0].node); };
   if (!decoder.decode(first, kStartNs, &batch) || batch.records[0].stream != StreamKind::kKernel ||
       batch.records[0].node != values[0].node) {
     state.SkipWithError("the first message does not decode to a kernel record of its node");
@@ -673,7 +691,7 @@ void BM_KafkaDecode(benchmark::State& state) {
     for (const Message& m : values) {
       KafkaMessage msg;
       msg.value = m.value;
-      msg.node_header = m.node;
+      msg.node_header = [&m] { return std::string_view(m.node); };
       msg.timestamp_ms = kStartNs / 1000000;
       malformed += decoder.decode(msg, kStartNs, &batch) ? 0 : 1;
       if (batch.records.size() >= 10000) {

@@ -106,8 +106,10 @@ bool plausibleNode(std::string_view s) {
 }
 
 std::string_view headerOrKeyNode(const KafkaMessage& msg) {
-  if (!msg.node_header.empty()) {
-    return msg.node_header;
+  if (msg.node_header) {
+    if (const std::string_view node = msg.node_header(); !node.empty()) {
+      return node;
+    }
   }
   return plausibleNode(msg.key) ? msg.key : std::string_view();
 }
@@ -278,7 +280,7 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
 }
 
 bool KafkaDecoder::pointsIntoMessages() const {
-  return config_.encoding == KafkaEncoding::kRaw || config_.encoding == KafkaEncoding::kOtlpProto;
+  return config_.encoding == KafkaEncoding::kOtlpProto;
 }
 
 bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
@@ -290,7 +292,7 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
                          return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
                        });
     if (plain) {
-      line = inner;  // nothing to unescape: point into the payload
+      line = inner;  // nothing to unescape
     } else {
       std::string_view unquoted;
       if (json_->parser.parse(line.data(), line.size()).get(unquoted) == simdjson::SUCCESS) {
@@ -301,13 +303,10 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
   if (line.empty()) {
     return false;
   }
-  if (msg.owner) {
-    batch->hold(msg.owner, msg.value.size() + msg.key.size());
-  }
   LogRecord& rec = batch->records.emplace_back();
   rec.time_ns = messageTime(msg, receive_ns);
-  rec.node = headerOrKeyNode(msg);
-  rec.line = line;
+  rec.node = batch->copy(headerOrKeyNode(msg));
+  rec.line = batch->copy(line);
   rec.labels_begin = rec.labels_end = static_cast<uint32_t>(batch->labels.size());
   rec.stream = config_.stream;
   return true;

@@ -369,17 +369,20 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     km.value = {static_cast<const char*>(msg->payload), msg->len};
     km.key = {static_cast<const char*>(msg->key), msg->key_len};
     km.timestamp_ms = rd_kafka_message_timestamp(msg.get(), nullptr);
-    rd_kafka_headers_t* headers = nullptr;
-    if (!it->node_header.empty() && rd_kafka_message_headers(msg.get(), &headers) == 0) {
-      const void* value = nullptr;
-      size_t size = 0;
-      if (rd_kafka_header_get_last(headers, it->node_header.c_str(), &value, &size) == 0 &&
-          value != nullptr) {
-        km.node_header = {static_cast<const char*>(value), size};
-      }
+    if (!it->node_header.empty()) {
+      km.node_header = [m = msg.get(), name = it->node_header.c_str()]() -> std::string_view {
+        rd_kafka_headers_t* headers = nullptr;
+        const void* value = nullptr;
+        size_t size = 0;
+        if (rd_kafka_message_headers(m, &headers) == 0 &&
+            rd_kafka_header_get_last(headers, name, &value, &size) == 0 && value != nullptr) {
+          return {static_cast<const char*>(value), size};
+        }
+        return {};
+      };
     }
-    // Raw and otlp_proto records point into the message: the decoder makes the batch hold it.
-    // Other decoders copy, and the message goes when `msg` does, without an allocation.
+    // otlp_proto records point into the message: the decoder makes the batch hold it. Other
+    // decoders copy, and the message goes when `msg` does, without an allocation.
     if (decoders_[index].pointsIntoMessages()) {
       km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
         rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
