@@ -296,7 +296,7 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
     } else {
       std::string_view unquoted;
       if (json_->parser.parse(line.data(), line.size()).get(unquoted) == simdjson::SUCCESS) {
-        line = batch->copy(trimNewline(unquoted));
+        line = trimNewline(unquoted);  // in the parser's buffer until its next parse: copied below
       }  // else: a line that merely starts with a quote; keep it verbatim
     }
   }
