@@ -428,43 +428,80 @@ double threadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+// The records of one serve batch (BM_ServeWorkers) whose node is in partition `part` of
+// `parts` (node index modulo parts): 1000 lines 1 ms apart from start_ns (ns since the epoch), of
+// 10 nodes, 100 lines each in turn, or all of the first node (`one_node`).
+BatchQueue::Item serveBatch(const std::vector<std::string>& lines,
+                            const std::vector<std::string>& nodes, int64_t start_ns, size_t parts,
+                            size_t part, bool one_node) {
+  BatchQueue::Item item;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const size_t node = one_node ? 0 : (i / 100) % nodes.size();
+    if (node % parts != part) {
+      continue;
+    }
+    LogRecord& r = item.batch.records.emplace_back();
+    r.time_ns = start_ns + static_cast<int64_t>(i) * 1'000'000;
+    r.node = nodes[node];
+    r.line = lines[i];
+    r.stream = StreamKind::kKernel;
+  }
+  item.bytes = item.batch.memoryBytes();
+  return item;
+}
+
 // Serve's match workers without ingest (runMatchWorker, core/serve_loop.h): 200 batches of 1000
 // kernel records of 10 nodes (the quiet corpus, or BM_PipelineTurn/2's storm: every 100th line a
 // fault line), 1 s of event time each, queued at once and then matched and correlated by
 // `workers` threads until the queue drains. Wall time: on two otherwise idle CPUs, 2 workers over
-// 1 is what a second core gives serve, ingest aside. Args: workers, storm (0, 1).
+// 1 is what a second core gives serve, ingest aside. Args: workers, corpus (0 quiet, 1 storm,
+// 2 the storm's lines all from one node: a flood), partitioned (0, 1).
+//
+// With partitioned (third arg 1), the node space is split instead, which serve does not do: each
+// worker has its own Pipeline (matcher and correlator) and its own queue, holding the records of
+// every batch whose node falls in its partition (serveBatch). Nothing is shared: no turn, and no
+// correlator state moves between cores. So /2/s/1 over /1/s/0 bounds what partitioning by node
+// could give, its cross-node parts (cluster windows, suspects_peers, the taint cap) and the
+// splitting of batches left out.
 void BM_ServeWorkers(benchmark::State& state) {
   const auto workers = static_cast<size_t>(state.range(0));
-  const bool storm = state.range(1) == 1;
+  const bool storm = state.range(1) >= 1;
+  const bool one_node = state.range(1) == 2;
+  const size_t parts = state.range(2) == 1 ? workers : 1;
   constexpr int kBatches = 200;
   const std::vector<std::string> lines = messages(1000, storm ? 100 : 100000);
   const std::vector<std::string> nodes = nodeNames(10);
-  Pipeline pipeline(bank(), Taint{}, {}, workers);
+  std::vector<std::unique_ptr<Pipeline>> pipelines;  // one per partition
+  for (size_t p = 0; p < parts; ++p) {
+    pipelines.push_back(
+        std::make_unique<Pipeline>(bank(), Taint{}, std::vector<DecisionSink*>{}, workers / parts));
+  }
   int64_t start_ns = 1'741'000'000'000'000'000;
   std::vector<double> worker_cpu_s(workers);  // each worker thread's CPU time, summed
   for (auto _ : state) {
     state.PauseTiming();
-    BatchQueue queue(SIZE_MAX);
+    std::vector<std::unique_ptr<BatchQueue>> queues;  // one per partition
+    std::vector<std::unique_ptr<InOrder>> in_order;
+    for (size_t p = 0; p < parts; ++p) {
+      queues.push_back(std::make_unique<BatchQueue>(SIZE_MAX));
+      in_order.push_back(std::make_unique<InOrder>());
+    }
     for (int b = 0; b < kBatches; ++b) {
-      BatchQueue::Item item;
-      for (size_t i = 0; i < lines.size(); ++i) {
-        LogRecord& r = item.batch.records.emplace_back();
-        r.time_ns = start_ns + static_cast<int64_t>(i) * 1'000'000;
-        r.node = nodes[(i / 100) % nodes.size()];
-        r.line = lines[i];
-        r.stream = StreamKind::kKernel;
+      for (size_t p = 0; p < parts; ++p) {
+        BatchQueue::Item item = serveBatch(lines, nodes, start_ns, parts, p, one_node);
+        queues[p]->tryPush(item);
       }
       start_ns += 1'000'000'000;
-      item.bytes = item.batch.memoryBytes();
-      queue.tryPush(item);
     }
-    queue.close();
-    InOrder in_order;
+    for (auto& q : queues) {
+      q->close();
+    }
     state.ResumeTiming();
     std::vector<std::thread> threads;
     for (size_t w = 0; w < workers; ++w) {
       threads.emplace_back([&, w] {
-        runMatchWorker(w, queue, pipeline, in_order,
+        const size_t p = w % parts;
+        runMatchWorker(w / parts, *queues[p], *pipelines[p], *in_order[p],
                        [](const BatchQueue::Item&, const BatchMatch&) {});
         worker_cpu_s[w] += threadCpuSeconds();
       });
@@ -478,13 +515,25 @@ void BM_ServeWorkers(benchmark::State& state) {
   for (double s : worker_cpu_s) {
     cpu_s += s;
   }
-  // The workers' CPU time per batch, ms: what two workers add to one's is the cost of sharing
-  // (cache misses, locks). Time descheduled does not count, unlike wall time's.
+  // The workers' CPU time per batch (all its partitions), ms: what two workers add to one's is the
+  // cost of sharing (cache misses, locks). Time descheduled does not count, unlike wall time's.
   state.counters["cpu_ms_per_batch"] =
       cpu_s * 1e3 / static_cast<double>(state.iterations() * kBatches);
+  // The busiest worker's share of the CPU time (0.5 with two in balance): with the node space
+  // partitioned, each worker's load is its nodes'.
+  state.counters["busiest_share"] =
+      *std::max_element(worker_cpu_s.begin(), worker_cpu_s.end()) / cpu_s;
 }
 BENCHMARK(BM_ServeWorkers)
-    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->Args({1, 0, 0})
+    ->Args({2, 0, 0})
+    ->Args({2, 0, 1})
+    ->Args({1, 1, 0})
+    ->Args({2, 1, 0})
+    ->Args({2, 1, 1})
+    ->Args({1, 2, 0})
+    ->Args({2, 2, 0})
+    ->Args({2, 2, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
