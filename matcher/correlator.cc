@@ -139,9 +139,9 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
     const Evidence* rule_ev = &ev;
     Evidence joined;
     if (rule.joins >= 0) {
-      const std::vector<uint32_t> heads = {static_cast<uint32_t>(rule.joins)};
+      const auto head_rule = static_cast<uint32_t>(rule.joins);
       if (const Evidence* head =
-              findRecent(node, heads, {}, fields, hit.time_ns, rule.join_within_ns, 0)) {
+              findRecent(node, {&head_rule, 1}, {}, fields, hit.time_ns, rule.join_within_ns, 0)) {
         joined = ev;
         for (const auto& kv : head->fields) {
           if (fieldOf(joined.fields, kv.first).empty()) {
@@ -189,9 +189,10 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
   }
   for (uint32_t pod_rule : corroborates_[ri]) {
-    const std::vector<uint32_t> one = {pod_rule};
-    if (const Evidence* r =
-            findRecent(node, one, {}, f, t, bank_->rules[pod_rule].corroborate_within_ns, 0)) {
+    const Evidence* r =
+        findRecent(node, {&pod_rule, 1}, {}, f, t, bank_->rules[pod_rule].corroborate_within_ns, 0);
+    // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those.
+    if (r != nullptr && !faulted(pod_rule, node, r->fields)) {
       const Evidence copy = *r;  // fault() may reset the node's recent hits
       fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t, out);
     }
@@ -298,8 +299,10 @@ bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::strin
   if (r == nullptr) {
     return false;
   }
-  const Evidence kernel = *r;
-  fault(pod_rule, node, node_name, f, {ev, kernel}, std::max(ev.time_ns, kernel.time_ns), out);
+  if (!faulted(pod_rule, node, f)) {
+    const Evidence kernel = *r;
+    fault(pod_rule, node, node_name, f, {ev, kernel}, std::max(ev.time_ns, kernel.time_ns), out);
+  }
   return true;
 }
 
@@ -522,7 +525,11 @@ Correlator::NodeData& Correlator::nodeOf(std::string_view name) {
   return *node;
 }
 
-const Evidence* Correlator::findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
+bool Correlator::faulted(uint32_t ri, const NodeData& node, const Fields& fields) const {
+  return node.faults.contains(entityKey(ri, bank_->rules[ri], fields));
+}
+
+const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uint32_t> rules,
                                        const std::vector<std::string>& entity, const Fields& fields,
                                        int64_t time_ns, int64_t before_ns, int64_t after_ns) const {
   const Evidence* best = nullptr;

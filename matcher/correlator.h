@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -156,7 +157,9 @@ class Correlator {
   NodeData& nodeOf(std::string_view name);
   // Sets repeat_key_ to the hit's signature and line.
   void repeatKey(const Hit& hit);
-  const Evidence* findRecent(const NodeData& node, const std::vector<uint32_t>& rules,
+  // Whether rule `ri` has a fault on the entity of `fields` (fault() would add nothing).
+  bool faulted(uint32_t ri, const NodeData& node, const Fields& fields) const;
+  const Evidence* findRecent(const NodeData& node, std::span<const uint32_t> rules,
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
 

@@ -283,6 +283,23 @@ TEST_F(CorrelatorSemantics, KernelEvidenceAfterThePodLineDecidesAtOnce) {
   EXPECT_EQ(out_[0].time_ns, 200 * kNanosPerSecond);
 }
 
+// The pod lines come after the kernel evidence: each is held for its cluster window, then
+// corroborated; on a job event (three nodes) only the node with kernel evidence is tainted.
+TEST_F(CorrelatorSemantics, KernelEvidenceBeforeThePodLineDecidesWhenTheWindowEnds) {
+  feed("a", 100, "port 1 DOWN");
+  for (const char* n : {"a", "b", "c"}) {
+    feed(n, 200, "nccl timeout", StreamKind::kPod);
+  }
+  feed("a", 300, "nccl timeout", StreamKind::kPod);  // the fault exists: nothing new
+  EXPECT_TRUE(out_.empty());
+  c_.finish(&out_);
+  ASSERT_EQ(decisions(), std::vector<std::string>{"a taint nccl"});
+  EXPECT_EQ(out_[0].time_ns, 200 * kNanosPerSecond);
+  ASSERT_EQ(out_[0].evidence.size(), 2U);
+  EXPECT_EQ(out_[0].evidence[1].line, "port 1 DOWN");
+  EXPECT_EQ(c_.stats().job_events, 1U);
+}
+
 TEST_F(CorrelatorSemantics, HangOnCollectivesMarksThePeersSuspectNotTheReporter) {
   const int64_t t = 1000 * kNanosPerSecond;
   c_.member("job-a", "a", t - 300 * kNanosPerSecond);  // a and b ran job-a's pods
