@@ -115,9 +115,11 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   }
   advance(hit.time_ns, out);
   const Signature& sig = bank_->signatures[hit.signature];
-  // The hit's evidence, shared by its rules; only a rule that joins a head line copies it.
-  Evidence ev{hit.time_ns, sig.id, std::move(hit.line), std::move(hit.fields)};
-  Fields& fields = ev.fields;
+  // The hit's evidence, shared by its rules and the node's recent hits; only a rule that joins a
+  // head line copies it.
+  auto ev = std::make_shared<Evidence>(
+      Evidence{hit.time_ns, sig.id, std::move(hit.line), std::move(hit.fields)});
+  Fields& fields = ev->fields;
   for (uint32_t ai : alias_rules_) {  // a GPU UUID names the PCI address an alias rule mapped
     const Rule& a = bank_->rules[ai];
     if (fieldOf(fields, a.alias_to).empty()) {
@@ -136,30 +138,32 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
       }
       continue;
     }
-    const Evidence* rule_ev = &ev;
-    Evidence joined;
+    std::shared_ptr<const Evidence> rule_ev = ev;
     if (rule.joins >= 0) {
       const auto head_rule = static_cast<uint32_t>(rule.joins);
       if (const Evidence* head =
               findRecent(node, {&head_rule, 1}, {}, fields, hit.time_ns, rule.join_within_ns, 0)) {
-        joined = ev;
+        auto joined = std::make_shared<Evidence>(*ev);
         for (const auto& kv : head->fields) {
-          if (fieldOf(joined.fields, kv.first).empty()) {
-            joined.fields.push_back(kv);
+          if (fieldOf(joined->fields, kv.first).empty()) {
+            joined->fields.push_back(kv);
           }
         }
-        rule_ev = &joined;
+        rule_ev = std::move(joined);
       }
     }
     if (!ruleApplies(rule, rule_ev->fields)) {
       continue;
     }
-    observeRule(ri, node, hit.node, rule_ev->fields, *rule_ev, out);
+    observeRule(ri, node, hit.node, rule_ev, out);
   }
 }
 
 void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
-                             const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
+                             const std::shared_ptr<const Evidence>& shared,
+                             std::vector<Decision>* out) {
+  const Evidence& ev = *shared;
+  const Fields& f = ev.fields;
   const Rule& rule = bank_->rules[ri];
   const int64_t t = ev.time_ns;
   if (looked_up_[ri]) {
@@ -169,9 +173,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       recent = node.recent.insert(recent, Recent{ri, {}, 0});
     }
     if (recent->hits.size() < kRecentPerRule) {
-      recent->hits.push_back(ev);
+      recent->hits.push_back(shared);
     } else {
-      recent->hits[recent->next] = ev;
+      recent->hits[recent->next] = shared;
       recent->next = (recent->next + 1) % kRecentPerRule;
     }
   }
@@ -540,7 +544,7 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
       continue;
     }
     for (size_t k = 0; k < it->hits.size(); ++k) {  // oldest first: the earliest wins a tie
-      const Evidence& r = it->hits[(it->next + k) % it->hits.size()];
+      const Evidence& r = *it->hits[(it->next + k) % it->hits.size()];
       if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns) {
         continue;
       }

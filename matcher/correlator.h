@@ -95,11 +95,11 @@ class Correlator {
     std::vector<Evidence> evidence;  // the same hits, as evidence (at most `count`)
   };
   // The newest hits of one rule on one node, oldest first from `next` once full, kept only for the
-  // rules findRecent() is asked about (looked_up_). Slots are assigned over, so that a storm
-  // reuses their strings instead of allocating.
+  // rules findRecent() is asked about (looked_up_). The evidence is shared with observe(): a storm
+  // keeps its hits here without copying their lines and fields.
   struct Recent {
     uint32_t rule = 0;
-    std::vector<Evidence> hits;
+    std::vector<std::shared_ptr<const Evidence>> hits;
     size_t next = 0;
   };
   // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
@@ -138,8 +138,8 @@ class Correlator {
     Evidence evidence;
   };
 
-  void observeRule(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
-                   const Evidence& ev, std::vector<Decision>* out);
+  void observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
+                   const std::shared_ptr<const Evidence>& ev, std::vector<Decision>* out);
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              const Evidence& ev, std::vector<Decision>* out);
   // Records a fault decided at event time at_ns (ns since the epoch) on this evidence.
