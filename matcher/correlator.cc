@@ -117,17 +117,18 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   const Signature& sig = bank_->signatures[hit.signature];
   // The hit's evidence, shared by its rules and the node's recent hits; only a rule that joins a
   // head line copies it.
-  auto ev = std::make_shared<Evidence>(
+  auto built = std::make_shared<Evidence>(
       Evidence{hit.time_ns, sig.id, std::move(hit.line), std::move(hit.fields)});
-  Fields& fields = ev->fields;
   for (uint32_t ai : alias_rules_) {  // a GPU UUID names the PCI address an alias rule mapped
     const Rule& a = bank_->rules[ai];
-    if (fieldOf(fields, a.alias_to).empty()) {
-      if (const std::string* to = node.alias.find(fieldOf(fields, a.alias_from))) {
-        fields.emplace_back(a.alias_to, *to);
+    if (fieldOf(built->fields, a.alias_to).empty()) {
+      if (const std::string* to = node.alias.find(fieldOf(built->fields, a.alias_from))) {
+        built->fields.emplace_back(a.alias_to, *to);
       }
     }
   }
+  const std::shared_ptr<const Evidence> ev = std::move(built);
+  const Fields& fields = ev->fields;
   for (uint32_t ri : rules) {
     const Rule& rule = bank_->rules[ri];
     if (!rule.alias_from.empty()) {
@@ -138,20 +139,21 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
       }
       continue;
     }
-    std::shared_ptr<const Evidence> rule_ev = ev;
+    std::shared_ptr<const Evidence> joined;  // set only by a join: no reference count per rule
     if (rule.joins >= 0) {
       const auto head_rule = static_cast<uint32_t>(rule.joins);
       if (const Evidence* head =
               findRecent(node, {&head_rule, 1}, {}, fields, hit.time_ns, rule.join_within_ns, 0)) {
-        auto joined = std::make_shared<Evidence>(*ev);
+        auto copy = std::make_shared<Evidence>(*ev);
         for (const auto& kv : head->fields) {
-          if (fieldOf(joined->fields, kv.first).empty()) {
-            joined->fields.push_back(kv);
+          if (fieldOf(copy->fields, kv.first).empty()) {
+            copy->fields.push_back(kv);
           }
         }
-        rule_ev = std::move(joined);
+        joined = std::move(copy);
       }
     }
+    const std::shared_ptr<const Evidence>& rule_ev = joined ? joined : ev;
     if (!ruleApplies(rule, rule_ev->fields)) {
       continue;
     }
