@@ -56,9 +56,19 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
   looked_up_.assign(n, false);
   held_.resize(n);
   job_until_.assign(n, INT64_MIN);
+  where_fields_.resize(bank_->signatures.size());
+  where_slots_.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
     const Rule& r = bank_->rules[i];
     rules_by_signature_[r.signature].push_back(i);
+    std::vector<std::string_view>& names = where_fields_[r.signature];
+    for (const auto& cond : r.where) {
+      const auto at = std::find(names.begin(), names.end(), cond.first);
+      where_slots_[i].push_back(static_cast<size_t>(at - names.begin()));
+      if (at == names.end()) {
+        names.push_back(cond.first);
+      }
+    }
     for (uint32_t c : r.corroborated_by) {
       corroborates_[c].push_back(i);
     }
@@ -129,6 +139,10 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   }
   const std::shared_ptr<const Evidence> ev = std::move(built);
   const Fields& fields = ev->fields;
+  where_values_.clear();
+  for (std::string_view name : where_fields_[hit.signature]) {
+    where_values_.push_back(fieldOf(fields, name));
+  }
   for (uint32_t ri : rules) {
     const Rule& rule = bank_->rules[ri];
     if (!rule.alias_from.empty()) {
@@ -153,12 +167,22 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
         joined = std::move(copy);
       }
     }
-    const std::shared_ptr<const Evidence>& rule_ev = joined ? joined : ev;
-    if (!ruleApplies(rule, rule_ev->fields)) {
+    if (joined ? !ruleApplies(rule, joined->fields) : !whereHolds(ri)) {
       continue;
     }
-    observeRule(ri, node, hit.node, rule_ev, out);
+    observeRule(ri, node, hit.node, joined ? joined : ev, out);
   }
+}
+
+bool Correlator::whereHolds(uint32_t ri) const {
+  const std::vector<std::pair<std::string, std::vector<std::string>>>& where =
+      bank_->rules[ri].where;
+  for (size_t i = 0; i < where.size(); ++i) {
+    if (!has(where[i].second, where_values_[where_slots_[ri][i]])) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& node_name,

@@ -318,6 +318,52 @@ TEST_F(CorrelatorSemantics, HangOnCollectivesMarksThePeersSuspectNotTheReporter)
   EXPECT_EQ(c_.state("b"), Correlator::NodeState::kHealthy);  // the suspicion lapses
 }
 
+// Rules of one signature that test different fields, and one rule that tests two, as the SXid
+// rules do: each condition reads its own field of the hit (an absent field reads as '').
+TEST(CorrelatorWhere, EachConditionTestsItsOwnField) {
+  const auto bank = loadBank({{"w.yaml", R"(
+signatures:
+  - id: sxid
+    streams: [kernel]
+    severity: info
+    pattern: 'SXid (?P<severity>Fatal|Nonfatal)(?: (?P<decode>[A-Z_]+))?'
+    examples: {match: ['SXid Fatal RESET_GPU', 'SXid Nonfatal']}
+rules:
+  - id: sxid-reset
+    signature: sxid
+    severity: fatal
+    where: {severity: [Fatal], decode: [RESET_GPU, '']}
+  - id: sxid-ignore
+    signature: sxid
+    severity: fatal
+    where: {decode: [IGNORE]}
+)"}});
+  Correlator c(bank, Taint{});
+  Matcher m(bank);
+  std::vector<Decision> out;
+  const std::vector<std::pair<std::string, std::string>> lines = {{"n1", "SXid Fatal RESET_GPU"},
+                                                                  {"n2", "SXid Fatal"},
+                                                                  {"n3", "SXid Nonfatal IGNORE"},
+                                                                  {"n4", "SXid Nonfatal RESET_GPU"},
+                                                                  {"n5", "SXid Fatal INVESTIGATE"}};
+  int64_t sec = 100;
+  for (const auto& [node, line] : lines) {
+    RecordBatch batch;
+    batch.records.push_back({++sec * kNanosPerSecond, node, line, 0, 0, StreamKind::kKernel});
+    std::vector<Hit> hits;
+    m.match(batch, &hits);
+    ASSERT_EQ(hits.size(), 1U) << line;
+    c.observe(hits[0], &out);
+  }
+  std::vector<std::string> got;
+  got.reserve(out.size());
+  for (const Decision& d : out) {
+    got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"n1 taint sxid-reset", "n2 taint sxid-reset",
+                                           "n3 taint sxid-ignore"}));
+}
+
 TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
   const std::string bad = std::string(kBank) + R"(
   - id: r2
