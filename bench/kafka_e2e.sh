@@ -32,9 +32,9 @@
 # What bounds memory on this path: librdkafka's pre-fetch queue (queued.max.messages.kbytes,
 # overshot by at most one fetch, fetch.max.bytes 50 MiB), plus the one batch the Kafka source is
 # decoding or the pipeline is matching (the source waits for the pipeline before it polls again;
-# a batch closes at kafka.batch_max_messages 10000 messages or records, or batch_timeout_ms 100 ms
-# after its first message, so its size is bounded by count and time, not by bytes), plus
-# queue_bytes for the push endpoints (unused here).
+# a batch closes at kafka.batch_max_messages 10000 messages or records, at kafka.batch_max_bytes
+# 16 MiB with the message that reaches it, or batch_timeout_ms 100 ms after its first message),
+# plus queue_bytes for the push endpoints (unused here).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -142,7 +142,7 @@ echo "faultline serve ($match_threads match threads) from Kafka (librdkafka mock
 echo "broker and producer on CPU $load_cpu ($(nproc --all) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 echo "Corpus: $total lines of $nodes nodes, $text_mb MB of message text, $faults faults injected ($expected_hits hits in \`faultline replay\` of the same files)."
-echo "Bounds: queue_bytes $queue_bytes, queued.max.messages.kbytes $prefetch_kb, kafka.batch_max_messages 10000, batch_timeout_ms 100.${properties:+ Properties: $properties.}"
+echo "Bounds: queue_bytes $queue_bytes, queued.max.messages.kbytes $prefetch_kb, kafka.batch_max_messages 10000, batch_max_bytes 16 MiB, batch_timeout_ms 100.${properties:+ Properties: $properties.}"
 echo
 echo "| encoding | lines matched | messages / partitions | MB on the wire | kcat -C lines/s | kcat -G lines/s (per CPU-second) | faultline lines/s (wall) | faultline lines/s per CPU-second | wall / CPU time | hits / decisions | RSS idle / peak (MiB) |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"

@@ -47,10 +47,12 @@ std::string_view RecordBatch::copy(std::string_view bytes) {
   }
   if (bytes.size() > kChunkBytes / 4) {
     arena_.emplace_front(bytes);  // large: its own chunk, in front so the open chunk stays last
+    arena_bytes_ += arena_.front().capacity();
     return arena_.front();
   }
   if (arena_.empty() || arena_.back().capacity() - arena_.back().size() < bytes.size()) {
     arena_.emplace_back().reserve(kChunkBytes);
+    arena_bytes_ += arena_.back().capacity();
   }
   std::string& chunk = arena_.back();
   const size_t at = chunk.size();
@@ -76,18 +78,15 @@ size_t RecordBatch::bytes() const {
 }
 
 size_t RecordBatch::memoryBytes() const {
-  size_t n =
-      held_bytes_ + records.capacity() * sizeof(LogRecord) + labels.capacity() * sizeof(Label);
-  for (const std::string& chunk : arena_) {
-    n += chunk.capacity();
-  }
-  return n;
+  return arena_bytes_ + held_bytes_ + records.capacity() * sizeof(LogRecord) +
+         labels.capacity() * sizeof(Label);
 }
 
 void RecordBatch::clear() {
   records.clear();
   labels.clear();
   arena_.clear();
+  arena_bytes_ = 0;
   held_.clear();
   held_bytes_ = 0;
 }

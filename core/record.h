@@ -69,6 +69,7 @@ class RecordBatch {
  private:
   static constexpr size_t kChunkBytes = size_t{64} * 1024;
   std::deque<std::string> arena_;  // chunks never reallocate: capacity is reserved up front
+  size_t arena_bytes_ = 0;         // the chunks' capacities: memoryBytes() is called per message
   std::vector<std::shared_ptr<const void>> held_;
   size_t held_bytes_ = 0;
 };

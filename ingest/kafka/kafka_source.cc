@@ -179,9 +179,9 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
 }  // namespace
 
 KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
-  checkKeys(
-      node, "kafka",
-      {"brokers", "group_id", "properties", "topics", "batch_max_messages", "batch_timeout_ms"});
+  checkKeys(node, "kafka",
+            {"brokers", "group_id", "properties", "topics", "batch_max_messages", "batch_max_bytes",
+             "batch_timeout_ms"});
   KafkaConfig config;
   if (!node["brokers"]) {
     fail("kafka.brokers", "required");
@@ -195,6 +195,9 @@ KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
   }
   if (const YAML::Node n = node["batch_max_messages"]) {
     config.batch_max_messages = number<size_t>(n, "kafka.batch_max_messages", 1);
+  }
+  if (const YAML::Node n = node["batch_max_bytes"]) {
+    config.batch_max_bytes = number<size_t>(n, "kafka.batch_max_bytes", 1);
   }
   if (const YAML::Node n = node["batch_timeout_ms"]) {
     config.batch_timeout_ms = number<int>(n, "kafka.batch_timeout_ms", 0);
@@ -404,7 +407,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     // With a batch open, take only what librdkafka has already fetched: a batch closes when
     // nothing more is queued (a light load is not held for batch_timeout_ms), at
     // batch_max_messages messages or as many records (an OTLP message holds a whole export
-    // batch), or at its deadline under a steady trickle.
+    // batch), at batch_max_bytes, or at its deadline under a steady trickle.
     MessagePtr msg(rd_kafka_consumer_poll(rk.get(), pending > 0 ? 0 : kIdlePollMs));
     const int64_t now = nowNanos();
     const bool drained = !msg;
@@ -412,7 +415,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       consume(std::move(msg), now);
     }
     if (pending > 0 && (drained || pending >= config_.batch_max_messages ||
-                        batch.records.size() >= config_.batch_max_messages || now >= deadline_ns)) {
+                        batch.records.size() >= config_.batch_max_messages ||
+                        batch.memoryBytes() >= config_.batch_max_bytes || now >= deadline_ns)) {
       flush();
     }
   }

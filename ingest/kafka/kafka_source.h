@@ -30,12 +30,16 @@ struct KafkaConfig {
   // They override the defaults below, except enable.auto.offset.store, which must stay false.
   std::map<std::string, std::string> properties;
   size_t batch_max_messages = 10000;  // a batch closes at this many messages or records
+  // ... or once it holds this many bytes (RecordBatch::memoryBytes(): copied lines and labels,
+  // held messages, record arrays), so that long lines cannot grow one batch without bound.
+  size_t batch_max_bytes = size_t{16} << 20;
   int batch_timeout_ms = 100;  // a batch is handed on at most this long after its first message
 
   // Shape (unknown keys are errors):
   //   brokers: "host:port"             # required
   //   group_id: faultline
   //   batch_max_messages: 10000
+  //   batch_max_bytes: 16777216
   //   batch_timeout_ms: 100
   //   properties: {session.timeout.ms: "6000"}
   //   topics:                          # required, non-empty
@@ -71,13 +75,13 @@ class KafkaSource : public Source {
   ~KafkaSource() override;
 
   // Subscribes, then polls until `stop`: each batch of up to batch_max_messages messages or
-  // records (or what librdkafka had fetched when it ran out, or what arrived within
-  // batch_timeout_ms of its first message) is decoded, passed to `handle`, and its offsets
-  // stored; auto commit sends them. On stop the partial batch is handled too, stored offsets are
-  // committed synchronously and the consumer leaves the group. Raw and otlp_proto records point
-  // into librdkafka messages that the batch holds, so a handler that moves the batch out must
-  // release it before run() returns. Throws std::runtime_error if the consumer cannot be created
-  // or subscribed.
+  // records, closed too by the message that brings it to batch_max_bytes (or what librdkafka had
+  // fetched when it ran out, or what arrived within batch_timeout_ms of its first message), is
+  // decoded, passed to `handle`, and its offsets stored; auto commit sends them. On stop the
+  // partial batch is handled too, stored offsets are committed synchronously and the consumer
+  // leaves the group. otlp_proto records point into librdkafka messages that the batch holds, so
+  // a handler that moves the batch out must release it before run() returns. Throws
+  // std::runtime_error if the consumer cannot be created or subscribed.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   // Safe to call from any thread while run() is active.

@@ -26,6 +26,7 @@ TEST(KafkaConfig, FromYaml) {
 brokers: "127.0.0.1:9092"
 group_id: fl
 batch_max_messages: 500
+batch_max_bytes: 1048576
 batch_timeout_ms: 20
 properties: {session.timeout.ms: 6000}
 topics:
@@ -39,6 +40,7 @@ topics:
   EXPECT_EQ(config.brokers, "127.0.0.1:9092");
   EXPECT_EQ(config.group_id, "fl");
   EXPECT_EQ(config.batch_max_messages, 500u);
+  EXPECT_EQ(config.batch_max_bytes, 1048576u);
   EXPECT_EQ(config.batch_timeout_ms, 20);
   EXPECT_EQ(config.properties.at("session.timeout.ms"), "6000");
   ASSERT_EQ(config.topics.size(), 2u);
@@ -81,6 +83,8 @@ TEST(KafkaConfig, FromYamlNamesTheBadKey) {
                 .find("kafka.properties.enable.auto.offset.store"),
             std::string::npos);
   EXPECT_NE(error("brokers: b\nbatch_max_messages: 0\n" + topics).find("kafka.batch_max_messages"),
+            std::string::npos);
+  EXPECT_NE(error("brokers: b\nbatch_max_bytes: 0\n" + topics).find("kafka.batch_max_bytes"),
             std::string::npos);
 }
 
@@ -284,6 +288,60 @@ TEST(KafkaSource, BatchClosesAtBatchMaxMessagesRecords) {
   thread.join();
   EXPECT_EQ(total, 12u);
   EXPECT_EQ(batches, (std::vector<size_t>{3, 3, 3, 3}));
+}
+
+// Long lines: a batch closes at batch_max_bytes as well, with the message that reaches it. Ten
+// raw lines of 20,000 B each are copied into chunks of their own (RecordBatch::copy), beside the
+// 64 KiB chunk that holds the node's name, so a bound of 64 KiB + 50,000 B closes a batch at its
+// third line, before batch_max_messages would.
+TEST(KafkaSource, BatchClosesAtBatchMaxBytes) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 1);
+  std::vector<std::string> values;
+  for (int i = 0; i < 10; ++i) {
+    values.push_back(std::to_string(i) + std::string(20000 - 1, 'x'));
+  }
+  cluster.produce("kern", values, "gpu-1");  // before the consumer starts: fetched together
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = "bytes";
+  config.batch_max_bytes = 65536 + 50000;
+  KafkaTopicConfig topic;
+  topic.name = "kern";
+  config.topics.push_back(topic);
+
+  KafkaSource source(config);
+  std::mutex mu;
+  std::vector<std::pair<size_t, size_t>> batches;  // records, memoryBytes()
+  std::string order;                               // each line's first character
+  std::jthread thread([&](std::stop_token stop) {
+    source.run(
+        [&](RecordBatch& batch) {
+          std::lock_guard lock(mu);
+          batches.emplace_back(batch.records.size(), batch.memoryBytes());
+          for (const LogRecord& rec : batch.records) {
+            order += rec.line.front();
+          }
+        },
+        stop);
+  });
+  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+  while (steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+    std::lock_guard lock(mu);
+    if (order.size() >= values.size()) {
+      break;
+    }
+  }
+  thread.request_stop();
+  thread.join();
+  EXPECT_EQ(order, "0123456789");
+  ASSERT_GE(batches.size(), 4u);
+  for (const auto& [records, bytes] : batches) {
+    EXPECT_LE(records, 3u);
+    EXPECT_LT(bytes, config.batch_max_bytes + 20000 + 1024);  // the bound and one message
+  }
+  EXPECT_EQ(batches.front().first, 3u);  // closed by bytes, not because the fetch ran out
 }
 
 // A handler that blocks past the pause threshold (the pipeline queue is full): the source pauses
