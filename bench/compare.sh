@@ -23,7 +23,8 @@
 #                      (rules/), and with it grown to N patterns by the bench bank's variants
 #                      (quiet and storm corpus)
 #   grep -E -c -f      GNU grep, LC_ALL=C, the patterns translated to POSIX ERE
-#   rg -c -f           ripgrep, one thread, the RE2 patterns without group names
+#   rg -c -f           ripgrep, one thread, the RE2 patterns without group names; ripgrep is
+#                      installed with apt if missing
 #   python re loop     every pattern's re.search on every line (as Konduktor matches)
 #   go regexp loop     every pattern's MatchString on every line (as node-problem-detector does);
 #                      golang-go is installed with apt if missing
@@ -45,10 +46,13 @@ mf=$build/bench/faultline_match_file
 for b in "$fl" "$mf"; do
   [[ -x $b ]] || { echo "compare.sh: $b not found (build it first)" >&2; exit 2; }
 done
-if ! command -v go >/dev/null; then
-  echo "installing golang-go ..." >&2
+missing=()
+command -v go >/dev/null || missing+=(golang-go)
+command -v rg >/dev/null || missing+=(ripgrep)
+if ((${#missing[@]})); then
+  echo "installing ${missing[*]} ..." >&2
   sudo_=""; [[ $(id -u) == 0 ]] || sudo_=sudo
-  $sudo_ apt-get install -y -qq --no-install-recommends golang-go >&2
+  $sudo_ apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 pin=(taskset -c "$cpu")
 mkdir -p "$work/plain" "$work/zst" "$work/storm"
