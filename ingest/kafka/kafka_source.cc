@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <initializer_list>
 #include <stdexcept>
@@ -283,7 +284,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
 
   // Messages polled while a batch was being handled (from partitions a rebalance assigned in the
   // meantime, which start unpaused); they open the next batch.
-  std::vector<MessagePtr> held_back;
+  std::deque<MessagePtr> held_back;
   // The handler may block for long (the pipeline queue is full). Past kPauseAfter the consumer
   // pauses its partitions and keeps polling, so that it stays in its group
   // (max.poll.interval.ms) without fetching more.
@@ -397,18 +398,18 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   };
 
   while (!stop.stop_requested()) {
-    if (!held_back.empty()) {
-      const int64_t now = nowNanos();
-      for (MessagePtr& m : held_back) {
-        consume(std::move(m), now);
-      }
-      held_back.clear();
-    }
-    // With a batch open, take only what librdkafka has already fetched: a batch closes when
-    // nothing more is queued (a light load is not held for batch_timeout_ms), at
+    // Held-back messages first, one at a time like polled ones, so that they count toward the
+    // batch's bounds. With a batch open, take only what librdkafka has already fetched: a batch
+    // closes when nothing more is queued (a light load is not held for batch_timeout_ms), at
     // batch_max_messages messages or as many records (an OTLP message holds a whole export
     // batch), at batch_max_bytes, or at its deadline under a steady trickle.
-    MessagePtr msg(rd_kafka_consumer_poll(rk.get(), pending > 0 ? 0 : kIdlePollMs));
+    MessagePtr msg;
+    if (!held_back.empty()) {
+      msg = std::move(held_back.front());
+      held_back.pop_front();
+    } else {
+      msg.reset(rd_kafka_consumer_poll(rk.get(), pending > 0 ? 0 : kIdlePollMs));
+    }
     const int64_t now = nowNanos();
     const bool drained = !msg;
     if (msg) {
