@@ -1,7 +1,6 @@
 #include "ingest/kafka/kafka_source.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -349,6 +348,85 @@ TEST(KafkaSource, BatchClosesAtBatchMaxBytes) {
   EXPECT_EQ(batches.front().first, 3u);  // closed by bytes, not because the fetch ran out
 }
 
+// Runs a KafkaSource on a thread. Its handler records each batch's lines and holds the first
+// batch, as a full pipeline queue would, until release().
+class HeldSource {
+ public:
+  explicit HeldSource(const KafkaConfig& config) : source_(config) {
+    thread_ = std::jthread([this](std::stop_token stop) {
+      source_.run(
+          [this](RecordBatch& batch) {
+            std::unique_lock lock(mu_);
+            std::vector<std::string>& lines = batches_.emplace_back();
+            for (const LogRecord& rec : batch.records) {
+              lines.emplace_back(rec.line);
+            }
+            if (!blocked_) {
+              blocked_ = true;
+              cv_.notify_all();
+              cv_.wait(lock, [&] { return release_; });
+            }
+          },
+          stop);
+    });
+  }
+
+  // Whether the first batch arrived (and now blocks) within 30 s.
+  bool waitBlocked() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return blocked_; });
+  }
+
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      release_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Waits until `lines` lines arrived (30 s at most), then 300 ms more to catch duplicates, and
+  // stops the source. Returns each batch's lines, in the order handled.
+  std::vector<std::vector<std::string>> finish(size_t lines) {
+    const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+    while (steady_clock::now() < deadline) {
+      {
+        std::lock_guard lock(mu_);
+        size_t n = 0;
+        for (const auto& b : batches_) {
+          n += b.size();
+        }
+        if (n >= lines) {
+          break;
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    std::this_thread::sleep_for(milliseconds(300));
+    thread_.request_stop();
+    thread_.join();
+    return batches_;
+  }
+
+ private:
+  KafkaSource source_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool blocked_ = false;
+  bool release_ = false;
+  std::vector<std::vector<std::string>> batches_;
+  std::jthread thread_;  // last: joined before the members it uses go
+};
+
+// The lines of `batches`, in order.
+std::vector<std::string> flatten(const std::vector<std::vector<std::string>>& batches) {
+  std::vector<std::string> out;
+  for (const auto& b : batches) {
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
 // A handler that blocks past the pause threshold (the pipeline queue is full): the source pauses
 // its partitions and keeps polling meanwhile; afterwards every message, including those produced
 // during the block, is handled exactly once and in order.
@@ -372,51 +450,12 @@ TEST(KafkaSource, BlockedHandlerPausesAndLosesNothing) {
   };
   cluster.produce("kern", lines(0, 10), "gpu-1");
 
-  KafkaSource source(config);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool blocked = false;
-  bool release = false;
-  std::vector<std::string> seen;
-  std::jthread thread([&](std::stop_token stop) {
-    source.run(
-        [&](RecordBatch& batch) {
-          std::unique_lock lock(mu);
-          for (const LogRecord& rec : batch.records) {
-            seen.emplace_back(rec.line);
-          }
-          if (!blocked) {  // the first batch: hold the source like a full queue would
-            blocked = true;
-            cv.notify_all();
-            cv.wait(lock, [&] { return release; });
-          }
-        },
-        stop);
-  });
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return blocked; }));
-  }
+  HeldSource source(config);
+  ASSERT_TRUE(source.waitBlocked());
   std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
   cluster.produce("kern", lines(10, 20), "gpu-1");
-  {
-    std::lock_guard lock(mu);
-    release = true;
-  }
-  cv.notify_all();
-  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
-  while (steady_clock::now() < deadline) {
-    {
-      std::lock_guard lock(mu);
-      if (seen.size() >= 20) {
-        break;
-      }
-    }
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  std::this_thread::sleep_for(milliseconds(300));  // to catch duplicates
-  thread.request_stop();
-  thread.join();
+  source.release();
+  const std::vector<std::string> seen = flatten(source.finish(20));
   EXPECT_EQ(seen, lines(0, 20));
 }
 
@@ -460,9 +499,8 @@ TEST(KafkaSource, MessagesHeldBackDuringAPauseKeepTheBatchBounds) {
   rd_kafka_topic_partition_list_add(topics, "kern", RD_KAFKA_PARTITION_UA);
   ASSERT_EQ(rd_kafka_subscribe(b, topics), RD_KAFKA_RESP_ERR_NO_ERROR);
   rd_kafka_topic_partition_list_destroy(topics);
-  std::atomic<bool> b_leaves{false};
-  std::thread b_thread([&] {
-    while (!b_leaves) {
+  std::jthread b_thread([&](std::stop_token leave) {  // on an early return too, B leaves
+    while (!leave.stop_requested()) {
       if (rd_kafka_message_t* m = rd_kafka_consumer_poll(b, 50)) {
         rd_kafka_message_destroy(m);
       }
@@ -480,61 +518,17 @@ TEST(KafkaSource, MessagesHeldBackDuringAPauseKeepTheBatchBounds) {
   KafkaTopicConfig topic;
   topic.name = "kern";
   config.topics.push_back(topic);
-  KafkaSource source(config);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool blocked = false;
-  bool release = false;
-  std::vector<std::vector<std::string>> batches;
-  std::jthread thread([&](std::stop_token stop) {
-    source.run(
-        [&](RecordBatch& batch) {
-          std::unique_lock lock(mu);
-          std::vector<std::string>& lines = batches.emplace_back();
-          for (const LogRecord& rec : batch.records) {
-            lines.emplace_back(rec.line);
-          }
-          if (!blocked) {  // the first batch: hold the source like a full queue would
-            blocked = true;
-            cv.notify_all();
-            cv.wait(lock, [&] { return release; });
-          }
-        },
-        stop);
-  });
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return blocked; }));
-  }
+  HeldSource source(config);
+  ASSERT_TRUE(source.waitBlocked());
   std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
-  b_leaves = true;
+  b_thread.request_stop();
   b_thread.join();
   // The coordinator waits session.timeout.ms - 1000 before the rejoin; the source then gets B's
   // partitions, unpaused, while its handler still blocks.
   std::this_thread::sleep_for(milliseconds(8000));
-  {
-    std::lock_guard lock(mu);
-    release = true;
-  }
-  cv.notify_all();
-  std::vector<std::string> seen;
-  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
-  while (steady_clock::now() < deadline) {
-    {
-      std::lock_guard lock(mu);
-      seen.clear();
-      for (const auto& lines : batches) {
-        seen.insert(seen.end(), lines.begin(), lines.end());
-      }
-      if (seen.size() >= all.size()) {
-        break;
-      }
-    }
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  std::this_thread::sleep_for(milliseconds(300));  // to catch duplicates
-  thread.request_stop();
-  thread.join();
+  source.release();
+  const std::vector<std::vector<std::string>> batches = source.finish(all.size());
+  std::vector<std::string> seen = flatten(batches);
   for (const auto& lines : batches) {
     EXPECT_EQ(lines.size(), 1u);
   }
