@@ -56,19 +56,10 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
   looked_up_.assign(n, false);
   held_.resize(n);
   job_until_.assign(n, INT64_MIN);
-  where_fields_.resize(bank_->signatures.size());
-  where_slots_.resize(n);
+  where_.resize(bank_->signatures.size());
   for (uint32_t i = 0; i < n; ++i) {
     const Rule& r = bank_->rules[i];
     rules_by_signature_[r.signature].push_back(i);
-    std::vector<std::string_view>& names = where_fields_[r.signature];
-    for (const auto& cond : r.where) {
-      const auto at = std::find(names.begin(), names.end(), cond.first);
-      where_slots_[i].push_back(static_cast<size_t>(at - names.begin()));
-      if (at == names.end()) {
-        names.push_back(cond.first);
-      }
-    }
     for (uint32_t c : r.corroborated_by) {
       corroborates_[c].push_back(i);
     }
@@ -96,6 +87,52 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
     }
     if (!r.corroborated_by.empty()) {
       looked_up_[i] = true;
+    }
+  }
+  for (uint32_t sig = 0; sig < rules_by_signature_.size(); ++sig) {
+    const std::vector<uint32_t>& rules = rules_by_signature_[sig];
+    const size_t words = (rules.size() + 63) / 64;
+    where_pass_.resize(std::max(where_pass_.size(), words));
+    std::vector<WhereField>& fields = where_[sig];
+    for (uint32_t ri : rules) {
+      for (const auto& cond : bank_->rules[ri].where) {
+        if (std::none_of(fields.begin(), fields.end(),
+                         [&](const WhereField& f) { return f.name == cond.first; })) {
+          fields.push_back({cond.first, {}, {}});
+        }
+      }
+    }
+    for (WhereField& field : fields) {
+      // Whether rule `ri` accepts `value` (nullptr: a value no condition lists) on this field.
+      auto accepts = [&](uint32_t ri, const std::string* value) {
+        return std::all_of(
+            bank_->rules[ri].where.begin(), bank_->rules[ri].where.end(), [&](const auto& cond) {
+              return cond.first != field.name || (value != nullptr && has(cond.second, *value));
+            });
+      };
+      auto mask = [&](const std::string* value) {
+        std::vector<uint64_t> bits(words);
+        for (size_t k = 0; k < rules.size(); ++k) {
+          if (accepts(rules[k], value)) {
+            bits[k / 64] |= uint64_t{1} << (k % 64);
+          }
+        }
+        return bits;
+      };
+      field.other = mask(nullptr);
+      for (uint32_t ri : rules) {
+        for (const auto& cond : bank_->rules[ri].where) {
+          if (cond.first != field.name) {
+            continue;
+          }
+          for (const std::string& value : cond.second) {
+            if (std::none_of(field.listed.begin(), field.listed.end(),
+                             [&](const auto& l) { return l.first == value; })) {
+              field.listed.emplace_back(value, mask(&value));
+            }
+          }
+        }
+      }
     }
   }
 }
@@ -139,11 +176,9 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   }
   const std::shared_ptr<const Evidence> ev = std::move(built);
   const Fields& fields = ev->fields;
-  where_values_.clear();
-  for (std::string_view name : where_fields_[hit.signature]) {
-    where_values_.push_back(fieldOf(fields, name));
-  }
-  for (uint32_t ri : rules) {
+  whereMask(hit.signature, fields);
+  for (size_t k = 0; k < rules.size(); ++k) {
+    const uint32_t ri = rules[k];
     const Rule& rule = bank_->rules[ri];
     if (!rule.alias_from.empty()) {
       const std::string_view from = fieldOf(fields, rule.alias_from);
@@ -167,22 +202,29 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
         joined = std::move(copy);
       }
     }
-    if (joined ? !ruleApplies(rule, joined->fields) : !whereHolds(ri)) {
+    if (joined ? !ruleApplies(rule, joined->fields)
+               : (where_pass_[k / 64] & (uint64_t{1} << (k % 64))) == 0) {
       continue;
     }
     observeRule(ri, node, hit.node, joined ? joined : ev, out);
   }
 }
 
-bool Correlator::whereHolds(uint32_t ri) const {
-  const std::vector<std::pair<std::string, std::vector<std::string>>>& where =
-      bank_->rules[ri].where;
-  for (size_t i = 0; i < where.size(); ++i) {
-    if (!has(where[i].second, where_values_[where_slots_[ri][i]])) {
-      return false;
+void Correlator::whereMask(uint32_t signature, const Fields& fields) {
+  std::fill(where_pass_.begin(), where_pass_.end(), ~uint64_t{0});
+  for (const WhereField& field : where_[signature]) {
+    const std::string_view value = fieldOf(fields, field.name);
+    const std::vector<uint64_t>* bits = &field.other;
+    for (const auto& [listed, rules] : field.listed) {
+      if (listed == value) {
+        bits = &rules;
+        break;
+      }
+    }
+    for (size_t w = 0; w < bits->size(); ++w) {
+      where_pass_[w] &= (*bits)[w];
     }
   }
-  return true;
 }
 
 void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& node_name,

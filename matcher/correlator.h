@@ -159,9 +159,9 @@ class Correlator {
   void repeatKey(const Hit& hit);
   // Whether rule `ri` has a fault on the entity of `fields` (fault() would add nothing).
   bool faulted(uint32_t ri, const NodeData& node, const Fields& fields) const;
-  // Whether every `where` condition of rule `ri` holds for the hit observe() is at (its
-  // where_values_).
-  bool whereHolds(uint32_t ri) const;
+  // Sets where_pass_ to the rules of the hit's signature whose `where` conditions all hold for
+  // `fields`: a bit per rule, in rules_by_signature_ order.
+  void whereMask(uint32_t signature, const Fields& fields);
   const Evidence* findRecent(const NodeData& node, std::span<const uint32_t> rules,
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
@@ -184,12 +184,17 @@ class Correlator {
   Timers timers_;
   int64_t now_ns_ = INT64_MIN;
   std::string repeat_key_;  // reused: a hit builds no string to look itself up
-  // The `where` fields of each signature's rules, each name once, and for each rule the index in
-  // its signature's list of each of its `where` conditions: a hit looks each field up once, not
-  // once per rule (the 8 rules of nvidia-xid all test `class`).
-  std::vector<std::vector<std::string_view>> where_fields_;  // by signature
-  std::vector<std::vector<size_t>> where_slots_;             // by rule, parallel to Rule::where
-  std::vector<std::string_view> where_values_;  // observe(): the hit's, by where_fields_ index
+  // A signature's `where` conditions by field, each field once: a hit looks each field up once and
+  // gets a bit per rule (rules_by_signature_ order), not a test per rule and condition (the 8
+  // rules of nvidia-xid all test `class`). A rule's bit is set for a value that every condition
+  // of the rule on that field lists; with no condition on the field, for any value.
+  struct WhereField {
+    std::string_view name;
+    std::vector<std::pair<std::string_view, std::vector<uint64_t>>> listed;  // value -> rules
+    std::vector<uint64_t> other;  // a value no rule lists: the rules without a condition here
+  };
+  std::vector<std::vector<WhereField>> where_;  // by signature
+  std::vector<uint64_t> where_pass_;            // observe(): whereMask()'s result
   Stats stats_;
 };
 

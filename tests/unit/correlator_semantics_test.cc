@@ -364,6 +364,50 @@ rules:
                                            "n3 taint sxid-ignore"}));
 }
 
+// More rules on one signature than one 64-bit word of where_pass_ holds: each rule's condition
+// still selects its own code, across the word boundary, and a rule without a condition (the
+// last, in the second word) takes any code, including one no rule lists.
+TEST(CorrelatorWhere, RulesBeyondSixtyFourOnOneSignature) {
+  std::string yaml = R"(
+signatures:
+  - id: code
+    streams: [kernel]
+    severity: info
+    pattern: 'Code (?P<code>\d+)'
+    examples: {match: ['Code 1']}
+rules:
+)";
+  for (int k = 0; k < 70; ++k) {
+    yaml += "  - {id: c" + std::to_string(k) +
+            ", signature: code, severity: fatal, where: {code: ['" + std::to_string(k) + "']}}\n";
+  }
+  yaml += "  - {id: any, signature: code, severity: fatal}\n";
+  const auto bank = loadBank({{"w.yaml", yaml}});
+  ASSERT_EQ(bank->rules.size(), 71U);
+  Correlator c(bank, Taint{});
+  Matcher m(bank);
+  std::vector<Decision> out;
+  int64_t sec = 100;
+  for (const int code : {0, 63, 64, 69, 99}) {
+    const std::string node = "n" + std::to_string(code);
+    const std::string line = "Code " + std::to_string(code);
+    RecordBatch batch;
+    batch.records.push_back({++sec * kNanosPerSecond, node, line, 0, 0, StreamKind::kKernel});
+    std::vector<Hit> hits;
+    m.match(batch, &hits);
+    ASSERT_EQ(hits.size(), 1U) << code;
+    c.observe(hits[0], &out);
+  }
+  std::vector<std::string> got;
+  got.reserve(out.size());
+  for (const Decision& d : out) {
+    got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
+  }
+  // A node's first fault taints it; the rule named is the first of its rules to fault.
+  EXPECT_EQ(got, (std::vector<std::string>{"n0 taint c0", "n63 taint c63", "n64 taint c64",
+                                           "n69 taint c69", "n99 taint any"}));
+}
+
 TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
   const std::string bad = std::string(kBank) + R"(
   - id: r2
