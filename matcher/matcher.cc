@@ -64,7 +64,10 @@ void Matcher::matchSet(std::string_view line, StreamKind kind) {
   const bool any = cs.set->Match(line, &ids_, &info);
   if (!any && info.kind != RE2::Set::kNoError) {
     // The DFA ran out of memory (or the set is inconsistent): a false here does not mean "no
-    // match", so fall back to each pattern on its own.
+    // match", so fall back to each pattern on its own. Debian's RE2 (20220601) does not get here
+    // for a compiled Set (it compiles only with DFA room for 20 of its largest states, and a Set's
+    // search resets its cache rather than bail out), so no test provokes it; other RE2 versions
+    // may.
     ++stats_.set_errors;
     for (uint32_t sig : index) {
       if (RE2::PartialMatch(line, *bank_->signatures[sig].re)) {
