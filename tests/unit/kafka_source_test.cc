@@ -345,7 +345,12 @@ TEST(KafkaSource, BatchClosesAtBatchMaxBytes) {
     EXPECT_LE(records, 3u);
     EXPECT_LT(bytes, config.batch_max_bytes + 20000 + 1024);  // the bound and one message
   }
-  EXPECT_EQ(batches.front().first, 3u);  // closed by bytes, not because the fetch ran out
+  // Closed by bytes, not only because nothing more was queued. Not necessarily the first batch:
+  // in a slow run (a sanitizer build on a busy machine) the first poll after the assignment can
+  // return one message and the next none, and that batch closes at 1.
+  EXPECT_TRUE(std::any_of(batches.begin(), batches.end(), [](const auto& b) {
+    return b.first == 3;
+  })) << ::testing::PrintToString(batches);
 }
 
 // Runs a KafkaSource on a thread. Its handler records each batch's lines and holds the first
