@@ -122,11 +122,13 @@ rules:
     corroborated_by: {rules: [port-down], within: 10m}
 )";
 
-class CorrelatorSemantics : public ::testing::Test {
- protected:
-  CorrelatorSemantics() : bank_(loadBank({{"t.yaml", kBank}})), c_(bank_, Taint{}) {}
+// A correlator over `bank`, fed line by line as the matcher sees them; its decisions as
+// "node action rule".
+class Feeder {
+ public:
+  explicit Feeder(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)), c_(bank_, Taint{}) {}
 
-  // Feeds `line` on `node` at `sec` seconds, as a hit of the signature it matches.
+  // Feeds `line` on `node` at `sec` seconds, as the hit of the one signature it matches.
   void feed(const std::string& node, int64_t sec, const std::string& line,
             StreamKind kind = StreamKind::kKernel) {
     Matcher m(bank_);
@@ -134,10 +136,8 @@ class CorrelatorSemantics : public ::testing::Test {
     batch.records.push_back({sec * kNanosPerSecond, node, line, 0, 0, kind});
     std::vector<Hit> hits;
     m.match(batch, &hits);
-    ASSERT_FALSE(hits.empty()) << line;
-    for (const Hit& h : hits) {
-      c_.observe(h, &out_);
-    }
+    ASSERT_EQ(hits.size(), 1U) << line;
+    c_.observe(hits[0], &out_);
   }
   std::vector<std::string> decisions() const {
     std::vector<std::string> v;
@@ -150,6 +150,11 @@ class CorrelatorSemantics : public ::testing::Test {
   std::shared_ptr<const Bank> bank_;
   Correlator c_;
   std::vector<Decision> out_;
+};
+
+class CorrelatorSemantics : public ::testing::Test, public Feeder {
+ protected:
+  CorrelatorSemantics() : Feeder(loadBank({{"t.yaml", kBank}})) {}
 };
 
 TEST_F(CorrelatorSemantics, TableAddsCatalogFieldsThatRulesTest) {
@@ -338,9 +343,7 @@ rules:
     severity: fatal
     where: {decode: [IGNORE]}
 )"}});
-  Correlator c(bank, Taint{});
-  Matcher m(bank);
-  std::vector<Decision> out;
+  Feeder f(bank);
   const std::vector<std::pair<std::string, std::string>> lines = {{"n1", "SXid Fatal RESET_GPU"},
                                                                   {"n2", "SXid Fatal"},
                                                                   {"n3", "SXid Nonfatal IGNORE"},
@@ -348,20 +351,10 @@ rules:
                                                                   {"n5", "SXid Fatal INVESTIGATE"}};
   int64_t sec = 100;
   for (const auto& [node, line] : lines) {
-    RecordBatch batch;
-    batch.records.push_back({++sec * kNanosPerSecond, node, line, 0, 0, StreamKind::kKernel});
-    std::vector<Hit> hits;
-    m.match(batch, &hits);
-    ASSERT_EQ(hits.size(), 1U) << line;
-    c.observe(hits[0], &out);
+    f.feed(node, ++sec, line);
   }
-  std::vector<std::string> got;
-  got.reserve(out.size());
-  for (const Decision& d : out) {
-    got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
-  }
-  EXPECT_EQ(got, (std::vector<std::string>{"n1 taint sxid-reset", "n2 taint sxid-reset",
-                                           "n3 taint sxid-ignore"}));
+  EXPECT_EQ(f.decisions(), (std::vector<std::string>{"n1 taint sxid-reset", "n2 taint sxid-reset",
+                                                     "n3 taint sxid-ignore"}));
 }
 
 // More rules on one signature than one 64-bit word of where_pass_ holds: each rule's condition
@@ -384,28 +377,15 @@ rules:
   yaml += "  - {id: any, signature: code, severity: fatal}\n";
   const auto bank = loadBank({{"w.yaml", yaml}});
   ASSERT_EQ(bank->rules.size(), 71U);
-  Correlator c(bank, Taint{});
-  Matcher m(bank);
-  std::vector<Decision> out;
+  Feeder f(bank);
   int64_t sec = 100;
   for (const int code : {0, 63, 64, 69, 99}) {
-    const std::string node = "n" + std::to_string(code);
-    const std::string line = "Code " + std::to_string(code);
-    RecordBatch batch;
-    batch.records.push_back({++sec * kNanosPerSecond, node, line, 0, 0, StreamKind::kKernel});
-    std::vector<Hit> hits;
-    m.match(batch, &hits);
-    ASSERT_EQ(hits.size(), 1U) << code;
-    c.observe(hits[0], &out);
-  }
-  std::vector<std::string> got;
-  got.reserve(out.size());
-  for (const Decision& d : out) {
-    got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
+    f.feed("n" + std::to_string(code), ++sec, "Code " + std::to_string(code));
   }
   // A node's first fault taints it; the rule named is the first of its rules to fault.
-  EXPECT_EQ(got, (std::vector<std::string>{"n0 taint c0", "n63 taint c63", "n64 taint c64",
-                                           "n69 taint c69", "n99 taint any"}));
+  EXPECT_EQ(f.decisions(),
+            (std::vector<std::string>{"n0 taint c0", "n63 taint c63", "n64 taint c64",
+                                      "n69 taint c69", "n99 taint any"}));
 }
 
 TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
