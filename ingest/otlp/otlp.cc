@@ -240,7 +240,7 @@ bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, const Lab
   const size_t records_begin = batch->records.size();
   const size_t labels_begin = batch->labels.size();
   uint64_t rejected_here = 0;
-  const bool ok = bytes.size() <= INT_MAX &&  // CodedInputStream's limit
+  const bool ok = bytes.size() <= INT_MAX &&  // WireReader's limit
                   forEachField(bytes, 1, [&](std::string_view resource_logs) {
                     return addResourceLogs(resource_logs, rules, keep, batch, &rejected_here);
                   });

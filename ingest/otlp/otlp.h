@@ -20,7 +20,7 @@ namespace faultline {
 // bool, bytes, an array of byte values). Line: a string or bytes body, or the kvlist body's
 // MESSAGE. Time: time_unix_nano, else observed_time_unix_nano, else 0 (ns since the epoch). Node
 // and stream: classify(rules).
-// The message is read in place, field by field (google::protobuf::io::CodedInputStream), not
+// The message is read in place, field by field (WireReader: libprotobuf's wire parsers), not
 // parsed into generated classes: lines and labels are views into `bytes`, so the caller makes
 // the batch hold them (RecordBatch::hold) or keeps them alive as long. Only integer and byte-array
 // values are copied (into the batch). Sub-messages the decoder does not use (scope, trace ids,

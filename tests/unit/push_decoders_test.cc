@@ -1,13 +1,18 @@
 // Loki and OTLP decoders against golden vectors captured from real clients
 // (/work/shared/protocols.md 1.7: winston-loki 6.1.7; 2.5: @opentelemetry/exporter-logs-otlp-proto
 // 0.223.1) and hand-made bad input. Content-Encoding is cpp-httplib's: tests/e2e/push_bad_input.sh.
+#include <algorithm>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <snappy.h>
 
 #include "ingest/formats/formats.h"
 #include "ingest/formats/name_table.h"
+#include "ingest/formats/protobuf_wire.h"
 #include "ingest/kafka/decoders.h"
 #include "ingest/otlp/otlp.h"
 #include "ingest/push/loki.h"
@@ -468,6 +473,69 @@ TEST(OtlpProto, RefusesGarbage) {
       decodeOtlpProto("\x0a\x05\x0a", StreamRules(), defaultKeep(), &batch, &rejected, &error));
   EXPECT_FALSE(error.empty());
   EXPECT_TRUE(batch.records.empty());
+}
+
+// The fields WireReader reads from `wire`, held in a heap block of exactly its size, so that
+// ASan reports any read past the end; "!" ends the list if the reader refused the rest.
+std::vector<std::string> readFields(const std::string& wire) {
+  const auto held = std::make_unique<char[]>(wire.size());
+  std::memcpy(held.get(), wire.data(), wire.size());
+  WireReader r(std::string_view(held.get(), wire.size()));
+  std::vector<std::string> fields;
+  while (r.next()) {
+    fields.push_back(std::to_string(r.number()) + "=" +
+                     (r.is(WireReader::kBytes) ? std::string(r.bytesValue())
+                      : r.is(WireReader::WireFormatLite::WIRETYPE_START_GROUP)
+                          ? "group"
+                          : std::to_string(r.numberValue())));
+  }
+  if (!r.ok()) {
+    fields.emplace_back("!");
+  }
+  return fields;
+}
+
+TEST(WireReader, ReadsEveryWireTypeUpToTheLastByte) {
+  using V = std::vector<std::string>;
+  // varint 1 = 150; fixed32 2 = 1; fixed64 3 = 2; bytes 4 = "ab"; group 5 holding varint 1 = 1
+  // (skipped whole: its content is not read as fields); field 99 (a two-byte tag) = 7; then the
+  // largest varint, 10 bytes, ending the message.
+  const std::string wire = std::string("\x08\x96\x01", 3) + std::string("\x15\x01\x00\x00\x00", 5) +
+                           std::string("\x19\x02\x00\x00\x00\x00\x00\x00\x00", 9) +
+                           "\x22\x02"
+                           "ab" +
+                           std::string("\x2b\x08\x01\x2c", 4) + "\x98\x06\x07" + "\x08" +
+                           std::string(9, '\xff') + "\x01";
+  EXPECT_EQ(readFields(wire),
+            (V{"1=150", "2=1", "3=2", "4=ab", "5=group", "99=7", "1=18446744073709551615"}));
+  EXPECT_EQ(readFields(""), V{});
+  EXPECT_EQ(readFields(std::string("\x22\x00", 2)), V{"4="});
+  // Refused: a varint of 11 bytes; one cut by the end; field number 0; a length past the end; a
+  // fixed64 and a fixed32 cut short; wire types 6 and 7; an end-group with no start.
+  EXPECT_EQ(readFields("\x08" + std::string(10, '\xff') + "\x01"), V{"!"});
+  EXPECT_EQ(readFields("\x08\x96"), V{"!"});
+  EXPECT_EQ(readFields(std::string("\x08\x01\x00\x01", 4)), (V{"1=1", "!"}));
+  EXPECT_EQ(readFields("\x22\x03"
+                       "ab"),
+            V{"!"});
+  EXPECT_EQ(readFields(std::string("\x19\x01\x00\x00", 4)), V{"!"});
+  EXPECT_EQ(readFields(std::string("\x15\x01\x00\x00", 4)), V{"!"});
+  EXPECT_EQ(readFields("\x0e\x01"), V{"!"});
+  EXPECT_EQ(readFields("\x0f\x01"), V{"!"});
+  EXPECT_EQ(readFields("\x0c"), V{"!"});
+  // Every strict prefix of the valid message gives the fields wholly inside it, then a refusal
+  // unless it ends between two fields.
+  const V all = readFields(wire);
+  const std::vector<size_t> ends = {3, 8, 17, 21, 25, 28};  // where each field but the last ends
+  for (size_t n = 1; n < wire.size(); ++n) {
+    const auto whole =
+        static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), n) - ends.begin());
+    V expected(all.begin(), all.begin() + static_cast<ptrdiff_t>(whole));
+    if (std::find(ends.begin(), ends.end(), n) == ends.end()) {
+      expected.emplace_back("!");
+    }
+    EXPECT_EQ(readFields(wire.substr(0, n)), expected) << n;
+  }
 }
 
 TEST(OtlpJson, JournaldBodyAndRejectedRecords) {
