@@ -48,9 +48,7 @@ class WireReader {
     read = read && number_ != 0;
     switch (type_) {
       case WireFormatLite::WIRETYPE_VARINT:
-        read = read && parse(&number_value_, [](const char* p, uint64_t* v) {
-                 return google::protobuf::internal::VarintParse(p, v);
-               });
+        read = read && varint(&number_value_);
         break;
       case WireFormatLite::WIRETYPE_FIXED64:
         read = read && fixed<uint64_t>();
@@ -60,9 +58,7 @@ class WireReader {
         break;
       case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
         uint32_t size = 0;
-        read = read && parse(&size, [](const char* p, uint32_t* v) {
-                 return google::protobuf::internal::VarintParse(p, v);
-               });
+        read = read && varint(&size);
         read = read && size <= static_cast<size_t>(end_ - p_);
         if (read) {
           bytes_value_ = std::string_view(p_, size);
@@ -111,6 +107,11 @@ class WireReader {
     }
     p_ += to - from;
     return true;
+  }
+  template <class T>
+  bool varint(T* value) {
+    return parse(value,
+                 [](const char* p, T* v) { return google::protobuf::internal::VarintParse(p, v); });
   }
   template <class T>
   bool fixed() {
