@@ -31,13 +31,13 @@ struct AnyValue {
     kKvlistValue,
     kBytesValue
   } kind = kNotSet;
-  std::string_view bytes;  // string, bytes, or the ArrayValue / KeyValueList message
-  uint64_t number = 0;     // bool, int
+  WireBytes bytes;      // string, bytes, or the ArrayValue / KeyValueList message
+  uint64_t number = 0;  // bool, int
 };
 
 // AnyValue (common.proto): string_value 1, bool_value 2, int_value 3, double_value 4,
 // array_value 5, kvlist_value 6, bytes_value 7; a oneof, so the last field read wins.
-bool readAnyValue(std::string_view bytes, AnyValue* v) {
+bool readAnyValue(WireBytes bytes, AnyValue* v) {
   WireReader r(bytes);
   while (r.next()) {
     const uint32_t n = r.number();
@@ -47,7 +47,7 @@ bool readAnyValue(std::string_view bytes, AnyValue* v) {
         continue;  // a known number with another wire type is an unknown field
       }
       v->kind = static_cast<AnyValue::Kind>(n);  // the cases are the field numbers
-      v->bytes = delimited ? r.bytesValue() : std::string_view();
+      v->bytes = delimited ? r.messageValue() : WireBytes();
       v->number = delimited ? 0 : r.numberValue();
     }
   }
@@ -61,7 +61,7 @@ bool scalarOf(const AnyValue& v, RecordBatch* batch, std::optional<std::string_v
   switch (v.kind) {
     case AnyValue::kStringValue:
     case AnyValue::kBytesValue:
-      *text = v.bytes;
+      *text = v.bytes.view();
       return true;
     case AnyValue::kIntValue:
       *text = batch->copy(std::to_string(static_cast<int64_t>(v.number)));
@@ -72,7 +72,7 @@ bool scalarOf(const AnyValue& v, RecordBatch* batch, std::optional<std::string_v
     case AnyValue::kArrayValue: {  // ArrayValue: values 1
       std::string bytes;
       bool ints = true;
-      const bool ok = forEachField(v.bytes, 1, [&](std::string_view value) {
+      const bool ok = forEachField(v.bytes, 1, [&](WireBytes value) {
         AnyValue e;
         if (!readAnyValue(value, &e)) {
           return false;
@@ -92,11 +92,13 @@ bool scalarOf(const AnyValue& v, RecordBatch* batch, std::optional<std::string_v
 }
 
 // KeyValue (common.proto): key 1, value 2 (an AnyValue, left unread).
-bool readKeyValue(std::string_view kv, std::string_view* key, std::string_view* value) {
+bool readKeyValue(WireBytes kv, std::string_view* key, WireBytes* value) {
   WireReader r(kv);
   while (r.next()) {
-    if ((r.number() == 1 || r.number() == 2) && r.is(kBytes)) {
-      *(r.number() == 1 ? key : value) = r.bytesValue();
+    if (r.number() == 1 && r.is(kBytes)) {
+      *key = r.bytesValue();
+    } else if (r.number() == 2 && r.is(kBytes)) {
+      *value = r.messageValue();
     }
   }
   return r.ok();
@@ -104,16 +106,14 @@ bool readKeyValue(std::string_view kv, std::string_view* key, std::string_view* 
 
 // A KeyValue's value (an AnyValue) as text: *text is set only if it is a scalar (scalarOf).
 // False on malformed wire.
-bool scalarValue(std::string_view value, RecordBatch* batch,
-                 std::optional<std::string_view>* text) {
+bool scalarValue(WireBytes value, RecordBatch* batch, std::optional<std::string_view>* text) {
   AnyValue v;
   return readAnyValue(value, &v) && scalarOf(v, batch, text);
 }
 
 // Appends key = value (an AnyValue) as a label if `keep` keeps the key and the value is a scalar.
 // The value of a key not kept is not read, so not checked either. False on malformed wire.
-bool addLabel(std::string_view key, std::string_view value, const LabelFilter& keep,
-              RecordBatch* batch) {
+bool addLabel(std::string_view key, WireBytes value, const LabelFilter& keep, RecordBatch* batch) {
   if (!keep.keeps(key)) {
     return true;
   }
@@ -128,16 +128,16 @@ bool addLabel(std::string_view key, std::string_view value, const LabelFilter& k
 }
 
 // A KeyValue as a label (addLabel).
-bool addAttribute(std::string_view kv, const LabelFilter& keep, RecordBatch* batch) {
+bool addAttribute(WireBytes kv, const LabelFilter& keep, RecordBatch* batch) {
   std::string_view key;
-  std::string_view value;
+  WireBytes value;
   return readKeyValue(kv, &key, &value) && addLabel(key, value, keep, batch);
 }
 
 // LogRecord (logs.proto): time_unix_nano 1 (fixed64), body 5, attributes 6,
 // observed_time_unix_nano 11 (fixed64). Appends the record after the resource's labels; false on
 // malformed wire. *added: whether it had a usable line.
-bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const StreamRules& rules,
+bool addRecord(WireBytes bytes, const std::vector<Label>& resource, const StreamRules& rules,
                const LabelFilter& keep, RecordBatch* batch, bool* added) {
   const size_t labels_begin = batch->labels.size();
   batch->labels.insert(batch->labels.end(), resource.begin(), resource.end());
@@ -150,10 +150,10 @@ bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const
     if ((n == 1 || n == 11) && r.is(kFixed64)) {
       (n == 1 ? time : observed) = r.numberValue();
     } else if (n == 5 && r.is(kBytes)) {
-      if (!readAnyValue(r.bytesValue(), &body)) {
+      if (!readAnyValue(r.messageValue(), &body)) {
         return false;
       }
-    } else if (n == 6 && r.is(kBytes) && !addAttribute(r.bytesValue(), keep, batch)) {
+    } else if (n == 6 && r.is(kBytes) && !addAttribute(r.messageValue(), keep, batch)) {
       return false;
     }
   }
@@ -164,9 +164,9 @@ bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const
   if (body.kind == AnyValue::kKvlistValue) {
     // journald receiver: the body is a map of journal fields (KeyValueList: values 1); the line
     // is MESSAGE, the last one if several.
-    const bool ok = forEachField(body.bytes, 1, [&](std::string_view kv) {
+    const bool ok = forEachField(body.bytes, 1, [&](WireBytes kv) {
       std::string_view key;
-      std::string_view value;
+      WireBytes value;
       if (!readKeyValue(kv, &key, &value)) {
         return false;
       }
@@ -195,19 +195,19 @@ bool addRecord(std::string_view bytes, const std::vector<Label>& resource, const
 
 // ResourceLogs (logs.proto): resource 1 (Resource: attributes 1), scope_logs 2 (ScopeLogs:
 // log_records 2). The resource may follow its scope_logs on the wire, so they are read after it.
-bool addResourceLogs(std::string_view bytes, const StreamRules& rules, const LabelFilter& keep,
+bool addResourceLogs(WireBytes bytes, const StreamRules& rules, const LabelFilter& keep,
                      RecordBatch* batch, uint64_t* rejected) {
-  std::vector<std::string_view> scopes;
+  std::vector<WireBytes> scopes;
   const size_t labels_begin = batch->labels.size();
   WireReader r(bytes);
   while (r.next()) {
     if (r.number() == 1 && r.is(kBytes)) {
-      if (!forEachField(r.bytesValue(), 1,
-                        [&](std::string_view kv) { return addAttribute(kv, keep, batch); })) {
+      if (!forEachField(r.messageValue(), 1,
+                        [&](WireBytes kv) { return addAttribute(kv, keep, batch); })) {
         return false;
       }
     } else if (r.number() == 2 && r.is(kBytes)) {
-      scopes.push_back(r.bytesValue());
+      scopes.push_back(r.messageValue());
     }
   }
   if (!r.ok()) {
@@ -217,8 +217,8 @@ bool addResourceLogs(std::string_view bytes, const StreamRules& rules, const Lab
   const std::vector<Label> resource(batch->labels.begin() + static_cast<ptrdiff_t>(labels_begin),
                                     batch->labels.end());
   batch->labels.resize(labels_begin);
-  for (std::string_view scope : scopes) {
-    const bool ok = forEachField(scope, 2, [&](std::string_view record) {
+  for (WireBytes scope : scopes) {
+    const bool ok = forEachField(scope, 2, [&](WireBytes record) {
       bool added = false;
       if (!addRecord(record, resource, rules, keep, batch, &added)) {
         return false;
@@ -241,7 +241,7 @@ bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, const Lab
   const size_t labels_begin = batch->labels.size();
   uint64_t rejected_here = 0;
   const bool ok = bytes.size() <= INT_MAX &&  // WireReader's limit
-                  forEachField(bytes, 1, [&](std::string_view resource_logs) {
+                  forEachField(WireBytes::whole(bytes), 1, [&](WireBytes resource_logs) {
                     return addResourceLogs(resource_logs, rules, keep, batch, &rejected_here);
                   });
   if (!ok) {

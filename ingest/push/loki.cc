@@ -1,6 +1,8 @@
 #include "ingest/push/loki.h"
 
+#include <algorithm>
 #include <charconv>
+#include <climits>
 #include <memory>
 #include <vector>
 
@@ -169,7 +171,7 @@ bool nanosOf(element v, int64_t* ns) {
 }
 
 // google.protobuf.Timestamp: seconds 1, nanos 2, as two's-complement varints.
-bool readTimestamp(std::string_view bytes, int64_t* seconds, int32_t* nanos) {
+bool readTimestamp(WireBytes bytes, int64_t* seconds, int32_t* nanos) {
   WireReader r(bytes);
   while (r.next()) {
     if (r.is(WireReader::kVarint) && r.number() == 1) {
@@ -182,7 +184,7 @@ bool readTimestamp(std::string_view bytes, int64_t* seconds, int32_t* nanos) {
 }
 
 // LabelPairAdapter: name 1, value 2.
-bool readLabelPair(std::string_view bytes, Label* kv) {
+bool readLabelPair(WireBytes bytes, Label* kv) {
   WireReader r(bytes);
   while (r.next()) {
     if (r.is(WireReader::kBytes) && r.number() == 1) {
@@ -198,8 +200,8 @@ bool readLabelPair(std::string_view bytes, Label* kv) {
 // structuredMetadata 3 (LabelPairAdapter: name 1, value 2). Sets *ns (ns since the epoch),
 // *line and appends the metadata, all views into `bytes`. False on malformed wire, or, with
 // *refused and a reason in *error, for a time past int64 nanoseconds.
-bool readEntry(std::string_view bytes, int64_t* ns, std::string_view* line,
-               std::vector<Label>* metadata, std::string* error, bool* refused) {
+bool readEntry(WireBytes bytes, int64_t* ns, std::string_view* line, std::vector<Label>* metadata,
+               std::string* error, bool* refused) {
   int64_t seconds = 0;
   int32_t nanos = 0;
   WireReader r(bytes);
@@ -207,13 +209,13 @@ bool readEntry(std::string_view bytes, int64_t* ns, std::string_view* line,
     if (!r.is(WireReader::kBytes)) {
       continue;
     }
-    if (r.number() == 1 && !readTimestamp(r.bytesValue(), &seconds, &nanos)) {
+    if (r.number() == 1 && !readTimestamp(r.messageValue(), &seconds, &nanos)) {
       return false;
     }
     if (r.number() == 2) {
       *line = r.bytesValue();
     }
-    if (r.number() == 3 && !readLabelPair(r.bytesValue(), &metadata->emplace_back())) {
+    if (r.number() == 3 && !readLabelPair(r.messageValue(), &metadata->emplace_back())) {
       return false;
     }
   }
@@ -321,10 +323,11 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
     *error = "body is not snappy block format (Loki protobuf bodies are snappy-compressed)";
     return false;
   }
-  if (length > max_bytes) {
+  const size_t limit = std::min<size_t>(max_bytes, INT_MAX);  // WireReader's limit
+  if (length > limit) {
     *too_large = true;
     *error = "snappy body decompresses to " + std::to_string(length) +
-             " bytes, over the limit of " + std::to_string(max_bytes);
+             " bytes, over the limit of " + std::to_string(limit);
     return false;
   }
   auto proto = std::make_shared<std::string>();
@@ -334,10 +337,11 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
   }
   batch->hold(proto, proto->size());  // records and labels point into the message
   const std::string_view tenant_view = batch->copy(tenant);
-  std::vector<std::string_view> entries;
+  std::vector<WireBytes> entries;
   std::vector<Label> metadata;
   bool refused = false;  // a reason other than the wire's is in *error
-  const bool ok = forEachField(*proto, 1, [&](std::string_view stream) {  // PushRequest.streams
+  // PushRequest.streams
+  const bool ok = forEachField(WireBytes::whole(*proto), 1, [&](WireBytes stream) {
     // StreamAdapter: labels 1, entries 2. The labels may follow the entries on the wire.
     std::string_view selector;
     entries.clear();
@@ -346,7 +350,7 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       if (r.is(WireReader::kBytes) && r.number() == 1) {
         selector = r.bytesValue();
       } else if (r.is(WireReader::kBytes) && r.number() == 2) {
-        entries.push_back(r.bytesValue());
+        entries.push_back(r.messageValue());
       }
     }
     if (!r.ok()) {
@@ -358,7 +362,7 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       return false;
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
-    for (std::string_view bytes : entries) {
+    for (WireBytes bytes : entries) {
       int64_t ns = 0;
       std::string_view line;
       metadata.clear();

@@ -29,7 +29,7 @@ bool parseLokiSelector(std::string_view selector, RecordBatch* batch, std::strin
 
 // `snappy` is the raw body: snappy block format (not framed) of a PushRequest. Its uncompressed
 // length, read from the block header before anything is allocated, must not exceed
-// `max_bytes`; if it does, *too_large is set as well. The message is read in place
+// `max_bytes` nor INT_MAX; if it does, *too_large is set as well. The message is read in place
 // (ingest/formats/protobuf_wire.h): the batch holds the uncompressed bytes and records point
 // into them.
 bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view tenant,

@@ -2,6 +2,7 @@
 // (/work/shared/protocols.md 1.7: winston-loki 6.1.7; 2.5: @opentelemetry/exporter-logs-otlp-proto
 // 0.223.1) and hand-made bad input. Content-Encoding is cpp-httplib's: tests/e2e/push_bad_input.sh.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -178,6 +179,11 @@ TEST(LokiProto, SnappyLengthOverLimitIsTooLargeBeforeAllocating) {
   bool too_large = false;
   EXPECT_FALSE(decodeLokiProto(bomb, 64 << 20, "", StreamRules(), &batch, &error, &too_large));
   EXPECT_TRUE(too_large) << error;
+  // Past INT_MAX, the most a protobuf message may hold, whatever max_bytes allows.
+  too_large = false;
+  EXPECT_FALSE(decodeLokiProto(bomb, SIZE_MAX, "", StreamRules(), &batch, &error, &too_large));
+  EXPECT_TRUE(too_large) << error;
+  EXPECT_NE(error.find("over the limit of 2147483647"), std::string::npos) << error;
 }
 
 TEST(LokiSelector, ParsesQuotesEscapesAndSpaces) {
@@ -475,12 +481,15 @@ TEST(OtlpProto, RefusesGarbage) {
   EXPECT_TRUE(batch.records.empty());
 }
 
-// The fields WireReader reads from `wire`, held in a heap block of exactly its size, so that
-// ASan reports any read past the end; "!" ends the list if the reader refused the rest.
-std::vector<std::string> readFields(const std::string& wire) {
-  const auto held = std::make_unique<char[]>(wire.size());
-  std::memcpy(held.get(), wire.data(), wire.size());
-  WireReader r(std::string_view(held.get(), wire.size()));
+// The fields WireReader reads from the message `wire`, followed by `after` (the rest of an
+// enclosing message, which the parsers may read ahead into) in a heap block of exactly their size,
+// so that ASan reports any read past the block; "!" ends the list if the reader refused the rest.
+std::vector<std::string> readFields(const std::string& wire, const std::string& after = "") {
+  const std::string block = wire + after;
+  const auto held = std::make_unique<char[]>(block.size());
+  std::memcpy(held.get(), block.data(), block.size());
+  WireReader r(WireBytes{held.get(), static_cast<uint32_t>(wire.size()),
+                         static_cast<uint32_t>(after.size())});
   std::vector<std::string> fields;
   while (r.next()) {
     fields.push_back(std::to_string(r.number()) + "=" +
@@ -495,7 +504,7 @@ std::vector<std::string> readFields(const std::string& wire) {
   return fields;
 }
 
-TEST(WireReader, ReadsEveryWireTypeUpToTheLastByte) {
+TEST(WireReader, ReadsEveryWireTypeUpToTheMessagesLastByte) {
   using V = std::vector<std::string>;
   // varint 1 = 150; fixed32 2 = 1; fixed64 3 = 2; bytes 4 = "ab"; group 5 holding varint 1 = 1
   // (skipped whole: its content is not read as fields); field 99 (a two-byte tag) = 7; then the
@@ -506,35 +515,43 @@ TEST(WireReader, ReadsEveryWireTypeUpToTheLastByte) {
                            "ab" +
                            std::string("\x2b\x08\x01\x2c", 4) + "\x98\x06\x07" + "\x08" +
                            std::string(9, '\xff') + "\x01";
-  EXPECT_EQ(readFields(wire),
-            (V{"1=150", "2=1", "3=2", "4=ab", "5=group", "99=7", "1=18446744073709551615"}));
-  EXPECT_EQ(readFields(""), V{});
-  EXPECT_EQ(readFields(std::string("\x22\x00", 2)), V{"4="});
-  // Refused: a varint of 11 bytes; one cut by the end; field number 0; a length past the end; a
-  // fixed64 and a fixed32 cut short; wire types 6 and 7; an end-group with no start.
-  EXPECT_EQ(readFields("\x08" + std::string(10, '\xff') + "\x01"), V{"!"});
-  EXPECT_EQ(readFields("\x08\x96"), V{"!"});
-  EXPECT_EQ(readFields(std::string("\x08\x01\x00\x01", 4)), (V{"1=1", "!"}));
-  EXPECT_EQ(readFields("\x22\x03"
-                       "ab"),
-            V{"!"});
-  EXPECT_EQ(readFields(std::string("\x19\x01\x00\x00", 4)), V{"!"});
-  EXPECT_EQ(readFields(std::string("\x15\x01\x00\x00", 4)), V{"!"});
-  EXPECT_EQ(readFields("\x0e\x01"), V{"!"});
-  EXPECT_EQ(readFields("\x0f\x01"), V{"!"});
-  EXPECT_EQ(readFields("\x0c"), V{"!"});
-  // Every strict prefix of the valid message gives the fields wholly inside it, then a refusal
-  // unless it ends between two fields.
-  const V all = readFields(wire);
-  const std::vector<size_t> ends = {3, 8, 17, 21, 25, 28};  // where each field but the last ends
-  for (size_t n = 1; n < wire.size(); ++n) {
-    const auto whole =
-        static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), n) - ends.begin());
-    V expected(all.begin(), all.begin() + static_cast<ptrdiff_t>(whole));
-    if (std::find(ends.begin(), ends.end(), n) == ends.end()) {
-      expected.emplace_back("!");
+  const V all = {"1=150", "2=1", "3=2", "4=ab", "5=group", "99=7", "1=18446744073709551615"};
+  // The message alone in its buffer, or nested: followed by bytes that would end a varint cut by
+  // the message's end (0x01), by bytes that would continue it (0x80), or by fewer than the 10
+  // bytes a parser may read ahead. What is read never depends on what follows.
+  for (const std::string& after :
+       {std::string(), std::string(12, '\x01'), std::string(12, '\x80'), std::string(3, '\x01')}) {
+    const std::string where = std::to_string(after.size()) + " bytes after";
+    EXPECT_EQ(readFields(wire, after), all) << where;
+    EXPECT_EQ(readFields("", after), V{}) << where;
+    EXPECT_EQ(readFields(std::string("\x22\x00", 2), after), V{"4="}) << where;
+    // Refused: a varint of 11 bytes; one cut by the end; field number 0; a length past the end; a
+    // fixed64 and a fixed32 cut short; wire types 6 and 7; an end-group with no start.
+    EXPECT_EQ(readFields("\x08" + std::string(10, '\xff') + "\x01", after), V{"!"}) << where;
+    EXPECT_EQ(readFields("\x08\x96", after), V{"!"}) << where;
+    EXPECT_EQ(readFields(std::string("\x08\x01\x00\x01", 4), after), (V{"1=1", "!"})) << where;
+    EXPECT_EQ(readFields("\x22\x03"
+                         "ab",
+                         after),
+              V{"!"})
+        << where;
+    EXPECT_EQ(readFields(std::string("\x19\x01\x00\x00", 4), after), V{"!"}) << where;
+    EXPECT_EQ(readFields(std::string("\x15\x01\x00\x00", 4), after), V{"!"}) << where;
+    EXPECT_EQ(readFields("\x0e\x01", after), V{"!"}) << where;
+    EXPECT_EQ(readFields("\x0f\x01", after), V{"!"}) << where;
+    EXPECT_EQ(readFields("\x0c", after), V{"!"}) << where;
+    // Every strict prefix of the valid message gives the fields wholly inside it, then a refusal
+    // unless it ends between two fields.
+    const std::vector<size_t> ends = {3, 8, 17, 21, 25, 28};  // where each field but the last ends
+    for (size_t n = 1; n < wire.size(); ++n) {
+      const auto whole =
+          static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), n) - ends.begin());
+      V expected(all.begin(), all.begin() + static_cast<ptrdiff_t>(whole));
+      if (std::find(ends.begin(), ends.end(), n) == ends.end()) {
+        expected.emplace_back("!");
+      }
+      EXPECT_EQ(readFields(wire.substr(0, n), after), expected) << n << ", " << where;
     }
-    EXPECT_EQ(readFields(wire.substr(0, n)), expected) << n;
   }
 }
 
