@@ -153,7 +153,7 @@ void BM_OtlpJson(benchmark::State& state) {
   run(state, otlpJsonBody(), [&](const std::string& b, const StreamRules& r, RecordBatch* batch) {
     std::string error;
     uint64_t rejected = 0;
-    return decodeOtlpJson(b, r, keep, batch, &rejected, &error);
+    return decodeOtlpJson(b, b.size(), r, keep, batch, &rejected, &error);
   });
 }
 

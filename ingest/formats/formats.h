@@ -66,7 +66,14 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // forward pass (simdjson On Demand): what it reads is validated, values it does not read (other
 // fields, dropped attributes) are skipped unchecked, so a document broken only inside those can
 // be accepted; a truncated one is refused. Field names are matched as written, not unescaped.
-bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, const LabelFilter& keep,
-                    RecordBatch* batch, uint64_t* rejected, std::string* error);
+// `readable`: how many bytes from doc.data() may be read, doc.size() or more. With kJsonPadding
+// more than doc.size() the document is parsed where it lies, else from a padded copy (a copy of a
+// 1 MB push body per request); what those bytes hold does not matter.
+bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& rules,
+                    const LabelFilter& keep, RecordBatch* batch, uint64_t* rejected,
+                    std::string* error);
+
+// The bytes simdjson reads past a document's end (SIMDJSON_PADDING), for decodeOtlpJson.
+inline constexpr size_t kJsonPadding = 64;
 
 }  // namespace faultline

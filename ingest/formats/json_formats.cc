@@ -481,7 +481,7 @@ class OtlpJsonParser : public LineParser {
   bool parse(std::string_view line, RecordBatch* batch) override {
     uint64_t rejected = 0;
     std::string error;
-    return decodeOtlpJson(line, rules_, keep_, batch, &rejected, &error);
+    return decodeOtlpJson(line, line.size(), rules_, keep_, batch, &rejected, &error);
   }
 
  private:
@@ -558,13 +558,21 @@ error_code addRequest(od::document& req, const StreamRules& rules, const LabelFi
 
 }  // namespace
 
-bool decodeOtlpJson(std::string_view doc, const StreamRules& rules, const LabelFilter& keep,
-                    RecordBatch* batch, uint64_t* rejected, std::string* error) {
+static_assert(kJsonPadding == simdjson::SIMDJSON_PADDING);
+
+bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& rules,
+                    const LabelFilter& keep, RecordBatch* batch, uint64_t* rejected,
+                    std::string* error) {
   od::parser parser;  // one per call: the HTTP server decodes on several threads
-  const simdjson::padded_string padded(doc);
+  simdjson::padded_string copy;
+  simdjson::padded_string_view in(doc.data(), doc.size(), readable);
+  if (readable < doc.size() + kJsonPadding) {
+    copy = simdjson::padded_string(doc);
+    in = copy;
+  }
   od::document req;
   od::json_type type = od::json_type::null;
-  error_code err = parser.iterate(padded).get(req);
+  error_code err = parser.iterate(in).get(req);
   if (err == SUCCESS) {
     err = req.type().get(type);
   }

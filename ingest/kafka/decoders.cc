@@ -252,7 +252,8 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
   const bool ok =
       config_.encoding == KafkaEncoding::kOtlpProto
           ? decodeOtlpProto(msg.value, otlp_rules_, otlp_keep_, batch, &rejected, &error)
-          : decodeOtlpJson(msg.value, otlp_rules_, otlp_keep_, batch, &rejected, &error);
+          : decodeOtlpJson(msg.value, msg.value.size(), otlp_rules_, otlp_keep_, batch, &rejected,
+                           &error);
   if (!ok) {
     batch->records.resize(first);
     return false;

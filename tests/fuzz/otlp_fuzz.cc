@@ -15,8 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     faultline::RecordBatch batch;
     uint64_t rejected = 0;
     std::string error;
-    const bool ok = json ? faultline::decodeOtlpJson(in, rules, keep, &batch, &rejected, &error)
-                         : faultline::decodeOtlpProto(in, rules, keep, &batch, &rejected, &error);
+    const bool ok =
+        json ? faultline::decodeOtlpJson(in, in.size(), rules, keep, &batch, &rejected, &error)
+             : faultline::decodeOtlpProto(in, rules, keep, &batch, &rejected, &error);
     if (!ok) {
       continue;
     }

@@ -569,7 +569,8 @@ TEST(OtlpJson, JournaldBodyAndRejectedRecords) {
   RecordBatch batch;
   uint64_t rejected = 0;
   std::string error;
-  ASSERT_TRUE(decodeOtlpJson(doc, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+  ASSERT_TRUE(
+      decodeOtlpJson(doc, doc.size(), StreamRules(), defaultKeep(), &batch, &rejected, &error))
       << error;
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(rejected, 2u);
@@ -580,62 +581,77 @@ TEST(OtlpJson, JournaldBodyAndRejectedRecords) {
   // Kept: what a stage reads (host.name, _TRANSPORT); not service.name, PRIORITY or MESSAGE.
   EXPECT_EQ(batch.records[0].labels_end - batch.records[0].labels_begin, 2u);
   EXPECT_EQ(batch.label(batch.records[0], "_TRANSPORT"), "kernel");
-  EXPECT_FALSE(decodeOtlpJson("[1]", StreamRules(), defaultKeep(), &batch, &rejected, &error));
-  EXPECT_TRUE(decodeOtlpJson("{}", StreamRules(), defaultKeep(), &batch, &rejected,
+  EXPECT_FALSE(decodeOtlpJson("[1]", 3, StreamRules(), defaultKeep(), &batch, &rejected, &error));
+  EXPECT_TRUE(decodeOtlpJson("{}", 2, StreamRules(), defaultKeep(), &batch, &rejected,
                              &error));  // empty request
 }
 
+// decodeOtlpJson over `doc` alone (copied with padding), or in place: followed in its buffer by
+// more than kJsonPadding bytes, which would complete a request cut 3 bytes short and must not be
+// read as part of it.
+bool otlpJson(const std::string& doc, bool in_place, RecordBatch* batch, uint64_t* rejected,
+              std::string* error) {
+  if (!in_place) {
+    return decodeOtlpJson(doc, doc.size(), StreamRules(), defaultKeep(), batch, rejected, error);
+  }
+  const std::string buffer = doc + "}]}" + std::string(kJsonPadding, ' ');
+  return decodeOtlpJson(std::string_view(buffer).substr(0, doc.size()), buffer.size(),
+                        StreamRules(), defaultKeep(), batch, rejected, error);
+}
+
 // The decoder reads in one forward pass (simdjson On Demand): fields in any order must give what
-// the usual order gives, and a request refused part-way must leave the batch as it was.
+// the usual order gives, and a request refused part-way must leave the batch as it was; both
+// from a copy and in place.
 TEST(OtlpJson, AnyFieldOrderAndRefusedRequestsLeaveTheBatchAlone) {
-  const std::string usual = R"({"resourceLogs":[{"resource":{"attributes":[
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "copied");
+    const std::string usual = R"({"resourceLogs":[{"resource":{"attributes":[
       {"key":"k8s.node.name","value":{"stringValue":"gpu-3"}}]},
     "scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000007","attributes":[
       {"key":"k8s.pod.name","value":{"stringValue":"llama-0"}}],
       "body":{"stringValue":"NCCL WARN Watchdog caught collective operation timeout"}}]}]}]})";
-  // The same request written backwards: scopeLogs before resource, value before key, body
-  // before attributes, the time last.
-  const std::string reordered = R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{
+    // The same request written backwards: scopeLogs before resource, value before key, body
+    // before attributes, the time last.
+    const std::string reordered = R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{
       "body":{"stringValue":"NCCL WARN Watchdog caught collective operation timeout"},
       "attributes":[{"value":{"stringValue":"llama-0"},"key":"k8s.pod.name"}],
       "timeUnixNano":"1700000000000000007"}]}],
     "resource":{"attributes":[{"value":{"stringValue":"gpu-3"},"key":"k8s.node.name"}]}}]})";
-  for (const std::string* doc : {&usual, &reordered}) {
+    for (const std::string* doc : {&usual, &reordered}) {
+      RecordBatch batch;
+      uint64_t rejected = 0;
+      std::string error;
+      ASSERT_TRUE(otlpJson(*doc, in_place, &batch, &rejected, &error)) << error;
+      ASSERT_EQ(batch.records.size(), 1u);
+      const LogRecord& r = batch.records[0];
+      EXPECT_EQ(r.node, "gpu-3");
+      EXPECT_EQ(r.stream, StreamKind::kPod);
+      EXPECT_EQ(r.time_ns, 1700000000000000007);
+      EXPECT_EQ(r.line, "NCCL WARN Watchdog caught collective operation timeout");
+      EXPECT_EQ(batch.label(r, "k8s.pod.name"), "llama-0");
+      EXPECT_EQ(r.labels_end - r.labels_begin, 2u);
+      EXPECT_EQ(rejected, 0u);
+    }
+
+    // Refused after the first record was read: truncated, broken inside a record, or followed by
+    // more bytes. The batch keeps what it held before, and nothing else.
     RecordBatch batch;
     uint64_t rejected = 0;
     std::string error;
-    ASSERT_TRUE(decodeOtlpJson(*doc, StreamRules(), defaultKeep(), &batch, &rejected, &error))
-        << error;
-    ASSERT_EQ(batch.records.size(), 1u);
-    const LogRecord& r = batch.records[0];
-    EXPECT_EQ(r.node, "gpu-3");
-    EXPECT_EQ(r.stream, StreamKind::kPod);
-    EXPECT_EQ(r.time_ns, 1700000000000000007);
-    EXPECT_EQ(r.line, "NCCL WARN Watchdog caught collective operation timeout");
-    EXPECT_EQ(batch.label(r, "k8s.pod.name"), "llama-0");
-    EXPECT_EQ(r.labels_end - r.labels_begin, 2u);
-    EXPECT_EQ(rejected, 0u);
-  }
-
-  // Refused after the first record was read: truncated, broken inside a record, or followed by
-  // more bytes. The batch keeps what it held before, and nothing else.
-  RecordBatch batch;
-  uint64_t rejected = 0;
-  std::string error;
-  ASSERT_TRUE(decodeOtlpJson(usual, StreamRules(), defaultKeep(), &batch, &rejected, &error));
-  const size_t labels = batch.labels.size();
-  const std::string second_record_broken =
-      R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"one"}},)"
-      R"({"body":{"stringValue":"two"}, "attributes":[}]}]}]})";
-  for (const std::string& bad :
-       {usual.substr(0, usual.size() - 3), second_record_broken, usual + " {}"}) {
-    error.clear();
-    EXPECT_FALSE(decodeOtlpJson(bad, StreamRules(), defaultKeep(), &batch, &rejected, &error))
-        << bad;
-    EXPECT_NE(error.find("not JSON"), std::string::npos) << error;
-    EXPECT_EQ(batch.records.size(), 1u) << bad;
-    EXPECT_EQ(batch.labels.size(), labels) << bad;
-    EXPECT_EQ(rejected, 0u) << bad;
+    ASSERT_TRUE(otlpJson(usual, in_place, &batch, &rejected, &error));
+    const size_t labels = batch.labels.size();
+    const std::string second_record_broken =
+        R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"one"}},)"
+        R"({"body":{"stringValue":"two"}, "attributes":[}]}]}]})";
+    for (const std::string& bad :
+         {usual.substr(0, usual.size() - 3), second_record_broken, usual + " {}"}) {
+      error.clear();
+      EXPECT_FALSE(otlpJson(bad, in_place, &batch, &rejected, &error)) << bad;
+      EXPECT_NE(error.find("not JSON"), std::string::npos) << error;
+      EXPECT_EQ(batch.records.size(), 1u) << bad;
+      EXPECT_EQ(batch.labels.size(), labels) << bad;
+      EXPECT_EQ(rejected, 0u) << bad;
+    }
   }
 }
 
