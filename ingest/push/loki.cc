@@ -9,6 +9,7 @@
 #include <simdjson.h>
 #include <snappy.h>
 
+#include "ingest/formats/formats.h"
 #include "ingest/formats/protobuf_wire.h"
 
 namespace faultline {
@@ -382,15 +383,16 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
   return ok;
 }
 
-bool decodeLokiJson(std::string_view text, std::string_view tenant, const StreamRules& rules,
-                    RecordBatch* batch, std::string* error) {
+bool decodeLokiJson(std::string_view text, size_t readable, std::string_view tenant,
+                    const StreamRules& rules, RecordBatch* batch, std::string* error) {
   auto fail = [&](const std::string& why) {
     *error = why;
     return false;
   };
   simdjson::dom::parser parser;  // one per call: the HTTP server decodes on several threads
   element doc;
-  if (const auto err = parser.parse(text.data(), text.size()).get(doc); err != SUCCESS) {
+  const bool copy = readable < text.size() + kJsonPadding;
+  if (const auto err = parser.parse(text.data(), text.size(), copy).get(doc); err != SUCCESS) {
     return fail(std::string("body is not a JSON object (") + simdjson::error_message(err) + ")");
   }
   simdjson::dom::object root;

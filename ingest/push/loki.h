@@ -41,8 +41,10 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
 // tape, not a tree of allocated nodes); unknown keys are skipped, metadata values other than
 // strings dropped, and of a repeated "streams" key the last is read. Errors name
 // the place: "streams[0].values[3][0] is not a string of nanoseconds"; invalid JSON gives
-// "body is not a JSON object (<the parser's message>)".
-bool decodeLokiJson(std::string_view json, std::string_view tenant, const StreamRules& rules,
-                    RecordBatch* batch, std::string* error);
+// "body is not a JSON object (<the parser's message>)". `readable`: how many bytes from
+// json.data() may be read, json.size() or more; with kJsonPadding (ingest/formats/formats.h) more
+// than json.size() the body is parsed where it lies, else from a padded copy.
+bool decodeLokiJson(std::string_view json, size_t readable, std::string_view tenant,
+                    const StreamRules& rules, RecordBatch* batch, std::string* error);
 
 }  // namespace faultline

@@ -374,18 +374,21 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   uint64_t rejected = 0;
   bool ok = false;
   std::string format;
+  if (json) {
+    body.append(kJsonPadding, '\0');  // so that the request is parsed in place, not copied
+  }
+  const std::string_view json_body = std::string_view(body).substr(0, body_bytes);
   if (protocol == Protocol::kLoki) {
     const std::string tenant = req.get_header_value("X-Scope-OrgID");
     format = json ? "loki_json" : "loki_proto";
-    ok = json ? decodeLokiJson(body, tenant, config_.streams, &batch, &error)
+    ok = json ? decodeLokiJson(json_body, body.size(), tenant, config_.streams, &batch, &error)
               : decodeLokiProto(body, config_.max_body_bytes, tenant, config_.streams, &batch,
                                 &error, &too_large);
   } else {
     format = json ? "otlp_json" : "otlp_proto";
     if (json) {
-      body.append(kJsonPadding, '\0');  // so that the request is parsed in place, not copied
-      ok = decodeOtlpJson(std::string_view(body).substr(0, body_bytes), body.size(),
-                          config_.streams, keep_, &batch, &rejected, &error);
+      ok =
+          decodeOtlpJson(json_body, body.size(), config_.streams, keep_, &batch, &rejected, &error);
     } else {
       auto held = std::make_shared<const std::string>(std::move(body));
       ok = decodeOtlpProto(*held, config_.streams, keep_, &batch, &rejected, &error);

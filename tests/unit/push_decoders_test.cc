@@ -214,6 +214,34 @@ TEST(LokiSelector, RefusesMalformedSelectors) {
   }
 }
 
+// decodeLokiJson twice: over `body` alone (copied with padding) and in place, followed in its
+// buffer by more than kJsonPadding bytes, which would complete a body cut 2 bytes short and must
+// not be read as part of it. Both must agree; *batch gets the in-place decoding.
+bool lokiJson(const std::string& body, std::string_view tenant, RecordBatch* batch,
+              std::string* error) {
+  RecordBatch copied;
+  std::string copied_error;
+  const bool copied_ok =
+      decodeLokiJson(body, body.size(), tenant, StreamRules(), &copied, &copied_error);
+  const size_t before = batch->records.size();
+  const std::string buffer = body + "]}" + std::string(kJsonPadding, ' ');
+  const bool ok = decodeLokiJson(std::string_view(buffer).substr(0, body.size()), buffer.size(),
+                                 tenant, StreamRules(), batch, error);
+  EXPECT_EQ(ok, copied_ok) << body;
+  EXPECT_EQ(*error, copied_error) << body;
+  if (ok && copied_ok) {
+    EXPECT_EQ(batch->records.size() - before, copied.records.size()) << body;
+    for (size_t i = 0; i < copied.records.size() && before + i < batch->records.size(); ++i) {
+      const LogRecord& a = batch->records[before + i];
+      const LogRecord& b = copied.records[i];
+      EXPECT_EQ(a.line, b.line);
+      EXPECT_EQ(a.time_ns, b.time_ns);
+      EXPECT_EQ(labelsOf(*batch, a), labelsOf(copied, b));
+    }
+  }
+  return ok;
+}
+
 TEST(LokiJson, DecodesStreamsWithMetadataAndTenant) {
   const std::string body = R"({"streams":[
     {"stream":{"transport":"kernel","host":"gpu-7"},
@@ -223,7 +251,7 @@ TEST(LokiJson, DecodesStreamsWithMetadataAndTenant) {
      "values":[["1700000000000000003","NVRM: Xid (PCI:0000:44:00): 79, fake"]]}]})";
   RecordBatch batch;
   std::string error;
-  ASSERT_TRUE(decodeLokiJson(body, "acme", StreamRules(), &batch, &error)) << error;
+  ASSERT_TRUE(lokiJson(body, "acme", &batch, &error)) << error;
   ASSERT_EQ(batch.records.size(), 3u);
   EXPECT_EQ(batch.records[0].stream, StreamKind::kKernel);
   EXPECT_EQ(batch.records[0].node, "gpu-7");
@@ -245,7 +273,7 @@ TEST(LokiJson, KeysInAnyOrderAndUnknownOnesSkipped) {
     {"stream":{"node":"gpu-4"},"values":[]}],"after":null})";
   RecordBatch batch;
   std::string error;
-  ASSERT_TRUE(decodeLokiJson(body, "", StreamRules(), &batch, &error)) << error;
+  ASSERT_TRUE(lokiJson(body, "", &batch, &error)) << error;
   ASSERT_EQ(batch.records.size(), 2u);
   EXPECT_EQ(batch.records[0].time_ns, 1700000000000000001);
   EXPECT_EQ(batch.records[0].line, "first");
@@ -261,9 +289,9 @@ TEST(LokiJson, ARepeatedStreamsKeyKeepsTheLastAndWhatTheBatchHeld) {
   RecordBatch batch;
   batch.records.emplace_back().line = "earlier";
   std::string error;
-  ASSERT_TRUE(decodeLokiJson(
+  ASSERT_TRUE(lokiJson(
       R"({"streams":[{"values":[["1","dropped"]]}],"streams":[{"values":[["2","kept"]]}]})", "",
-      StreamRules(), &batch, &error))
+      &batch, &error))
       << error;
   ASSERT_EQ(batch.records.size(), 2u);
   EXPECT_EQ(batch.records[0].line, "earlier");
@@ -289,7 +317,7 @@ TEST(LokiJson, ReasonsNameThePlace) {
   for (const auto& [body, reason] : cases) {
     RecordBatch batch;
     std::string error;
-    EXPECT_FALSE(decodeLokiJson(body, "", StreamRules(), &batch, &error)) << body;
+    EXPECT_FALSE(lokiJson(body, "", &batch, &error)) << body;
     EXPECT_NE(error.find(reason), std::string::npos) << body << " -> " << error;
   }
 }
@@ -301,7 +329,7 @@ TEST(LokiJson, RefusesMalformedBodiesWithReasons) {
                           R"({"streams":[{"values":[["1","line","meta"]]}]})"}) {
     RecordBatch batch;
     std::string error;
-    EXPECT_FALSE(decodeLokiJson(bad, "", StreamRules(), &batch, &error)) << bad;
+    EXPECT_FALSE(lokiJson(bad, "", &batch, &error)) << bad;
     EXPECT_FALSE(error.empty()) << bad;
   }
 }
