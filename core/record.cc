@@ -69,14 +69,6 @@ std::string_view RecordBatch::label(const LogRecord& rec, std::string_view name)
   return {};
 }
 
-size_t RecordBatch::bytes() const {
-  size_t n = 0;
-  for (const LogRecord& r : records) {
-    n += r.line.size();
-  }
-  return n;
-}
-
 size_t RecordBatch::memoryBytes() const {
   return arena_bytes_ + held_bytes_ + records.capacity() * sizeof(LogRecord) +
          labels.capacity() * sizeof(Label);

@@ -59,7 +59,6 @@ class RecordBatch {
   }
 
   std::string_view label(const LogRecord& rec, std::string_view name) const;
-  size_t bytes() const;  // sum of line sizes, for metrics
   // Memory the batch keeps alive, in bytes: arena chunks, held buffers, record and label arrays.
   // The pipeline queue accounts batches by it (core/batch_queue.h).
   size_t memoryBytes() const;

@@ -487,18 +487,6 @@ std::string literalPrefix(const RE2& re) {
   return {min.begin(), end};
 }
 
-std::string_view severityName(Severity s) {
-  switch (s) {
-    case Severity::kFatal:
-      return "fatal";
-    case Severity::kWarning:
-      return "warning";
-    case Severity::kInfo:
-      break;
-  }
-  return "info";
-}
-
 const Signature* Bank::find(std::string_view id) const {
   for (const Signature& s : signatures) {
     if (s.id == id) {

@@ -20,7 +20,6 @@
 namespace faultline {
 
 enum class Severity : uint8_t { kInfo, kWarning, kFatal };
-std::string_view severityName(Severity s);
 
 struct Example {
   std::string line;

@@ -41,15 +41,6 @@ std::optional<Format> lineFormat(std::string_view line) {
 
 }  // namespace
 
-std::string_view formatName(Format f) {
-  for (const auto& [format, name] : kNames) {
-    if (format == f) {
-      return name;
-    }
-  }
-  return "?";
-}
-
 bool parseFormatName(std::string_view name, Format* f) {
   for (const auto& [format, n] : kNames) {
     if (n == name) {

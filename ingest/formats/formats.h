@@ -23,7 +23,6 @@ enum class Format : uint8_t {
   kLokiJsonl,    // `logcli query --output=jsonl`: {"labels":{..},"line":"..","timestamp":".."}
 };
 
-std::string_view formatName(Format f);
 // "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl"; false for anything else.
 bool parseFormatName(std::string_view name, Format* f);
 

@@ -189,11 +189,6 @@ KubeClient::Response KubeClient::del(const std::string& path) {
   return perform("DELETE", path, nullptr, nullptr);
 }
 
-uint64_t KubeClient::requests() const {
-  std::lock_guard lock(mu_);
-  return requests_;
-}
-
 void KubeClient::waitForRateLimit() {
   if (config_.qps <= 0) {
     return;
@@ -257,7 +252,6 @@ KubeClient::Response KubeClient::performOnce(const char* method, const std::stri
   }
   const std::string& token = token_;
   waitForRateLimit();
-  ++requests_;
   // Reset drops the previous request's options but keeps the connection and DNS caches.
   curl_easy_reset(curl_);
   const std::string url = config_.server + path;

@@ -75,9 +75,6 @@ class KubeClient {
   Response patch(const std::string& path, const std::string& content_type, const std::string& body);
   Response del(const std::string& path);
 
-  // Requests sent so far (after the rate limiter), for metrics and tests.
-  uint64_t requests() const;
-
  private:
   Response perform(const char* method, const std::string& path, const std::string* content_type,
                    const std::string* body);
@@ -103,7 +100,6 @@ class KubeClient {
   TokenStamp token_stamp_;
   double tokens_;  // rate limiter bucket
   std::chrono::steady_clock::time_point refilled_;
-  uint64_t requests_ = 0;
 };
 
 }  // namespace faultline

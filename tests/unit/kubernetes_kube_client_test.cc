@@ -84,7 +84,6 @@ TEST(KubeClientTest, RereadsTheTokenAndRetriesOnceOn401) {
   EXPECT_EQ(response.status, 200);
   ASSERT_EQ(server.requests().size(), 2u);
   EXPECT_EQ(server.requests()[1].authorization, "Bearer old");
-  EXPECT_EQ(client.requests(), 2u);
 }
 
 TEST(KubeClientTest, ReportsRetryAfterAndSendsEveryVerb) {
@@ -176,12 +175,15 @@ TEST(KubeClientTest, CountsRequestsByVerbResourceAndStatus) {
   }
   // Nothing else: 11 requests, 10 series.
   size_t series = 0;
+  uint64_t requests = 0;
   for (size_t at = text.find("\nfaultline_kube_requests_total{"); at != std::string::npos;
        at = text.find("\nfaultline_kube_requests_total{", at + 1)) {
     ++series;
+    const size_t end = text.find('\n', at + 1);
+    requests += std::stoull(text.substr(text.rfind(' ', end) + 1, end - text.rfind(' ', end) - 1));
   }
   EXPECT_EQ(series, 10u) << text;
-  EXPECT_EQ(client.requests(), 11u);
+  EXPECT_EQ(requests, 11u) << text;
 }
 
 // A 401 retried with a re-read token is two requests, each counted with its own status.
