@@ -72,7 +72,8 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
                     const LabelFilter& keep, RecordBatch* batch, uint64_t* rejected,
                     std::string* error);
 
-// The bytes simdjson reads past a document's end (SIMDJSON_PADDING), for decodeOtlpJson.
+// The bytes simdjson reads past a document's end (SIMDJSON_PADDING), for decodeOtlpJson and
+// decodeLokiJson (ingest/push/loki.h).
 inline constexpr size_t kJsonPadding = 64;
 
 }  // namespace faultline
