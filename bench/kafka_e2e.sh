@@ -28,6 +28,10 @@
 # and first message (its lines per CPU-second, in brackets, are what librdkafka costs alone, a
 # floor for faultline's); the mock returns one message set per partition per fetch.
 # Peak RSS is VmHWM. Hits are compared with `faultline replay` of the same corpus files.
+# With LINES in the millions faultline has a backlog, and librdkafka 2.0.2 pauses fetching for
+# about a second whenever its pre-fetch queue is full (queued.min.messages, 100,000 messages, or
+# PREFETCH_KB): the wall rate then shows that pause, the CPU-second rate does not (bench/README.md,
+# "Kafka catch-up and the pre-fetch queue").
 #
 # What bounds memory on this path: librdkafka's pre-fetch queue (queued.max.messages.kbytes,
 # overshot by at most one fetch, fetch.max.bytes 50 MiB), plus the one batch the Kafka source is

@@ -235,6 +235,10 @@ expect "$kc" "kafka config: every topic is otlp_proto, the OTel kafka exporter's
 # record pass for kernel output.
 expect "$kc" "kafka config: no topic defaults its records to the kernel stream" \
   '.kafka.topics | all((.stream // "other") != "kernel")'
+# librdkafka 2.0.2 pauses fetching for about a second when its pre-fetch queue is full: a new
+# pod's catch-up needs a queue of about a second of the topic (README, "The live service").
+expect "$kc" "kafka config: a pre-fetch queue of 256 MiB for catch-up" \
+  '.kafka.properties["queued.max.messages.kbytes"] == "262144"'
 kcol="$tmp/kafka.collector.json"
 kafka_exporters='[.exporters | to_entries[] | select(.key | test("^kafka(/|$)"))]'
 topics_cfg=$(jq -c '[.kafka.topics[].name] | sort' "$kc")

@@ -13,6 +13,11 @@ trn-node-01 neuron-hw-fatal"
 "$FAULTLINE" replay --year 2025 --decisions "$tmp/embedded.jsonl" 2>"$tmp/replay.log"
 [[ "$(decided "$tmp/embedded.jsonl")" == "$expected" ]] ||
   fail "embedded sample decisions: $(decided "$tmp/embedded.jsonl")"
+# SPDLOG_LEVEL sets the log level (default info): warn drops the info summary, nothing else.
+grep -q "replayed 6 files" "$tmp/replay.log" || fail "no summary at the default level"
+SPDLOG_LEVEL=warn "$FAULTLINE" replay --year 2025 --decisions "$tmp/warn.jsonl" 2>"$tmp/warn.log"
+[[ ! -s "$tmp/warn.log" ]] || fail "SPDLOG_LEVEL=warn still logged: $(head -2 "$tmp/warn.log")"
+cmp "$tmp/embedded.jsonl" "$tmp/warn.jsonl" || fail "SPDLOG_LEVEL changed the decisions"
 
 # The same files from disk, in reverse order, give the same decisions byte for byte.
 mapfile -t files < <(ls "$FL_SOURCE"/tests/data/sample/* | grep -v NOTICE | sort -r)
