@@ -7,8 +7,8 @@
 
 #include <snappy.h>
 
-#include "ingest/formats/formats.h"
 #include "ingest/push/loki.h"
+#include "tests/fuzz/json_in_place.h"
 
 namespace {
 
@@ -49,28 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   {
-    // JSON from a padded copy, and in place followed by bytes that would close an open string,
-    // array and object: those bytes must not be read as part of the body.
-    std::string buffer(in);
-    for (size_t i = 0; i * 3 < faultline::kJsonPadding; ++i) {
-      buffer += "\"]}";
-    }
+    // JSON from a padded copy, and in place.
+    const std::string buffer = faultline::fuzz::followedByClosers(in);
     faultline::RecordBatch copied;
     faultline::RecordBatch in_place;
     const bool ok_copied = faultline::decodeLokiJson(in, size, "t", rules, &copied, &error);
     const bool ok_in_place = faultline::decodeLokiJson(
         std::string_view(buffer).substr(0, size), buffer.size(), "t", rules, &in_place, &error);
-    if (ok_copied != ok_in_place || copied.records.size() != in_place.records.size() ||
-        copied.labels.size() != in_place.labels.size()) {
-      __builtin_trap();
-    }
-    for (size_t i = 0; i < copied.records.size(); ++i) {
-      const auto& a = copied.records[i];
-      const auto& b = in_place.records[i];
-      if (a.line != b.line || a.time_ns != b.time_ns || a.node != b.node || a.stream != b.stream) {
-        __builtin_trap();
-      }
-    }
+    faultline::fuzz::requireSame(ok_copied, copied, ok_in_place, in_place);
     if (ok_copied) {
       touch(copied);
       touch(in_place);
