@@ -9,7 +9,9 @@
 #                                    CONNECTIONS (2), BATCH (1000: records per request),
 #                                    QUEUE_BYTES (268435456), MAX_BODY_BYTES (67108864),
 #                                    MATCH_THREADS (1: serve's match workers), WORK (temp dir),
-#                                    INPUT (a node<TAB>message file to send instead of the corpus)
+#                                    INPUT (a node<TAB>message file to send instead of the corpus),
+#                                    CONTENT_ENCODING (identity; gzip: bodies gzipped as the OTel
+#                                    collector's otlphttp exporter sends them by default)
 #
 # The corpus is bench/make_corpus.py's (seeded, real-format kernel lines of NODES nodes, one fault
 # per 100,000 lines), the messages without their dmesg / syslog envelope. For each format a fresh
@@ -49,6 +51,7 @@ connections=${CONNECTIONS:-2}
 batch=${BATCH:-1000}
 max_body_bytes=${MAX_BODY_BYTES:-67108864}
 queue_bytes=${QUEUE_BYTES:-268435456}
+content_encoding=${CONTENT_ENCODING:-identity}
 work=${WORK:-$(mktemp -d)}
 mkdir -p "$work"
 pids=()
@@ -98,7 +101,8 @@ YAML
   echo "$format: pushing $records records ..." >&2
   c0=$(cpu_ticks "$serve_pid")
   out=$(taskset -c "$load_cpu" "$load" --url "http://127.0.0.1:$port" --format "$format" \
-    --input "$work/lines.tsv" --records "$records" --connections "$connections" --batch "$batch")
+    --input "$work/lines.tsv" --records "$records" --connections "$connections" --batch "$batch" \
+    --content-encoding "$content_encoding")
   c1=$(cpu_ticks "$serve_pid")
   echo "  $out" >&2
   rss_peak=$(awk '/^VmHWM/ { print $2 }' "/proc/$serve_pid/status")
@@ -108,7 +112,9 @@ YAML
   wait "$serve_pid" || { echo "push_e2e.sh: serve exited non-zero (see $work/serve-$format.log)" >&2; exit 1; }
   decisions=$(wc -l <"$work/decisions-$format.jsonl")
   field() { sed -E "s/.* $1=([0-9.]+).*/\1/" <<<"$out"; }
-  rows+=("$(awk -v f="$format" -v n="$(field records)" -v q="$(field requests)" \
+  label=$format
+  [[ $content_encoding == identity ]] || label+=" + $content_encoding"
+  rows+=("$(awk -v f="$label" -v n="$(field records)" -v q="$(field requests)" \
     -v r="$(field retried_429)" -v b="$(field body_bytes)" -v t="$(field text_bytes)" \
     -v s="$(field seconds)" -v c="$((c1 - c0))" -v hz="$hz" -v hits="$hits" -v d="$decisions" \
     -v idle="$rss_idle" -v peak="$rss_peak" 'BEGIN {

@@ -3,6 +3,7 @@
 //
 //   push_load --url http://HOST:PORT --format loki_proto|loki_json|otlp_proto|otlp_json
 //             --input FILE [--batch N] [--records R] [--connections C]
+//             [--content-encoding identity|gzip]
 //
 // FILE holds one "node<TAB>message" per line. Each request carries up to N (default 1000)
 // consecutive entries of one node, as a per-node agent batches them, the nodes taking turns:
@@ -11,7 +12,9 @@
 //   loki_json   the same stream in Loki's JSON (winston-loki's JSON mode, curl);
 //   otlp_proto, otlp_json  the OTel collector's journald receiver (bench_records.h): every journal
 //               field in a kvlist body, the node in resource attributes.
-// No Content-Encoding (Loki's protobuf is snappy-compressed inside). Event times are the wall
+// No Content-Encoding by default (Loki's protobuf is snappy-compressed inside); gzip compresses
+// each body at zlib's default level, as the OTel collector's otlphttp exporter does by default
+// (Go's compress/gzip, level 6), and sends Content-Encoding: gzip. Event times are the wall
 // clock at start-up plus 1 µs per line of FILE. Every body is encoded before the clock starts;
 // then C threads (default 2), each on its own keep-alive connection, send the requests in turn
 // (from the top of FILE again until R records are sent; default: FILE once). A 429 is retried
@@ -19,7 +22,7 @@
 // faultline_lines_total has grown by the records sent.
 //
 // Prints one line on stdout:
-//   FORMAT records=R requests=Q retried_429=K body_bytes=B text_bytes=T seconds=S
+//   FORMAT[+ENCODING] records=R requests=Q retried_429=K body_bytes=B text_bytes=T seconds=S
 // B counts the bodies as sent, T the messages alone; S runs from the first request to the poll
 // that saw every record matched.
 // Exit status: 0; 1 on another refusal, a connection error, or records not all matched within
@@ -40,6 +43,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <snappy.h>
+#include <zlib.h>
 
 #include "bench/bench_records.h"
 #include "loki/push.pb.h"
@@ -87,6 +91,25 @@ std::string lokiJson(const KernelEntry* entries, size_t n) {
       .dump();
 }
 
+// `raw` in gzip format at zlib's default level.
+std::string gzip(const std::string& raw) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    std::abort();
+  }
+  std::string out(deflateBound(&z, raw.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
+    std::abort();
+  }
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
 // faultline_lines_total from /metrics; -1 if it cannot be read.
 long long linesMatched(httplib::Client& metrics) {
   const auto res = metrics.Get("/metrics");
@@ -108,6 +131,7 @@ int main(int argc, char** argv) {
   size_t batch = 1000;
   size_t want_records = 0;
   int connections = 2;
+  std::string encoding = "identity";
   app.add_option("--url", url, "http://HOST:PORT of faultline serve")->required();
   app.add_option("--format", format, "loki_proto, loki_json, otlp_proto or otlp_json")
       ->required()
@@ -117,6 +141,8 @@ int main(int argc, char** argv) {
   app.add_option("--records", want_records, "records to send (default: the file once)");
   app.add_option("--connections", connections, "keep-alive connections, one thread each")
       ->check(CLI::PositiveNumber);
+  app.add_option("--content-encoding", encoding, "identity or gzip (each body compressed)")
+      ->check(CLI::IsMember({"identity", "gzip"}));
   CLI11_PARSE(app, argc, argv);
 
   // The file, grouped by node in order of first appearance.
@@ -171,6 +197,9 @@ int main(int argc, char** argv) {
       } else {
         r.body = faultline::otlpJson(entries.data(), entries.size());
       }
+      if (encoding == "gzip") {
+        r.body = gzip(r.body);
+      }
       requests.push_back(std::move(r));
     }
   }
@@ -195,6 +224,10 @@ int main(int argc, char** argv) {
   const std::string path = loki ? "/loki/api/v1/push" : "/v1/logs";
   const std::string type =
       format.find("json") != std::string::npos ? "application/json" : "application/x-protobuf";
+  httplib::Headers headers;
+  if (encoding != "identity") {
+    headers.emplace("Content-Encoding", encoding);
+  }
   httplib::Client metrics(url);
   const long long matched_before = linesMatched(metrics);
   if (matched_before < 0) {
@@ -216,7 +249,7 @@ int main(int argc, char** argv) {
       for (size_t i = next++; i < order.size() && !failed; i = next++) {
         const std::string& body = requests[order[i]].body;
         for (;;) {
-          const auto res = client.Post(path, body.data(), body.size(), type);
+          const auto res = client.Post(path, headers, body.data(), body.size(), type);
           if (res && (res->status == 200 || res->status == 204)) {
             break;
           }
@@ -254,8 +287,9 @@ int main(int argc, char** argv) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
-      "%s records=%zu requests=%zu retried_429=%zu body_bytes=%zu text_bytes=%zu "
+      "%s%s records=%zu requests=%zu retried_429=%zu body_bytes=%zu text_bytes=%zu "
       "seconds=%.3f\n",
-      format.c_str(), records, order.size(), retried.load(), body_bytes, text_bytes, seconds);
+      format.c_str(), encoding == "identity" ? "" : ("+" + encoding).c_str(), records, order.size(),
+      retried.load(), body_bytes, text_bytes, seconds);
   return 0;
 }
