@@ -10,10 +10,11 @@
 //
 // Memory stays bounded under a client faster than the matcher: queued and in-process batches
 // hold at most queue_bytes (RecordBatch::memoryBytes()), and beyond that the HTTP server holds
-// only the requests in flight: per server thread (cpp-httplib's pool: max(8, cores - 1)) a body
-// of at most max_body_bytes, and the decoding of at most max_body_bytes of bodies at once
-// (ingest/push/byte_gate.h), each needing up to about 15 times its body (simdjson's parser for
-// Loki JSON, DOM; OTLP JSON, On Demand: about 7 times); a refused request is dropped.
+// only the requests in flight: per server thread (http.threads) a body of at most
+// max_body_bytes as received and, if compressed, its inflated copy of at most max_body_bytes; and
+// the decoding of at most max_body_bytes of bodies at once (ingest/push/byte_gate.h), each needing
+// up to about 15 times its body (simdjson's parser for Loki JSON, DOM; OTLP JSON, On Demand: about
+// 7 times); a refused request is dropped.
 #pragma once
 
 #include <functional>

@@ -1,13 +1,25 @@
 #include "ingest/push/push_source.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
-#include <httplib.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
@@ -15,6 +27,7 @@
 #include "core/time.h"
 #include "ingest/formats/formats.h"
 #include "ingest/otlp/otlp.h"
+#include "ingest/push/inflate.h"
 #include "ingest/push/loki.h"
 
 namespace faultline {
@@ -100,8 +113,8 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
   if (!node.IsMap()) {
     fail("http", "expected a mapping");
   }
-  static const std::vector<std::string> kKeys = {"listen", "max_body_bytes", "max_line_bytes",
-                                                 "token_file", "labels"};
+  static const std::vector<std::string> kKeys = {"listen",  "max_body_bytes", "max_line_bytes",
+                                                 "threads", "token_file",     "labels"};
   for (const auto& kv : node) {
     if (std::find(kKeys.begin(), kKeys.end(), kv.first.Scalar()) == kKeys.end()) {
       fail("http." + kv.first.Scalar(), "unknown key");
@@ -138,6 +151,9 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
   }
   if (const YAML::Node n = node["max_line_bytes"]) {
     config.max_line_bytes = positive(n, "http.max_line_bytes");
+  }
+  if (const YAML::Node n = node["threads"]) {
+    config.threads = positive(n, "http.threads");
   }
   if (const YAML::Node n = node["token_file"]) {
     config.token_file = scalar(n, "http.token_file");
@@ -177,11 +193,7 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
 
 PushServer::PushServer(PushConfig config, BatchQueue* queue, Metrics* metrics,
                        std::function<bool()> ready)
-    : config_(std::move(config)),
-      queue_(queue),
-      metrics_(metrics),
-      ready_(std::move(ready)),
-      server_(std::make_unique<httplib::Server>()) {
+    : config_(std::move(config)), queue_(queue), metrics_(metrics), ready_(std::move(ready)) {
   using T = Metrics::Type;
   metrics_->declare("faultline_records_total", T::kCounter,
                     "Records accepted, by source and format");
@@ -199,53 +211,277 @@ PushServer::~PushServer() {
   stop();
 }
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+// Idle keep-alive connections hold no thread: each waits in the io_context (an async_wait for
+// readable data, with an idle timer) and, once a request starts, one of the threads reads, answers
+// and writes it synchronously, then sets the connection waiting again. So at most one request per
+// thread is in flight (the memory bound in core/serve_loop.h), and any number of agents may keep
+// connections open.
+struct PushServer::Listener {
+  static constexpr auto kIdle = std::chrono::seconds(120);  // as Loki's http-idle-timeout
+  static constexpr int kReadTimeoutMs = 10000;    // a request stalled this long mid-way is dropped
+  static constexpr size_t kReadBytes = 64 << 10;  // per read of the socket
+
+  // One connection; its handlers run one at a time (a strand), so the timer and the wait never
+  // race.
+  struct Connection {
+    explicit Connection(tcp::socket s) : socket(std::move(s)), idle(socket.get_executor()) {}
+    tcp::socket socket;
+    asio::steady_timer idle;
+    beast::flat_buffer buffer;  // what was read past the last request (a pipelined one)
+  };
+
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+  tcp::acceptor acceptor{io};
+  std::atomic<bool> stopping{false};
+
+  // The connection's socket for Beast's reads: asio's synchronous reads have no timeout, so each
+  // read first waits for data, at most kReadTimeoutMs (then fails with timed_out).
+  struct TimedReads {
+    tcp::socket& socket;
+    template <class Buffers>  // read_some: the name Beast's SyncReadStream requires
+    // NOLINTNEXTLINE(readability-identifier-naming)
+    size_t read_some(const Buffers& buffers, beast::error_code& ec) {
+      pollfd p{socket.native_handle(), POLLIN, 0};
+      int ready = 0;
+      do {
+        ready = ::poll(&p, 1, kReadTimeoutMs);
+      } while (ready < 0 && errno == EINTR);
+      if (ready <= 0) {
+        ec = asio::error::timed_out;
+        return 0;
+      }
+      return socket.read_some(buffers, ec);
+    }
+    template <class Buffers>
+    // NOLINTNEXTLINE(readability-identifier-naming)
+    size_t read_some(const Buffers& buffers) {
+      beast::error_code ec;
+      const size_t n = read_some(buffers, ec);
+      if (ec) {
+        throw beast::system_error(ec);
+      }
+      return n;
+    }
+  };
+
+  void accept(PushServer& server) {
+    acceptor.async_accept(asio::make_strand(io), [this, &server](beast::error_code ec,
+                                                                 tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) {
+        return;  // stopped
+      }
+      if (ec) {
+        spdlog::warn("http: accept: {}", ec.message());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // e.g. out of descriptors
+      } else {
+        socket.set_option(tcp::no_delay(true), ec);  // answers are small; never wait for an ACK
+        auto c = std::make_shared<Connection>(std::move(socket));
+        c->buffer.reserve(kReadBytes);  // Beast reads at most the buffer's free space (>= 512 B)
+        waitForRequest(server, c);
+      }
+      accept(server);
+    });
+  }
+
+  // Serves the connection's next request once its bytes arrive; closes it after kIdle without.
+  void waitForRequest(PushServer& server, const std::shared_ptr<Connection>& c) {
+    if (c->buffer.size() > 0) {  // a pipelined request, already read
+      asio::post(c->socket.get_executor(), [this, &server, c] { serve(server, c); });
+      return;
+    }
+    c->idle.expires_after(kIdle);
+    c->idle.async_wait([c](beast::error_code ec) {
+      // Unless cancelled, or already re-armed for a later wait after a request that came in time.
+      if (!ec && c->idle.expiry() <= std::chrono::steady_clock::now()) {
+        beast::error_code ignored;
+        c->socket.cancel(ignored);  // ends the wait below
+      }
+    });
+    c->socket.async_wait(tcp::socket::wait_read, [this, &server, c](beast::error_code ec) {
+      c->idle.cancel();
+      if (!ec) {
+        serve(server, c);
+      }
+    });
+  }
+
+  // Reads, answers and writes one request, then waits for the next one or closes.
+  void serve(PushServer& server, const std::shared_ptr<Connection>& c) {
+    tcp::socket& socket = c->socket;
+    TimedReads stream{socket};
+    beast::error_code ec;
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(server.config_.max_body_bytes);
+    http::read_header(stream, c->buffer, parser, ec);
+    // A Content-Length over body_limit fails here, the body unread.
+    bool over_limit = ec == http::error::body_limit;
+    if (ec && !over_limit) {
+      if (ec != http::error::end_of_stream && ec != asio::error::timed_out &&
+          ec != asio::error::connection_reset) {
+        refuseMalformed(server, socket, 11, "malformed request: " + ec.message());  // HTTP/1.1
+      }
+      return;
+    }
+    const auto& fields = parser.get();
+    Request req;
+    req.method = std::string(fields.method_string());
+    req.path = std::string(fields.target().substr(0, fields.target().find('?')));
+    req.content_type = std::string(fields[http::field::content_type]);
+    req.content_encoding = std::string(fields[http::field::content_encoding]);
+    req.authorization = std::string(fields[http::field::authorization]);
+    req.tenant = std::string(fields["X-Scope-OrgID"]);
+    if (!over_limit) {
+      if (beast::iequals(fields[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> go_on{http::status::continue_, fields.version()};
+        http::write(socket, go_on, ec);
+      }
+      // One allocation for the body and the JSON decoders' padding (read_header refused a
+      // Content-Length over max_body_bytes).
+      if (const auto length = parser.content_length()) {
+        parser.get().body().reserve(*length + kJsonPadding);
+      }
+      http::read(stream, c->buffer, parser, ec);
+      over_limit = ec == http::error::body_limit;
+      if (ec == http::error::end_of_stream || ec == asio::error::timed_out ||
+          ec == asio::error::connection_reset || ec == asio::error::eof) {
+        return;  // nobody to answer
+      }
+      if (ec && !over_limit) {
+        refuseMalformed(server, socket, fields.version(),
+                        "malformed request body: " + ec.message());
+        return;
+      }
+    }
+    req.body_over_limit = over_limit;
+    req.body = std::move(parser.get().body());
+    const Response res = server.answer(req);
+    // An unread body leaves the connection unusable.
+    const bool keep = parser.get().keep_alive() && !over_limit && !stopping;
+    if (!writeAnswer(socket, fields.version(), keep, res)) {
+      return;
+    }
+    if (!keep) {
+      closeAfterAnswer(socket);
+      return;
+    }
+    waitForRequest(server, c);
+  }
+
+  // Answers 400 to what is not HTTP (the connection is closed after), and counts it.
+  static void refuseMalformed(PushServer& server, tcp::socket& socket, unsigned version,
+                              const std::string& reason) {
+    server.metrics_->add("faultline_push_requests_rejected_total",
+                         Metrics::label("reason", "malformed"));
+    writeAnswer(socket, version, false, {400, "text/plain", reason + "\n", {}});
+    closeAfterAnswer(socket);
+  }
+
+  // Closing a socket with unread data resets the connection, and the client may lose the answer
+  // before reading it; so the rest of what it sends (a refused body) is read and dropped until it
+  // stops sending, for at most 5 s.
+  static void closeAfterAnswer(tcp::socket& socket) {
+    beast::error_code ec;
+    socket.shutdown(tcp::socket::shutdown_send, ec);
+    std::array<char, 65536> sink{};
+    pollfd p{socket.native_handle(), POLLIN, 0};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline && ::poll(&p, 1, 1000) > 0 &&
+           socket.read_some(asio::buffer(sink), ec) > 0 && !ec) {
+    }
+  }
+
+  static bool writeAnswer(tcp::socket& socket, unsigned version, bool keep_alive,
+                          const Response& res) {
+    http::response<http::string_body> out{static_cast<http::status>(res.status), version};
+    if (!res.content_type.empty()) {
+      out.set(http::field::content_type, res.content_type);
+    }
+    for (const auto& [name, value] : res.headers) {
+      out.set(name, value);
+    }
+    out.body() = res.body;
+    out.keep_alive(keep_alive);
+    out.prepare_payload();
+    beast::error_code ec;
+    http::write(socket, out, ec);
+    return !ec;
+  }
+};
+
 void PushServer::start() {
-  httplib::Server& s = *server_;
-  // An answer with a body goes out in two writes (head, then body); with Nagle's algorithm the
-  // second waits for the client's delayed ACK of the first, 40 ms per request on Linux.
-  s.set_tcp_nodelay(true);
-  // No set_payload_max_length: the handlers enforce max_body_bytes themselves, so that every
-  // refusal is answered and counted the same way.
-  s.Post("/loki/api/v1/push", [this](const httplib::Request& req, httplib::Response& res,
-                                     const httplib::ContentReader& reader) {
-    handlePush(Protocol::kLoki, req, res, reader);
-  });
-  s.Post("/v1/logs", [this](const httplib::Request& req, httplib::Response& res,
-                            const httplib::ContentReader& reader) {
-    handlePush(Protocol::kOtlp, req, res, reader);
-  });
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    const bool ready = ready_();
-    res.status = ready ? 200 : 503;
-    res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_->render(), "text/plain; version=0.0.4");
-  });
-  if (config_.port == 0) {
-    bound_port_ = s.bind_to_any_port(config_.host);
-  } else if (s.bind_to_port(config_.host, config_.port)) {
-    bound_port_ = config_.port;
+  listener_ = std::make_unique<Listener>();
+  tcp::acceptor& acceptor = listener_->acceptor;
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(config_.host, ec);
+  if (!ec) {
+    const tcp::endpoint endpoint(address, static_cast<uint16_t>(config_.port));
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) {
+      acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+      acceptor.bind(endpoint, ec);
+    }
+    if (!ec) {
+      acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    }
   }
-  if (bound_port_ <= 0) {
+  if (ec) {
     throw std::runtime_error("http: cannot listen on " + config_.host + ":" +
-                             std::to_string(config_.port));
+                             std::to_string(config_.port) + ": " + ec.message());
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  bound_port_ = acceptor.local_endpoint().port();
+  listener_->accept(*this);
+  for (size_t i = 0; i < config_.threads; ++i) {
+    threads_.emplace_back([this] { listener_->io.run(); });
+  }
   spdlog::info("http: push endpoints listening on {}:{}", config_.host, bound_port_);
 }
 
 void PushServer::stop() {
-  if (thread_.joinable()) {
-    server_->stop();
-    thread_.join();
+  if (!listener_) {
+    return;
   }
+  listener_->stopping = true;
+  // The threads finish the requests they are serving (those answered later get Connection:
+  // close) and return; connections waiting for a request are closed with the io_context, as is
+  // the listening socket.
+  listener_->io.stop();
+  for (std::thread& t : threads_) {
+    t.join();
+  }
+  threads_.clear();
+  listener_.reset();
 }
 
-bool PushServer::authorized(const httplib::Request& req) {
+PushServer::Response PushServer::answer(Request& req) {
+  if (req.path == "/loki/api/v1/push" || req.path == "/v1/logs") {
+    if (req.method != "POST") {
+      return {405, "text/plain", "use POST\n", {{"Allow", "POST"}}};
+    }
+    return handlePush(req.path == "/v1/logs" ? Protocol::kOtlp : Protocol::kLoki, req);
+  }
+  if (req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics") {
+    if (req.method != "GET") {
+      return {405, "text/plain", "use GET\n", {{"Allow", "GET"}}};
+    }
+    if (req.path == "/healthz") {
+      return {200, "text/plain", "ok\n", {}};
+    }
+    if (req.path == "/readyz") {
+      const bool ready = ready_();
+      return {ready ? 200 : 503, "text/plain", ready ? "ready\n" : "not ready\n", {}};
+    }
+    return {200, "text/plain; version=0.0.4", metrics_->render(), {}};
+  }
+  return {404, "text/plain", "not found\n", {}};
+}
+
+bool PushServer::authorized(const Request& req) {
   if (config_.token_file.empty()) {
     return true;
   }
@@ -269,100 +505,78 @@ bool PushServer::authorized(const httplib::Request& req) {
     }
     token = token_;
   }
-  const std::string header = req.get_header_value("Authorization");
+  const std::string& header = req.authorization;
   return !token.empty() && header.size() == 7 + token.size() &&
          lower(header.substr(0, 7)) == "bearer " && header.compare(7, token.size(), token) == 0;
 }
 
-void PushServer::reject(Protocol protocol, bool json, int status, const std::string& reason,
-                        const std::string& metric_reason, httplib::Response& res) {
+PushServer::Response PushServer::reject(Protocol protocol, bool json, int status,
+                                        const std::string& reason,
+                                        const std::string& metric_reason) {
   metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", metric_reason));
+  Response res;
   res.status = status;
   if (status == 429) {
-    res.set_header("Retry-After", "1");
+    res.headers.emplace_back("Retry-After", "1");
   }
   if (status == 401) {
-    res.set_header("WWW-Authenticate", "Bearer");
+    res.headers.emplace_back("WWW-Authenticate", "Bearer");
   }
   if (protocol == Protocol::kLoki) {
-    res.set_content(reason + "\n", "text/plain");
+    res.content_type = "text/plain";
+    res.body = reason + "\n";
   } else if (json) {
     const nlohmann::json status_json = {{"code", rpcCode(status)}, {"message", reason}};
-    res.set_content(status_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                    "application/json");
+    res.content_type = "application/json";
+    res.body = status_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else {
-    res.set_content(rpcStatusProto(rpcCode(status), reason), "application/x-protobuf");
+    res.content_type = "application/x-protobuf";
+    res.body = rpcStatusProto(rpcCode(status), reason);
   }
   spdlog::debug("http: {} {}", status, reason);
+  return res;
 }
 
-void PushServer::handlePush(Protocol protocol, const httplib::Request& req, httplib::Response& res,
-                            const httplib::ContentReader& reader) {
-  const std::string type = mediaType(req.get_header_value("Content-Type"));
+PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
+  const std::string type = mediaType(req.content_type);
   const bool json = type == "application/json";
-  // Content-Encoding gzip and deflate (zlib or gzip format) are undone by cpp-httplib as the
-  // body streams in (Debian builds it with CPPHTTPLIB_ZLIB_SUPPORT), so the limit below holds for
-  // the decompressed bytes and a zip bomb stops at max_body_bytes without being inflated whole.
   // `snappy` is a no-op (some Loki clients set it for their snappy protobuf body, loki#3407).
-  const std::string encoding = lower(req.get_header_value("Content-Encoding"));
+  const std::string encoding = lower(req.content_encoding);
   const bool inflated = encoding == "gzip" || encoding == "deflate";
   const bool known_encoding =
       inflated || encoding.empty() || encoding == "identity" || encoding == "snappy";
-  // Read the body in every case (discarding it when refusing) so that the connection stays
-  // usable; never more than max_body_bytes of it is kept.
-  const bool allowed = authorized(req);
-  const bool room = queue_->depth().first < queue_->maxBytes();
-  const bool keep = allowed && room && known_encoding;
-  std::string body;
-  if (keep && !inflated) {
-    // The body arrives in 4 KB pieces: one allocation instead of a doubling series of copies, with
-    // room for the JSON decoder's padding. A client's Content-Length is believed only up to
-    // max_body_bytes, the stated bound anyway.
-    body.reserve(
-        std::min<size_t>(req.get_header_value<uint64_t>("Content-Length"), config_.max_body_bytes) +
-        kJsonPadding);
+  const std::string too_large = "body (after Content-Encoding) over the limit of " +
+                                std::to_string(config_.max_body_bytes) + " bytes";
+  if (!authorized(req)) {
+    return reject(protocol, json, 401, "missing or wrong bearer token", "unauthorized");
   }
-  size_t received = 0;
-  bool over = false;
-  const bool read = reader([&](const char* data, size_t size) {
-    received += size;
-    if (received > config_.max_body_bytes) {
-      over = true;
-      return false;
-    }
-    if (keep) {
-      body.append(data, size);
-    }
-    return true;
-  });
-  if (!allowed) {
-    return reject(protocol, json, 401, "missing or wrong bearer token", "unauthorized", res);
-  }
-  if (over) {
-    return reject(protocol, json, 413,
-                  "body (after Content-Encoding) over the limit of " +
-                      std::to_string(config_.max_body_bytes) + " bytes",
-                  "too_large", res);
+  if (req.body_over_limit) {
+    return reject(protocol, json, 413, too_large, "too_large");
   }
   if (!known_encoding) {
-    return reject(protocol, json, 415, "unsupported Content-Encoding " + encoding, "encoding", res);
+    return reject(protocol, json, 415, "unsupported Content-Encoding " + encoding, "encoding");
   }
-  if (!read) {
-    return reject(protocol, json, 400,
-                  "body could not be read: corrupt " + (encoding.empty() ? "chunked" : encoding) +
-                      " data or the connection closed",
-                  "malformed", res);
-  }
-  if (!room) {
-    return reject(protocol, json, 429, "pipeline queue is full; retry later", "queue_full", res);
+  if (queue_->depth().first >= queue_->maxBytes()) {
+    return reject(protocol, json, 429, "pipeline queue is full; retry later", "queue_full");
   }
   if (protocol == Protocol::kOtlp && !json && type != "application/x-protobuf") {
     return reject(protocol, json, 415,
-                  "Content-Type must be application/x-protobuf or application/json", "media_type",
-                  res);
+                  "Content-Type must be application/x-protobuf or application/json", "media_type");
+  }
+  std::string body = std::move(req.body);
+  if (inflated) {
+    std::string out;
+    const InflateResult r = inflateBody(body, config_.max_body_bytes, kJsonPadding, &out);
+    if (r == InflateResult::kTooLarge) {
+      return reject(protocol, json, 413, too_large, "too_large");
+    }
+    if (r == InflateResult::kCorrupt) {
+      return reject(protocol, json, 400, "corrupt " + encoding + " data", "malformed");
+    }
+    body = std::move(out);
   }
   std::string error;
-  bool too_large = false;
+  bool decoded_too_large = false;
 
   const size_t body_bytes = body.size();
   // Until the batch is queued (where queue_bytes counts it) or refused; a decoder needs several
@@ -379,11 +593,10 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   }
   const std::string_view json_body = std::string_view(body).substr(0, body_bytes);
   if (protocol == Protocol::kLoki) {
-    const std::string tenant = req.get_header_value("X-Scope-OrgID");
     format = json ? "loki_json" : "loki_proto";
-    ok = json ? decodeLokiJson(json_body, body.size(), tenant, config_.streams, &batch, &error)
-              : decodeLokiProto(body, config_.max_body_bytes, tenant, config_.streams, &batch,
-                                &error, &too_large);
+    ok = json ? decodeLokiJson(json_body, body.size(), req.tenant, config_.streams, &batch, &error)
+              : decodeLokiProto(body, config_.max_body_bytes, req.tenant, config_.streams, &batch,
+                                &error, &decoded_too_large);
   } else {
     format = json ? "otlp_json" : "otlp_proto";
     if (json) {
@@ -396,8 +609,8 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
     }
   }
   if (!ok) {
-    return reject(protocol, json, too_large ? 413 : 400, error,
-                  too_large ? "too_large" : "malformed", res);
+    return reject(protocol, json, decoded_too_large ? 413 : 400, error,
+                  decoded_too_large ? "too_large" : "malformed");
   }
   body = std::string();  // records point into the batch's arena or a buffer it holds
   uint64_t truncated = 0;
@@ -414,7 +627,7 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
   const size_t records = batch.records.size();
   item.bytes = batch.memoryBytes();
   if (records > 0 && !queue_->tryPush(item)) {
-    return reject(protocol, json, 429, "pipeline queue is full; retry later", "queue_full", res);
+    return reject(protocol, json, 429, "pipeline queue is full; retry later", "queue_full");
   }
   const std::string labels =
       Metrics::label("source", "http") + "," + Metrics::label("format", format);
@@ -424,19 +637,16 @@ void PushServer::handlePush(Protocol protocol, const httplib::Request& req, http
     metrics_->add("faultline_lines_truncated_total", Metrics::label("source", "http"), truncated);
   }
   if (protocol == Protocol::kLoki) {
-    res.status = 204;
-    return;
+    return {204, "", "", {}};
   }
   if (rejected > 0) {
     metrics_->add("faultline_records_rejected_total", labels, rejected);
   }
   const std::string why = "log records without a string body or MESSAGE";
-  res.status = 200;
   if (json) {
-    res.set_content(otlpJsonResponse(rejected, why), "application/json");
-  } else {
-    res.set_content(otlpProtoResponse(rejected, why), "application/x-protobuf");
+    return {200, "application/json", otlpJsonResponse(rejected, why), {}};
   }
+  return {200, "application/x-protobuf", otlpProtoResponse(rejected, why), {}};
 }
 
 }  // namespace faultline

@@ -12,14 +12,18 @@
 //   GET /readyz             200 once the rules are loaded and the sinks reachable, else 503.
 //   GET /metrics            Prometheus text (core/metrics.h).
 //
-// Content-Encoding gzip and deflate (zlib or gzip format; cpp-httplib inflates them as the body
-// streams in), identity, and snappy (a no-op) on both push paths; chunked request bodies are
-// read like any other. Errors carry a one-line reason: text/plain for Loki, a google.rpc.Status
+// Served over HTTP/1.1 (Boost.Beast) by `threads` threads, one request per thread at a time; idle
+// keep-alive connections hold no thread and are closed after 120 s. Bodies are read in pieces of
+// up to 64 KiB.
+// Content-Encoding gzip and deflate (zlib or gzip format; inflated whole with libdeflate:
+// ingest/push/inflate.h), identity, and snappy (a no-op) on both push paths; chunked request
+// bodies are read like any other; `Expect: 100-continue` is answered.
+// Errors carry a one-line reason: text/plain for Loki, a google.rpc.Status
 // in the request's encoding for OTLP (opentelemetry-proto docs/specification.md "OTLP/HTTP
 // Response"):
-//   400 malformed body (protobuf, snappy, gzip, JSON, selector); 401 missing or wrong bearer
-//   token; 413 body over max_body_bytes after decompression (counted as it streams in, so a
-//   zip bomb is never inflated whole; snappy: from its length header, before allocating); 415
+//   400 malformed request or body (HTTP, protobuf, snappy, gzip, JSON, selector); 401 missing or
+//   wrong bearer token; 413 body over max_body_bytes as sent or after decompression (a zip bomb
+//   is inflated only up to max_body_bytes; snappy: from its length header, before allocating); 415
 //   unknown Content-Encoding or OTLP Content-Type; 429 with Retry-After when the pipeline queue
 //   is full (retryable for Loki clients and OTLP alike).
 // A 2xx means the records are queued for the pipeline, which drains the queue before the
@@ -35,6 +39,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/batch_queue.h"
 #include "core/metrics.h"
@@ -44,12 +50,6 @@
 namespace YAML {  // NOLINT(readability-identifier-naming): yaml-cpp's name
 class Node;
 }
-namespace httplib {
-class Server;
-class Request;
-class Response;
-class ContentReader;
-}  // namespace httplib
 
 namespace faultline {
 
@@ -58,6 +58,9 @@ struct PushConfig {
   int port = 3100;
   size_t max_body_bytes = 64 << 20;   // request body, before and after decompression
   size_t max_line_bytes = 256 << 10;  // longer lines are truncated (and counted)
+  // Requests served at once, one per thread, each holding at most one body: idle connections
+  // hold none. More threads than cores only help when clients are slow to send a request.
+  size_t threads = 4;
   // Bearer token for the push paths; empty: no auth. A file that holds no token refuses every
   // push (/dev/null: the listener serves health and metrics only, as on the Kafka path).
   std::string token_file;
@@ -67,6 +70,7 @@ struct PushConfig {
   //   listen: "0.0.0.0:3100"          # host:port; port 0 picks a free one
   //   max_body_bytes: 67108864
   //   max_line_bytes: 262144
+  //   threads: 4
   //   token_file: /etc/faultline/push-token   # re-read when it changes
   //   labels:                         # each replaces the default list (ingest/formats/labels.h)
   //     node: [k8s.node.name, node, ...]
@@ -86,20 +90,41 @@ class PushServer {
   PushServer& operator=(PushServer&&) = delete;
   ~PushServer();
 
-  // Binds and serves on a thread pool. Throws std::runtime_error if it cannot listen.
+  // Binds and serves on config.threads threads. Throws std::runtime_error if it cannot listen.
   void start();
   // The bound port (useful with port 0).
   int port() const { return bound_port_; }
-  // Stops accepting and waits for requests in flight; their 2xx batches are already queued.
+  // Stops accepting; requests being served finish (their 2xx batches are queued); connections
+  // waiting for a request, or whose request no thread has begun, are closed unanswered (their
+  // clients retry).
   void stop();
 
  private:
   enum class Protocol { kLoki, kOtlp };
-  void handlePush(Protocol protocol, const httplib::Request& req, httplib::Response& res,
-                  const httplib::ContentReader& reader);
-  bool authorized(const httplib::Request& req);
-  void reject(Protocol protocol, bool json, int status, const std::string& reason,
-              const std::string& metric_reason, httplib::Response& res);
+  // A request as the handlers see it: the header fields they read ("" when absent), and the body
+  // as sent.
+  struct Request {
+    std::string method;  // "GET", "POST", ...
+    std::string path;    // the target without its query
+    std::string content_type;
+    std::string content_encoding;
+    std::string authorization;
+    std::string tenant;  // X-Scope-OrgID
+    std::string body;
+    bool body_over_limit = false;  // over max_body_bytes, so not read whole
+  };
+  struct Response {
+    int status = 200;
+    std::string content_type;
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type
+  };
+  struct Listener;  // the listening socket and the connection loop (Boost.Beast), in the .cc file
+  Response answer(Request& req);  // routes to the handlers
+  Response handlePush(Protocol protocol, Request& req);
+  bool authorized(const Request& req);
+  Response reject(Protocol protocol, bool json, int status, const std::string& reason,
+                  const std::string& metric_reason);
 
   PushConfig config_;
   LabelFilter keep_{config_.streams};          // the OTLP attributes kept as labels
@@ -107,8 +132,8 @@ class PushServer {
   BatchQueue* queue_;
   Metrics* metrics_;
   std::function<bool()> ready_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<Listener> listener_;
+  std::vector<std::thread> threads_;
   int bound_port_ = 0;
 
   std::mutex token_mu_;

@@ -98,10 +98,10 @@ stalled_lines=$(metric faultline_lines_total)
 
 # Memory: buffering what the clients offered would take more than twice the allowed growth. The
 # server may hold the queue (for these JSON bodies of long lines a batch holds about what the
-# queue counts: bench/README.md) and, per server thread (cpp-httplib: 8 here), a body being read
+# queue counts: bench/README.md) and, per server thread (4 here), a body being read
 # and its JSON parse tree: 4 × max_body_bytes each; plus 16 MiB for allocator arenas and slack.
 offered=$(($(wc -l <"$tmp/statuses") * body_bytes))
-bound_kb=$((baseline_kb + (queue_bytes + 8 * 4 * max_body) / 1024 + 16 * 1024))
+bound_kb=$((baseline_kb + (queue_bytes + 4 * 4 * max_body) / 1024 + 16 * 1024))
 echo "memory: VmHWM ${baseline_kb} kB at start, ${hwm_kb} kB after the flood; bound ${bound_kb} kB;" \
   "clients offered $((offered >> 20)) MiB"
 ((offered / 1024 > 2 * (bound_kb - baseline_kb))) || fail "the flood is too small to test the bound"

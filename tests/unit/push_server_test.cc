@@ -6,8 +6,14 @@
 #include <fstream>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+#include <zlib.h>
 
 #include "core/batch_queue.h"
 #include "core/metrics.h"
@@ -134,7 +140,7 @@ TEST(PushServer, OtlpJsonPartialSuccess) {
 
 // An OTLP protobuf body is read into one buffer reserved from Content-Length, which the batch
 // holds (its records point into it), and the queue counts the batch by that buffer: not by the
-// capacity of a body grown from cpp-httplib's 4 KB pieces by doubling (1 MiB for this 0.53 MiB).
+// capacity of a body grown piece by piece by doubling (1 MiB for this 0.53 MiB).
 TEST(PushServer, QueueCountsAHeldOtlpBodyAtItsSize) {
   opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
   auto* records = req.add_resource_logs()->add_scope_logs();
@@ -186,6 +192,179 @@ TEST(PushServer, BearerTokenFromAFileReReadOnChange) {
   // Health and metrics need no token.
   EXPECT_EQ(f.client->Get("/healthz")->status, 200);
   std::filesystem::remove_all(dir);
+}
+
+// A raw connection to 127.0.0.1:port, for what cpp-httplib's client does not send.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    const timeval timeout{10, 0};  // so that a server that never answers fails the test
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+  ~RawConnection() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  void send(const std::string& data) const {
+    ASSERT_EQ(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(data.size()));
+  }
+  // Reads until `end` has been received (returns what came, `end` included), or until the peer
+  // closes when `end` is empty.
+  std::string receive(const std::string& end = "") {
+    std::string got;
+    char buf[4096];
+    while (end.empty() || got.find(end) == std::string::npos) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed_by_peer_ = n == 0;
+        break;
+      }
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
+  // Whether the last receive() ended because the server closed the connection.
+  bool closedByPeer() const { return closed_by_peer_; }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+  bool closed_by_peer_ = false;
+};
+
+std::string zlibCompress(const std::string& raw, int window_bits) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY),
+            Z_OK);
+  std::string out(deflateBound(&z, raw.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+TEST(PushServer, CompressedBodiesInEveryFormHttpAllows) {
+  Fixture f(1 << 20);
+  // gzip, and deflate in zlib format (RFC 9110 8.4.1.2) and in gzip format (cpp-httplib's and
+  // some clients' reading of it).
+  for (const auto& [encoding, window_bits] :
+       std::vector<std::pair<std::string, int>>{{"gzip", 31}, {"deflate", 15}, {"deflate", 31}}) {
+    auto res = f.lokiJson(zlibCompress(kLokiJson, window_bits), {{"Content-Encoding", encoding}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 204) << encoding << " " << window_bits << ": " << res->body;
+    auto item = f.queue.pop();
+    ASSERT_TRUE(item);
+    ASSERT_EQ(item->batch.records.size(), 1u);
+    EXPECT_EQ(item->batch.records[0].node, "gpu-1");
+    f.queue.done(*item);
+  }
+  auto corrupt = f.lokiJson("not deflate", {{"Content-Encoding", "deflate"}});
+  ASSERT_TRUE(corrupt);
+  EXPECT_EQ(corrupt->status, 400);
+  EXPECT_EQ(corrupt->body, "corrupt deflate data\n");
+}
+
+TEST(PushServer, HttpDetailsClientsRelyOn) {
+  Fixture f(1 << 20);
+  const std::string body = kLokiJson;
+  const std::string head =
+      "POST /loki/api/v1/push HTTP/1.1\r\nHost: x\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n";
+  {  // curl sends `Expect: 100-continue` with large bodies and waits for the 100 before sending.
+    RawConnection c(f.server->port());
+    ASSERT_TRUE(c.connected());
+    c.send(head + "Expect: 100-continue\r\n\r\n");
+    EXPECT_EQ(c.receive("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+    c.send(body);
+    EXPECT_EQ(c.receive("\r\n\r\n").rfind("HTTP/1.1 204 No Content\r\n", 0), 0u);
+  }
+  {  // Two requests sent at once on one connection (pipelined) are answered in order.
+    RawConnection c(f.server->port());
+    c.send(head + "\r\n" + body + "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string answers = c.receive();
+    EXPECT_EQ(answers.rfind("HTTP/1.1 204 No Content\r\n", 0), 0u) << answers;
+    EXPECT_NE(answers.find("HTTP/1.1 200 OK\r\n"), std::string::npos) << answers;
+    EXPECT_EQ(answers.substr(answers.size() - 3), "ok\n") << answers;
+  }
+  for (int i = 0; i < 2; ++i) {  // both pushes were queued (tryPop: a test must not hang)
+    auto item = f.queue.tryPop();
+    ASSERT_TRUE(item) << i;
+    f.queue.done(*item);
+  }
+  {  // A malformed request gets a 400 with a reason and is counted; the connection is closed.
+    RawConnection c(f.server->port());
+    c.send("NOT AN HTTP REQUEST\r\n\r\n");
+    const std::string answer = c.receive();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << answer;
+    EXPECT_NE(answer.find("malformed request: "), std::string::npos) << answer;
+    EXPECT_NE(
+        f.metrics.render().find(R"(faultline_push_requests_rejected_total{reason="malformed"} 1)"),
+        std::string::npos);
+  }
+  auto unknown = f.client->Get("/nowhere");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  auto get_push = f.client->Get("/v1/logs");
+  ASSERT_TRUE(get_push);
+  EXPECT_EQ(get_push->status, 405);
+  EXPECT_EQ(get_push->get_header_value("Allow"), "POST");
+  EXPECT_EQ(f.lokiJson()->status, 204);  // still serving
+}
+
+// Every node's agent keeps a connection open: more idle keep-alive connections than server
+// threads (4 here) must not keep anyone else waiting.
+TEST(PushServer, IdleKeepAliveConnectionsHoldNoThread) {
+  Fixture f(1 << 20);
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 20; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(f.server->port()));
+    ASSERT_TRUE(idle.back()->connected());
+    idle.back()->send(request);
+    EXPECT_NE(idle.back()->receive("ok\n").find("HTTP/1.1 200 OK"), std::string::npos);
+  }
+  // A new client is answered while the 20 stay open; the timeout only keeps a failure from
+  // hanging the test (the answer takes milliseconds).
+  httplib::Client client("127.0.0.1", f.server->port());
+  client.set_read_timeout(10, 0);
+  auto res = client.Post("/loki/api/v1/push", kLokiJson, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 204);
+  // And so is each idle connection, again.
+  for (auto& c : idle) {
+    c->send(request);
+    EXPECT_NE(c->receive("ok\n").find("HTTP/1.1 200 OK"), std::string::npos);
+  }
+  // Stopping closes them: each reads the end of the stream, not the receive timeout.
+  f.server->stop();
+  for (auto& c : idle) {
+    EXPECT_EQ(c->receive(), "");
+    EXPECT_TRUE(c->closedByPeer());
+  }
+}
+
+TEST(PushConfig, ThreadsAndTheirErrors) {
+  EXPECT_EQ(PushConfig::fromYaml(YAML::Load("{}")).threads, 4u);
+  EXPECT_EQ(PushConfig::fromYaml(YAML::Load("{threads: 16}")).threads, 16u);
+  for (const char* bad : {"{threads: 0}", "{threads: many}", "{thread: 2}"}) {
+    try {
+      PushConfig::fromYaml(YAML::Load(bad));
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("http.thread", 0), 0u) << e.what();
+    }
+  }
 }
 
 TEST(BatchQueue, FullRefusesTryPushAndPushWaitsUntilProcessed) {

@@ -1,0 +1,86 @@
+// Fuzzes inflateBody (ingest/push/inflate.h), the push server's gzip and deflate decoding, against
+// zlib's inflate as the reference: a body zlib reads whole within the limit must give the same
+// bytes, and one zlib finds over the limit or refuses must be refused; never more than the limit
+// is held.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <zlib.h>
+
+#include "ingest/push/inflate.h"
+
+namespace {
+
+constexpr size_t kMax = 256 << 10;  // small, so that the output buffer's growth is exercised
+
+enum class Reference { kOk, kTooLarge, kCorrupt };
+
+// zlib's reading of `in` with inflateBody's rules: gzip members in sequence, else one zlib stream,
+// nothing after; output beyond kMax is not kept.
+Reference reference(std::string_view in, std::string* out) {
+  const bool gzip =
+      in.size() >= 2 && static_cast<uint8_t>(in[0]) == 0x1f && static_cast<uint8_t>(in[1]) == 0x8b;
+  z_stream z{};
+  if (inflateInit2(&z, gzip ? 15 + 16 : 15) != Z_OK) {
+    __builtin_trap();
+  }
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  Reference result = Reference::kCorrupt;
+  char buf[16384];
+  for (;;) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    const int r = inflate(&z, Z_NO_FLUSH);
+    out->append(buf, sizeof buf - z.avail_out);
+    if (out->size() > kMax) {
+      result = Reference::kTooLarge;
+      break;
+    }
+    if (r == Z_STREAM_END) {
+      const bool next_member =
+          gzip && z.avail_in >= 2 && z.next_in[0] == 0x1f && z.next_in[1] == 0x8b;
+      if (next_member && inflateReset(&z) == Z_OK) {
+        continue;
+      }
+      result = z.avail_in == 0 ? Reference::kOk : Reference::kCorrupt;
+      break;
+    }
+    if (r != Z_OK || (z.avail_in == 0 && z.avail_out != 0)) {
+      break;  // an error, or the input ended inside a stream
+    }
+  }
+  inflateEnd(&z);
+  return result;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  std::string expected;
+  const Reference want = reference(in, &expected);
+  std::string out;
+  const faultline::InflateResult got = faultline::inflateBody(in, kMax, 64, &out);
+  if (out.capacity() > kMax + 64 + 32) {
+    __builtin_trap();  // held more than the limit
+  }
+  switch (want) {
+    case Reference::kOk:
+      if (got != faultline::InflateResult::kOk || out != expected) {
+        __builtin_trap();
+      }
+      break;
+    // Refused, as too large or as corrupt: libdeflate may meet corrupt data before running out of
+    // room, and it reads a truncated stream as if zeros followed (its end checked only then),
+    // which can fill the room first.
+    case Reference::kTooLarge:
+    case Reference::kCorrupt:
+      if (got == faultline::InflateResult::kOk) {
+        __builtin_trap();
+      }
+      break;
+  }
+  return 0;
+}
