@@ -360,7 +360,13 @@ struct PushServer::Listener {
     }
     req.body_over_limit = over_limit;
     req.body = std::move(parser.get().body());
-    const Response res = server.answer(req);
+    Response res;
+    try {
+      res = server.answer(req);
+    } catch (const std::exception& e) {  // e.g. out of memory: this request fails, not the server
+      spdlog::error("http: {} {}: {}", req.method, req.path, e.what());
+      res = {500, "text/plain", std::string("internal error: ") + e.what() + "\n", {}};
+    }
     // An unread body leaves the connection unusable.
     const bool keep = parser.get().keep_alive() && !over_limit && !stopping;
     if (!writeAnswer(socket, fields.version(), keep, res)) {

@@ -25,7 +25,8 @@
 //   wrong bearer token; 413 body over max_body_bytes as sent or after decompression (a zip bomb
 //   is inflated only up to max_body_bytes; snappy: from its length header, before allocating); 415
 //   unknown Content-Encoding or OTLP Content-Type; 429 with Retry-After when the pipeline queue
-//   is full (retryable for Loki clients and OTLP alike).
+//   is full (retryable for Loki clients and OTLP alike); 500 if answering threw (e.g. out of
+//   memory), in text/plain.
 // A 2xx means the records are queued for the pipeline, which drains the queue before the
 // service exits. A line over max_line_bytes is truncated to that size and counted.
 #pragma once

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <stdexcept>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -27,10 +29,12 @@ constexpr char kLokiJson[] =
     R"({"streams":[{"stream":{"transport":"kernel","node":"gpu-1"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"]]}]})";
 
 struct Fixture {
-  explicit Fixture(size_t queue_bytes, PushConfig config = {}) : queue(queue_bytes) {
+  explicit Fixture(
+      size_t queue_bytes, PushConfig config = {}, std::function<bool()> ready = [] { return true; })
+      : queue(queue_bytes) {
     config.host = "127.0.0.1";
     config.port = 0;
-    server = std::make_unique<PushServer>(config, &queue, &metrics, [] { return true; });
+    server = std::make_unique<PushServer>(config, &queue, &metrics, std::move(ready));
     server->start();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
   }
@@ -352,6 +356,15 @@ TEST(PushServer, IdleKeepAliveConnectionsHoldNoThread) {
     EXPECT_EQ(c->receive(), "");
     EXPECT_TRUE(c->closedByPeer());
   }
+}
+
+TEST(PushServer, AnExceptionFailsItsRequestNotTheServer) {
+  Fixture f(1 << 20, {}, []() -> bool { throw std::runtime_error("sinks unknown"); });
+  auto ready = f.client->Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 500);
+  EXPECT_EQ(ready->body, "internal error: sinks unknown\n");
+  EXPECT_EQ(f.lokiJson()->status, 204);
 }
 
 TEST(PushConfig, ThreadsAndTheirErrors) {
