@@ -43,10 +43,10 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <snappy.h>
-#include <zlib.h>
 
 #include "bench/bench_records.h"
 #include "loki/push.pb.h"
+#include "tests/tools/zlib_compress.h"
 
 namespace {
 
@@ -89,25 +89,6 @@ std::string lokiJson(const KernelEntry* entries, size_t n) {
   return nlohmann::ordered_json{
       {"streams", {{{"stream", std::move(stream)}, {"values", std::move(values)}}}}}
       .dump();
-}
-
-// `raw` in gzip format at zlib's default level.
-std::string gzip(const std::string& raw) {
-  z_stream z{};
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    std::abort();
-  }
-  std::string out(deflateBound(&z, raw.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
-    std::abort();
-  }
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 // faultline_lines_total from /metrics; -1 if it cannot be read.
@@ -198,7 +179,7 @@ int main(int argc, char** argv) {
         r.body = faultline::otlpJson(entries.data(), entries.size());
       }
       if (encoding == "gzip") {
-        r.body = gzip(r.body);
+        r.body = faultline::zlibCompress(r.body, 15 + 16);
       }
       requests.push_back(std::move(r));
     }

@@ -322,8 +322,7 @@ struct PushServer::Listener {
     // A Content-Length over body_limit fails here, the body unread.
     bool over_limit = ec == http::error::body_limit;
     if (ec && !over_limit) {
-      if (ec != http::error::end_of_stream && ec != asio::error::timed_out &&
-          ec != asio::error::connection_reset) {
+      if (!clientGone(ec)) {
         refuseMalformed(server, socket, 11, "malformed request: " + ec.message());  // HTTP/1.1
       }
       return;
@@ -348,9 +347,8 @@ struct PushServer::Listener {
       }
       http::read(stream, c->buffer, parser, ec);
       over_limit = ec == http::error::body_limit;
-      if (ec == http::error::end_of_stream || ec == asio::error::timed_out ||
-          ec == asio::error::connection_reset || ec == asio::error::eof) {
-        return;  // nobody to answer
+      if (clientGone(ec)) {
+        return;
       }
       if (ec && !over_limit) {
         refuseMalformed(server, socket, fields.version(),
@@ -377,6 +375,12 @@ struct PushServer::Listener {
       return;
     }
     waitForRequest(server, c);
+  }
+
+  // Whether a read failed because the client left or stalled: nobody to answer.
+  static bool clientGone(const beast::error_code& ec) {
+    return ec == http::error::end_of_stream || ec == asio::error::timed_out ||
+           ec == asio::error::connection_reset || ec == asio::error::eof;
   }
 
   // Answers 400 to what is not HTTP (the connection is closed after), and counts it.

@@ -1,26 +1,16 @@
 // The archive reader: magic-byte detection, gzip (multi-member) and zstd, line assembly across
 // chunk boundaries, per-file format detection.
 #include <gtest/gtest.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #include "ingest/archive/archive_source.h"
+#include "tests/tools/zlib_compress.h"
 
 namespace faultline {
 namespace {
 
 std::string gzip(const std::string& in) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, in.size()) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
+  return zlibCompress(in, 15 + 16);
 }
 
 std::string zstd(const std::string& in) {

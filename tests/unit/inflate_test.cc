@@ -5,26 +5,15 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <zlib.h>
+
+#include "tests/tools/zlib_compress.h"
 
 namespace faultline {
 namespace {
 
-// `raw` compressed by zlib: gzip format (windowBits 15 + 16) or zlib format (15).
+// `raw` in gzip format, or in zlib format.
 std::string compress(const std::string& raw, bool gzip) {
-  z_stream z{};
-  EXPECT_EQ(
-      deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY),
-      Z_OK);
-  std::string out(deflateBound(&z, raw.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
+  return zlibCompress(raw, gzip ? 15 + 16 : 15);
 }
 
 std::string text(size_t bytes) {

@@ -15,12 +15,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
-#include <zlib.h>
 
 #include "core/batch_queue.h"
 #include "core/metrics.h"
 #include "ingest/push/push_source.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
+#include "tests/tools/zlib_compress.h"
 
 namespace faultline {
 namespace {
@@ -241,21 +241,6 @@ class RawConnection {
   bool connected_ = false;
   bool closed_by_peer_ = false;
 };
-
-std::string zlibCompress(const std::string& raw, int window_bits) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY),
-            Z_OK);
-  std::string out(deflateBound(&z, raw.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
 
 TEST(PushServer, CompressedBodiesInEveryFormHttpAllows) {
   Fixture f(1 << 20);
