@@ -5,6 +5,7 @@
 // parser, OTLP with On Demand (below). Its strings live until the parser's next parse, so
 // everything a record keeps is copied into the batch.
 #include <charconv>
+#include <cstring>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -149,16 +150,36 @@ error_code forEachElement(od::value v, F f) {
   return SUCCESS;
 }
 
+// The string `v` into *out, if it is a string (*is_string): a view of the request itself when
+// the string has no escapes, as most have, else of the parser's unescaped copy. get_string()
+// copies every string (the journald receiver's records hold 27 each).
+error_code stringOf(od::value v, bool* is_string, std::string_view* out) {
+  std::string_view raw = v.raw_json_token();  // up to the next token: the quotes, then spaces
+  *is_string = !raw.empty() && raw[0] == '"';
+  if (!*is_string) {
+    return SUCCESS;
+  }
+  while (raw.size() > 1 &&
+         (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t')) {
+    raw.remove_suffix(1);
+  }
+  if (raw.size() >= 2 && raw.back() == '"' &&
+      std::memchr(raw.data(), '\\', raw.size()) == nullptr) {
+    *out = raw.substr(1, raw.size() - 2);  // stage 1 refused unescaped control characters
+    return SUCCESS;
+  }
+  return v.get_string().get(*out);
+}
+
 // Integer nanoseconds from a JSON string or integer into *out; 0 if neither.
 error_code intOf(od::value v, int64_t* out) {
   *out = 0;
   od::json_type type = od::json_type::null;
   SIMDJSON_TRY(v.type().get(type));
   if (type == od::json_type::string) {  // OTLP JSON writes 64-bit integers as decimal strings
-    std::string_view s;
-    SIMDJSON_TRY(v.get_string().get(s));
+    // Read in place, neither unescaped nor copied; anything but a JSON integer reads as 0.
     int64_t n = 0;
-    *out = std::from_chars(s.data(), s.data() + s.size(), n).ec == std::errc() ? n : 0;
+    *out = v.get_int64_in_string().get(n) == SUCCESS ? n : 0;
     return SUCCESS;
   }
   if (type != od::json_type::number) {
@@ -229,22 +250,23 @@ class ScalarOf {
     }
     rank_ = rank;
     ok_ = false;
-    od::json_type type = od::json_type::null;
-    SIMDJSON_TRY(value.type().get(type));
-    if (rank == 0 && type == od::json_type::string) {
-      SIMDJSON_TRY(value.get_string().get(text_));
-      ok_ = true;
+    if (rank == 0) {
+      SIMDJSON_TRY(stringOf(value, &ok_, &text_));
     } else if (rank == 1) {
       int64_t i = 0;
       SIMDJSON_TRY(intOf(value, &i));
       *buf_ = std::to_string(i);
       text_ = *buf_;
       ok_ = true;
-    } else if (rank == 2 && type == od::json_type::boolean) {
-      bool b = false;
-      SIMDJSON_TRY(value.get_bool().get(b));
-      text_ = b ? "true" : "false";
-      ok_ = true;
+    } else if (rank == 2) {
+      od::json_type type = od::json_type::null;
+      SIMDJSON_TRY(value.type().get(type));
+      if (type == od::json_type::boolean) {
+        bool b = false;
+        SIMDJSON_TRY(value.get_bool().get(b));
+        text_ = b ? "true" : "false";
+        ok_ = true;
+      }
     } else if (rank == 3) {
       SIMDJSON_TRY(bytesOf(value, buf_, &ok_));
       text_ = *buf_;
@@ -288,12 +310,9 @@ error_code forEachKeyValue(od::value list, std::string* buf, Wants wants, F f) {
     SIMDJSON_TRY(forEachField(kv, [&](od::raw_json_string key, od::value v) {
       if (key == "key" && !seen_key) {
         seen_key = true;
-        od::json_type type = od::json_type::null;
-        SIMDJSON_TRY(v.type().get(type));
-        if (type == od::json_type::string) {
-          SIMDJSON_TRY(v.get_string().get(name));
-          wanted = wants(name);
-        }
+        bool is_string = false;
+        SIMDJSON_TRY(stringOf(v, &is_string, &name));
+        wanted = is_string && wants(name);
       } else if (key == "value" && !seen_value) {
         seen_value = true;
         if (!seen_key || wanted) {
@@ -347,7 +366,7 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
     }
     if (key == "observedTimeUnixNano" && !seen_observed) {
       seen_observed = true;
-      return intOf(v, &observed_ns);
+      return time_ns != 0 ? SUCCESS : intOf(v, &observed_ns);  // read only if it is the time
     }
     if (key == "attributes" && !seen_attributes) {
       seen_attributes = true;

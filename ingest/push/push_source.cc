@@ -235,6 +235,32 @@ struct PushServer::Listener {
     beast::flat_buffer buffer;  // what was read past the last request (a pipelined one)
   };
 
+  // Beast's string_body for reading a request, but each piece is appended: string_body's resize()
+  // zero-fills what the copy then overwrites (4% of serve's CPU on OTLP JSON push).
+  struct StringAppendBody {
+    using value_type = std::string;
+    class reader {  // NOLINT(readability-identifier-naming): the name Beast's Body requires
+     public:
+      template <bool kIsRequest, class Fields>
+      reader(http::header<kIsRequest, Fields>& /*header*/, std::string& body) : body_(body) {}
+      void init(const boost::optional<uint64_t>& /*length*/, beast::error_code& ec) { ec = {}; }
+      template <class Buffers>
+      size_t put(const Buffers& buffers, beast::error_code& ec) {
+        size_t n = 0;
+        for (const auto b : beast::buffers_range_ref(buffers)) {
+          body_.append(static_cast<const char*>(b.data()), b.size());
+          n += b.size();
+        }
+        ec = {};
+        return n;
+      }
+      void finish(beast::error_code& ec) { ec = {}; }
+
+     private:
+      std::string& body_;
+    };
+  };
+
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   tcp::acceptor acceptor{io};
@@ -316,7 +342,7 @@ struct PushServer::Listener {
     tcp::socket& socket = c->socket;
     TimedReads stream{socket};
     beast::error_code ec;
-    http::request_parser<http::string_body> parser;
+    http::request_parser<StringAppendBody> parser;
     parser.body_limit(server.config_.max_body_bytes);
     http::read_header(stream, c->buffer, parser, ec);
     // A Content-Length over body_limit fails here, the body unread.

@@ -692,6 +692,43 @@ TEST(OtlpJson, AnyFieldOrderAndRefusedRequestsLeaveTheBatchAlone) {
   }
 }
 
+// Strings are viewed in the request unless they hold escapes; both kinds, with spaces around the
+// separators, must read as JSON says. Times are JSON integers, quoted or not; observedTimeUnixNano
+// counts only when timeUnixNano is 0, absent or no integer.
+TEST(OtlpJson, EscapedAndPlainStringsAndTheTimes) {
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "copied");
+    const std::string doc = R"({"resourceLogs":[{"resource":{"attributes":[
+      {"key" : "k8s.node\u002ename" , "value" : {"stringValue" : "gpu-\u0037" } }]},
+    "scopeLogs":[{"logRecords":[
+      {"timeUnixNano":"1700000000000000001","observedTimeUnixNano":"1800000000000000000",
+       "body":{"kvlistValue":{"values":[
+         {"key":"_TRANSPORT","value":{"stringValue":"ker\nnel"}},
+         {"key":"MESS\u0041GE" ,"value":{"stringValue":"Xid 79, \"fallen\" \\ off \u00e9"}}]}}},
+      {"timeUnixNano":1700000000000000002,"body":{"stringValue" :	"plain"	}},
+      {"timeUnixNano":"0","observedTimeUnixNano":"1700000000000000003","body":{"stringValue":"a"}},
+      {"timeUnixNano":"17x","observedTimeUnixNano":"1700000000000000004","body":{"stringValue":"b"}},
+      {"observedTimeUnixNano":"1700000000000000005","timeUnixNano":"1700000000000000006",
+       "body":{"stringValue":"c"}}]}]}]})";
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    ASSERT_TRUE(otlpJson(doc, in_place, &batch, &rejected, &error)) << error;
+    ASSERT_EQ(batch.records.size(), 5u);
+    EXPECT_EQ(rejected, 0u);
+    const LogRecord& first = batch.records[0];
+    EXPECT_EQ(first.node, "gpu-7");
+    EXPECT_EQ(first.line, "Xid 79, \"fallen\" \\ off \xc3\xa9");
+    EXPECT_EQ(batch.label(first, "_TRANSPORT"), "ker\nnel");
+    EXPECT_EQ(first.time_ns, 1700000000000000001);
+    EXPECT_EQ(batch.records[1].line, "plain");
+    EXPECT_EQ(batch.records[1].time_ns, 1700000000000000002);
+    EXPECT_EQ(batch.records[2].time_ns, 1700000000000000003);
+    EXPECT_EQ(batch.records[3].time_ns, 1700000000000000004);
+    EXPECT_EQ(batch.records[4].time_ns, 1700000000000000006);
+  }
+}
+
 TEST(OtlpResponse, PartialSuccessOnlyWhenRejected) {
   EXPECT_EQ(otlpProtoResponse(0, "x"), "");
   EXPECT_EQ(otlpJsonResponse(0, "x"), "{}");
