@@ -58,7 +58,8 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // encoding. Appends one record per logRecord: labels are the resource attributes, the record's
 // attributes and a kvlist body's entries whose keys `keep` keeps (scalars only); the line is a
 // string body or a kvlist body's MESSAGE (journald receiver); time is timeUnixNano, else
-// observedTimeUnixNano, else 0 (ns since the epoch); node and stream come from classify(rules). A
+// observedTimeUnixNano, else 0 (ns since the epoch; a time or intValue written as a string counts
+// only if it is a JSON integer, "0012" being none); node and stream come from classify(rules). A
 // logRecord without a usable line is skipped and counted in *rejected. Returns false with a
 // one-line reason in *error, and the batch as it was, when `doc` is not a JSON object or
 // resourceLogs is not an array; a document without resourceLogs is an empty request. Read in one

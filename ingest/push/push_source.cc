@@ -236,7 +236,7 @@ struct PushServer::Listener {
   };
 
   // Beast's string_body for reading a request, but each piece is appended: string_body's resize()
-  // zero-fills what the copy then overwrites (4% of serve's CPU on OTLP JSON push).
+  // zero-fills what the copy then overwrites (3% of serve's CPU on OTLP JSON push).
   struct StringAppendBody {
     using value_type = std::string;
     class reader {  // NOLINT(readability-identifier-naming): the name Beast's Body requires
