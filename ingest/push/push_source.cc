@@ -267,16 +267,17 @@ struct PushServer::Listener {
   std::atomic<bool> stopping{false};
 
   // The connection's socket for Beast's reads: asio's synchronous reads have no timeout, so each
-  // read first waits for data, at most kReadTimeoutMs (then fails with timed_out).
+  // read first waits for data, at most timeout_ms (then fails with timed_out).
   struct TimedReads {
     tcp::socket& socket;
+    int timeout_ms = kReadTimeoutMs;
     template <class Buffers>  // read_some: the name Beast's SyncReadStream requires
     // NOLINTNEXTLINE(readability-identifier-naming)
     size_t read_some(const Buffers& buffers, beast::error_code& ec) {
       pollfd p{socket.native_handle(), POLLIN, 0};
       int ready = 0;
       do {
-        ready = ::poll(&p, 1, kReadTimeoutMs);
+        ready = ::poll(&p, 1, timeout_ms);
       } while (ready < 0 && errno == EINTR);
       if (ready <= 0) {
         ec = asio::error::timed_out;
@@ -393,7 +394,7 @@ struct PushServer::Listener {
     }
     // An unread body leaves the connection unusable.
     const bool keep = parser.get().keep_alive() && !over_limit && !stopping;
-    if (!writeAnswer(socket, fields.version(), keep, res)) {
+    if (!writeAnswer(socket, fields.version(), keep, std::move(res))) {
       return;
     }
     if (!keep) {
@@ -425,15 +426,14 @@ struct PushServer::Listener {
     beast::error_code ec;
     socket.shutdown(tcp::socket::shutdown_send, ec);
     std::array<char, 65536> sink{};
-    pollfd p{socket.native_handle(), POLLIN, 0};
+    TimedReads reads{socket, 1000};
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline && ::poll(&p, 1, 1000) > 0 &&
-           socket.read_some(asio::buffer(sink), ec) > 0 && !ec) {
+    while (std::chrono::steady_clock::now() < deadline &&
+           reads.read_some(asio::buffer(sink), ec) > 0 && !ec) {
     }
   }
 
-  static bool writeAnswer(tcp::socket& socket, unsigned version, bool keep_alive,
-                          const Response& res) {
+  static bool writeAnswer(tcp::socket& socket, unsigned version, bool keep_alive, Response res) {
     http::response<http::string_body> out{static_cast<http::status>(res.status), version};
     if (!res.content_type.empty()) {
       out.set(http::field::content_type, res.content_type);
@@ -441,7 +441,7 @@ struct PushServer::Listener {
     for (const auto& [name, value] : res.headers) {
       out.set(name, value);
     }
-    out.body() = res.body;
+    out.body() = std::move(res.body);
     out.keep_alive(keep_alive);
     out.prepare_payload();
     beast::error_code ec;
