@@ -41,6 +41,8 @@ runs=${RUNS:-3}
 slow=${SLOW_LINES:-50000}
 out=${OUT:-$here/RESULTS.md}
 work=${WORK:-$(mktemp -d)}
+# A temporary work dir holds hundreds of MB of corpus; it is kept only to look into a failure.
+[[ -n ${WORK:-} ]] || trap 'rc=$?; if [[ $rc == 0 ]]; then rm -rf "$work"; fi' EXIT
 fl=$build/faultline
 mf=$build/bench/faultline_match_file
 for b in "$fl" "$mf"; do

@@ -6,7 +6,8 @@
 #                                     otlp_proto"), CPU (core for faultline, 1), LOAD_CPU (core
 #                                     for the broker and the producer, 0), MATCH_THREADS (1:
 #                                     serve's match workers), QUEUE_BYTES (268435456),
-#                                     PREFETCH_KB (librdkafka queued.max.messages.kbytes, 65536),
+#                                     PREFETCH_KB (librdkafka queued.max.messages.kbytes; unset:
+#                                     faultline's default, 90112),
 #                                     PROPERTIES (more librdkafka properties for serve, as YAML
 #                                     flow-map entries, e.g. 'fetch.wait.max.ms: "10"'),
 #                                     WORK (temp dir)
@@ -29,16 +30,16 @@
 # floor for faultline's); the mock returns one message set per partition per fetch.
 # Peak RSS is VmHWM. Hits are compared with `faultline replay` of the same corpus files.
 # With LINES in the millions faultline has a backlog, and librdkafka 2.0.2 pauses fetching for
-# about a second whenever its pre-fetch queue is full (queued.min.messages, 100,000 messages, or
-# PREFETCH_KB): the wall rate then shows that pause, the CPU-second rate does not (bench/README.md,
-# "Kafka catch-up and the pre-fetch queue").
+# about a second whenever its pre-fetch queue is full (queued.min.messages, faultline's default
+# 200,000 messages, or PREFETCH_KB): the wall rate then shows that pause, the CPU-second rate
+# does not (bench/README.md, "Kafka catch-up and the pre-fetch queue").
 #
 # What bounds memory on this path: librdkafka's pre-fetch queue (queued.max.messages.kbytes,
-# overshot by at most one fetch, fetch.max.bytes 50 MiB), plus the one batch the Kafka source is
-# decoding or the pipeline is matching (the source waits for the pipeline before it polls again;
-# a batch closes at kafka.batch_max_messages 10000 messages or records, at kafka.batch_max_bytes
-# 16 MiB with the message that reaches it, or batch_timeout_ms 100 ms after its first message),
-# plus queue_bytes for the push endpoints (unused here).
+# overshot by at most one fetch, fetch.max.bytes, faultline's default 24 MiB), plus the one batch
+# the Kafka source is decoding or the pipeline is matching (the source waits for the pipeline
+# before it polls again; a batch closes at kafka.batch_max_messages 10000 messages or records, at
+# kafka.batch_max_bytes 16 MiB with the message that reaches it, or batch_timeout_ms 100 ms after
+# its first message), plus queue_bytes for the push endpoints (unused here).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -52,8 +53,10 @@ match_threads=${MATCH_THREADS:-1}
 # The script's own polling (curl, awk every 50 ms) runs on LOAD_CPU, not on faultline's core.
 taskset -cp "$load_cpu" $$ >/dev/null
 queue_bytes=${QUEUE_BYTES:-268435456}
-prefetch_kb=${PREFETCH_KB:-65536}
+prefetch_kb=${PREFETCH_KB:-}
 properties=${PROPERTIES:-}
+serve_properties=${prefetch_kb:+queued.max.messages.kbytes: \"$prefetch_kb\"}
+serve_properties+=${properties:+${serve_properties:+, }$properties}
 work=${WORK:-$(mktemp -d)}
 mkdir -p "$work"
 source "$here/kafka_lib.sh"
@@ -89,10 +92,11 @@ for enc in $encodings; do
   t_join=$EPOCHREALTIME  # a group's join and first message, to take off the next run's time
   taskset -c "$cpu" kcat -b "$brokers" -G "kcat-join-$enc" -o beginning -c 1 -q -f '' bench 2>/dev/null
   t_group=$EPOCHREALTIME
-  # Its CPU time too: what librdkafka alone costs per line, a floor for faultline's.
+  # Its CPU time too: what librdkafka alone costs per line, a floor for faultline's (with
+  # faultline's default fetch size, which costs librdkafka less than its own).
   TIMEFORMAT='%U %S'
   { time kcat_g_msgs=$(taskset -c "$cpu" kcat -b "$brokers" -G "kcat-$enc" -o beginning -e -q \
-    -f '%o\n' bench 2>/dev/null | wc -l); } 2>"$work/kcat-cpu-$enc"
+    -X fetch.max.bytes=25165824 -f '%o\n' bench 2>/dev/null | wc -l); } 2>"$work/kcat-cpu-$enc"
   kcat_g_cpu_lps=$(awk -v n="$total" '{ s = $1 + $2; printf "%.0f", (s > 0 ? n / s : 0) }' \
     "$work/kcat-cpu-$enc")
   kcat_g_s=$(awk -v a="$EPOCHREALTIME" -v b="$t_group" -v j="$t_group" -v i="$t_join" \
@@ -108,7 +112,7 @@ match_threads: $match_threads
 kafka:
   brokers: "$brokers"
   group_id: bench-$enc
-  properties: {queued.max.messages.kbytes: "$prefetch_kb"${properties:+, $properties}}
+  properties: {$serve_properties}
   topics:
     - {name: bench, encoding: $enc, stream: kernel}
 YAML
@@ -146,7 +150,7 @@ echo "faultline serve ($match_threads match threads) from Kafka (librdkafka mock
 echo "broker and producer on CPU $load_cpu ($(nproc --all) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 echo "Corpus: $total lines of $nodes nodes, $text_mb MB of message text, $faults faults injected ($expected_hits hits in \`faultline replay\` of the same files)."
-echo "Bounds: queue_bytes $queue_bytes, queued.max.messages.kbytes $prefetch_kb, kafka.batch_max_messages 10000, batch_max_bytes 16 MiB, batch_timeout_ms 100.${properties:+ Properties: $properties.}"
+echo "Bounds: queue_bytes $queue_bytes, queued.max.messages.kbytes ${prefetch_kb:-90112}, kafka.batch_max_messages 10000, batch_max_bytes 16 MiB, batch_timeout_ms 100.${properties:+ Properties: $properties.}"
 echo
 echo "| encoding | lines matched | messages / partitions | MB on the wire | kcat -C lines/s | kcat -G lines/s (per CPU-second) | faultline lines/s (wall) | faultline lines/s per CPU-second | wall / CPU time | hits / decisions | RSS idle / peak (MiB) |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"

@@ -1,5 +1,6 @@
 # Shared by kafka_e2e.sh and latency.sh (sourced). Needs: here (bench/), build, work, cpu,
-# load_cpu. Every process started here is stopped on exit.
+# load_cpu. Every process started here is stopped on exit, and a temporary work dir (no WORK)
+# removed after a run that succeeded.
 fl=$build/faultline
 load=$build/bench/kafka_load
 mock=$build/tests/tools/mock_kafka
@@ -11,8 +12,11 @@ for t in curl kcat python3 taskset; do
 done
 pids=()
 cleanup() {
+  local rc=$?
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  # A temporary work dir holds up to gigabytes of corpus; it is kept only to look into a failure.
+  if [[ -z ${WORK:-} && $rc == 0 ]]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 

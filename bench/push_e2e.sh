@@ -56,8 +56,11 @@ work=${WORK:-$(mktemp -d)}
 mkdir -p "$work"
 pids=()
 cleanup() {
+  local rc=$?
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  # A temporary work dir holds up to gigabytes of corpus; it is kept only to look into a failure.
+  if [[ -z ${WORK:-} && $rc == 0 ]]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 

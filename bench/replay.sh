@@ -20,6 +20,8 @@ cpu=${CPU:-1}
 runs=${RUNS:-3}
 [[ -x $fl ]] || { echo "replay.sh: $fl not found (build the faultline target first)" >&2; exit 2; }
 work=${WORK:-$(mktemp -d)}
+# A temporary work dir holds hundreds of MB of corpus; it is kept only to look into a failure.
+[[ -n ${WORK:-} ]] || trap 'rc=$?; if [[ $rc == 0 ]]; then rm -rf "$work"; fi' EXIT
 mkdir -p "$work/plain" "$work/zst"
 pin=(taskset -c "$cpu")
 

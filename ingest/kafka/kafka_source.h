@@ -27,8 +27,18 @@ struct KafkaConfig {
   std::string group_id = "faultline";
   std::vector<KafkaTopicConfig> topics;
   // Extra librdkafka properties (CONFIGURATION.md), e.g. security.protocol, session.timeout.ms.
-  // They override the defaults below, except enable.auto.offset.store, which must stay false.
-  std::map<std::string, std::string> properties;
+  // fromYaml adds them to these defaults, overriding them; enable.auto.offset.store must not be
+  // set (it stays false). The defaults differ from librdkafka's (bench/README.md, "Kafka fetches
+  // under glibc's mmap threshold"):
+  //   fetch.max.bytes 24 MiB, not 50: glibc maps each block of 32 MiB or more afresh
+  //     (keepFreedMemory, core/commands.h), so each full fetch response faulted its pages in again;
+  //   queued.max.messages.kbytes 88 MiB, not 64, and queued.min.messages 200,000, not 100,000:
+  //     librdkafka 2.0.2 fetches again only about a second after its pre-fetch queue passes one
+  //     of these, and a catch-up reads about the queue plus one fetch per second. The payload
+  //     held stays as before: 88 + 24 MiB against 64 + 50.
+  std::map<std::string, std::string> properties = {{"fetch.max.bytes", "25165824"},
+                                                   {"queued.max.messages.kbytes", "90112"},
+                                                   {"queued.min.messages", "200000"}};
   size_t batch_max_messages = 10000;  // a batch closes at this many messages or records
   // ... or once it holds this many bytes (RecordBatch::memoryBytes(): copied lines and labels,
   // held messages, record arrays), so that long lines cannot grow one batch without bound.

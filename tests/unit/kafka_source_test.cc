@@ -45,6 +45,9 @@ topics:
   EXPECT_EQ(config.batch_max_bytes, 1048576u);
   EXPECT_EQ(config.batch_timeout_ms, 20);
   EXPECT_EQ(config.properties.at("session.timeout.ms"), "6000");
+  EXPECT_EQ(config.properties.at("fetch.max.bytes"), "25165824");  // faultline's defaults kept
+  EXPECT_EQ(config.properties.at("queued.max.messages.kbytes"), "90112");
+  EXPECT_EQ(config.properties.at("queued.min.messages"), "200000");
   ASSERT_EQ(config.topics.size(), 2u);
   EXPECT_EQ(config.topics[0].encoding, KafkaEncoding::kRaw);
   EXPECT_EQ(config.topics[0].stream, StreamKind::kKernel);
@@ -55,6 +58,14 @@ topics:
   EXPECT_EQ(config.topics[1].fields.line, std::vector<std::string>{"text"});
   EXPECT_EQ(config.topics[1].fields.time, (std::vector<std::string>{"ts", "when"}));
   EXPECT_EQ(config.topics[1].fields.node, KafkaJsonFields().node);
+}
+
+TEST(KafkaConfig, PropertiesOverrideTheFetchSizeDefault) {
+  const KafkaConfig config = KafkaConfig::fromYaml(
+      YAML::Load("brokers: b\nproperties: {fetch.max.bytes: 52428800}\ntopics: [{name: t}]\n"));
+  EXPECT_EQ(config.properties.at("fetch.max.bytes"), "52428800");
+  EXPECT_EQ(config.properties.at("queued.min.messages"), "200000");
+  EXPECT_EQ(config.properties.size(), 3u);
 }
 
 TEST(KafkaConfig, FromYamlNamesTheBadKey) {
