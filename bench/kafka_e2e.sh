@@ -26,8 +26,9 @@
 # LOAD_CPU, so the wall rate includes waiting for it). Two baselines read the whole topic on the
 # same core without decoding: `kcat -C` (how fast the broker alone hands the messages out) and
 # `kcat -G`, a consumer group member like faultline, its time less that of another group's join
-# and first message (its lines per CPU-second, in brackets, are what librdkafka costs alone, a
-# floor for faultline's); the mock returns one message set per partition per fetch.
+# and first message (its lines per CPU-second, in brackets, are about what librdkafka costs
+# alone; kcat takes one message per poll call, faultline up to 256, so it is a reference, not a
+# floor); the mock returns one message set per partition per fetch.
 # Peak RSS is VmHWM. Hits are compared with `faultline replay` of the same corpus files.
 # With LINES in the millions faultline has a backlog, and librdkafka 2.0.2 pauses fetching for
 # about a second whenever its pre-fetch queue is full (queued.min.messages, faultline's default
@@ -92,8 +93,8 @@ for enc in $encodings; do
   t_join=$EPOCHREALTIME  # a group's join and first message, to take off the next run's time
   taskset -c "$cpu" kcat -b "$brokers" -G "kcat-join-$enc" -o beginning -c 1 -q -f '' bench 2>/dev/null
   t_group=$EPOCHREALTIME
-  # Its CPU time too: what librdkafka alone costs per line, a floor for faultline's (with
-  # faultline's default fetch size, which costs librdkafka less than its own).
+  # Its CPU time too: about what librdkafka alone costs per line (with faultline's default fetch
+  # size, which costs librdkafka less than its own).
   TIMEFORMAT='%U %S'
   { time kcat_g_msgs=$(taskset -c "$cpu" kcat -b "$brokers" -G "kcat-$enc" -o beginning -e -q \
     -X fetch.max.bytes=25165824 -f '%o\n' bench 2>/dev/null | wc -l); } 2>"$work/kcat-cpu-$enc"
