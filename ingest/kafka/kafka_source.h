@@ -87,11 +87,13 @@ class KafkaSource : public Source {
   // Subscribes, then polls until `stop`: each batch of up to batch_max_messages messages or
   // records, closed too by the message that brings it to batch_max_bytes (or what librdkafka had
   // fetched when it ran out, or what arrived within batch_timeout_ms of its first message), is
-  // decoded, passed to `handle`, and its offsets stored; auto commit sends them. On stop the
-  // partial batch is handled too, stored offsets are committed synchronously and the consumer
-  // leaves the group. otlp_proto records point into librdkafka messages that the batch holds, so
-  // a handler that moves the batch out must release it before run() returns. Throws
-  // std::runtime_error if the consumer cannot be created or subscribed.
+  // decoded, passed to `handle`, and its offsets stored; auto commit sends them. Messages are taken
+  // from librdkafka's queue up to 256 per call, and the time of that call is each one's receive
+  // time (KafkaDecoder::decode's `receive_ns`). On stop the partial batch is handled too, stored
+  // offsets are committed synchronously and the consumer leaves the group. otlp_proto records point
+  // into librdkafka messages that the batch holds, so a handler that moves the batch out must
+  // release it before run() returns. Throws std::runtime_error if the consumer cannot be created or
+  // subscribed.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   // Safe to call from any thread while run() is active.
