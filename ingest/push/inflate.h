@@ -11,13 +11,15 @@ namespace faultline {
 
 enum class InflateResult { kOk, kTooLarge, kCorrupt };
 
-// Decompresses `in`, in gzip format (RFC 1952; several members in sequence are one body, as
-// zlib's gunzip reads them) when it starts with the gzip magic bytes 1f 8b, else in zlib format
-// (RFC 1950; HTTP's `deflate`), into *out, with room for `padding` more bytes (out->capacity() is
-// at least out->size() + padding: appending simdjson's padding does not copy the body). Never
-// holds more than max_bytes + padding bytes of output, whatever the input claims: the output
-// buffer starts at the size a gzip trailer states (ISIZE, RFC 1952 2.3.1) or four times the
-// input, and grows fourfold up to max_bytes.
+// Decompresses `in` into *out, with room for `padding` more bytes (out->capacity() is at least
+// out->size() + padding: appending simdjson's padding does not copy the body). `in` is in gzip
+// format (RFC 1952) when it starts with the magic bytes 1f 8b, else in zlib format (RFC 1950;
+// HTTP's `deflate`). Several gzip members in sequence are one body, as zlib's gunzip reads them;
+// each member's CRC32 is checked, and a header's CRC16 (FHCRC) is skipped unchecked, as
+// libdeflate and Python's gzip module do.
+// Never holds more than max_bytes + padding bytes of output, whatever the input claims: the
+// output buffer starts at the size a gzip trailer states (ISIZE, RFC 1952 2.3.1) or four times
+// the input, and grows fourfold up to max_bytes.
 // Returns kTooLarge if the decompressed body is over max_bytes, kCorrupt if `in` is not one
 // whole valid stream (truncated, bad checksum, trailing bytes); *out is then unspecified.
 InflateResult inflateBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out);

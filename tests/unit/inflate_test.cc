@@ -73,6 +73,20 @@ TEST(InflateBody, AGzipTrailerIsCheckedNotTrusted) {
   EXPECT_LE(out.capacity(), (1U << 20) + 32);
 }
 
+TEST(InflateBody, AGzipHeaderCrcIsSkipped) {
+  const std::string raw = text(1000);
+  const std::string gz = compress(raw, true);
+  // The same member with FHCRC set and a CRC16 that is wrong after the 10-byte header: the
+  // member's CRC32 still guards the body.
+  std::string with_crc = gz.substr(0, 10) + "\x12\x34" + gz.substr(10);
+  with_crc[3] = static_cast<char>(with_crc[3] | 0x02);
+  std::string out;
+  ASSERT_EQ(inflateBody(with_crc, 1 << 20, 0, &out), InflateResult::kOk);
+  EXPECT_EQ(out, raw);
+  with_crc[with_crc.size() - 8] ^= 1;  // the CRC32
+  EXPECT_EQ(inflateBody(with_crc, 1 << 20, 0, &out), InflateResult::kCorrupt);
+}
+
 TEST(InflateBody, CorruptTruncatedAndTrailingBytesAreRefused) {
   const std::string raw = text(50000);
   std::string out;
