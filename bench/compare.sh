@@ -40,14 +40,10 @@ cpu=${CPU:-1}
 runs=${RUNS:-3}
 slow=${SLOW_LINES:-50000}
 out=${OUT:-$here/RESULTS.md}
-work=${WORK:-$(mktemp -d)}
-# A temporary work dir holds hundreds of MB of corpus; it is kept only to look into a failure.
-[[ -n ${WORK:-} ]] || trap 'rc=$?; if [[ $rc == 0 ]]; then rm -rf "$work"; fi' EXIT
-fl=$build/faultline
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 mf=$build/bench/faultline_match_file
-for b in "$fl" "$mf"; do
-  [[ -x $b ]] || { echo "compare.sh: $b not found (build it first)" >&2; exit 2; }
-done
+need "$fl" "$mf"
 missing=()
 command -v go >/dev/null || missing+=(golang-go)
 command -v rg >/dev/null || missing+=(ripgrep)

@@ -58,9 +58,10 @@ prefetch_kb=${PREFETCH_KB:-}
 properties=${PROPERTIES:-}
 serve_properties=${prefetch_kb:+queued.max.messages.kbytes: \"$prefetch_kb\"}
 serve_properties+=${properties:+${serve_properties:+, }$properties}
-work=${WORK:-$(mktemp -d)}
-mkdir -p "$work"
-source "$here/kafka_lib.sh"
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+load=$build/bench/kafka_load
+need "$fl" "$load" "$build/tests/tools/mock_kafka" curl kcat python3 taskset
 
 make_lines "$lines" "$nodes"
 total=$(wc -l <"$work/lines.tsv")

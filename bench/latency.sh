@@ -48,14 +48,17 @@ nodes=${NODES:-64}
 partitions=${PARTITIONS:-32}
 cpu=${CPU:-1}
 load_cpu=${LOAD_CPU:-0}
-work=${WORK:-$(mktemp -d)}
-mkdir -p "$work"
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 api=$build/tests/tools/fake_apiserver
-[[ -x $api ]] || { echo "latency.sh: $api not found (build it first)" >&2; exit 2; }
-source "$here/kafka_lib.sh"
-
+load=$build/bench/kafka_load
 pace=$build/bench/loki_pace
-[[ -x $pace ]] || { echo "latency.sh: $pace not found (build it first)" >&2; exit 2; }
+need "$fl" "$api" curl python3 taskset
+if [[ $transport == kafka ]]; then
+  need "$load" "$build/tests/tools/mock_kafka"
+else
+  need "$pace"
+fi
 fault='NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus'
 rate=${RATE:-}
 sustained=""

@@ -32,14 +32,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build}" && pwd)
-fl=$build/faultline
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 load=$build/bench/push_load
-for b in "$fl" "$load"; do
-  [[ -x $b ]] || { echo "push_e2e.sh: $b not found (build it first)" >&2; exit 2; }
-done
-for t in curl python3 taskset; do
-  command -v $t >/dev/null || { echo "push_e2e.sh: $t not installed" >&2; exit 2; }
-done
+need "$fl" "$load" curl python3 taskset
 lines=${LINES:-200000}
 records=${RECORDS:-1000000}
 nodes=${NODES:-16}
@@ -52,34 +48,16 @@ batch=${BATCH:-1000}
 max_body_bytes=${MAX_BODY_BYTES:-67108864}
 queue_bytes=${QUEUE_BYTES:-268435456}
 content_encoding=${CONTENT_ENCODING:-identity}
-work=${WORK:-$(mktemp -d)}
-mkdir -p "$work"
-pids=()
-cleanup() {
-  local rc=$?
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  # A temporary work dir holds up to gigabytes of corpus; it is kept only to look into a failure.
-  if [[ -z ${WORK:-} && $rc == 0 ]]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
 
 if [[ -n ${INPUT:-} ]]; then
   cp "$INPUT" "$work/lines.tsv"
   corpus="$INPUT: $(wc -l <"$work/lines.tsv") lines"
 else
-  echo "generating $lines lines for $nodes nodes in $work ..." >&2
-  python3 "$here/make_corpus.py" --out "$work/corpus" --lines "$lines" --nodes "$nodes" 2>"$work/corpus.log"
-  # node<TAB>message, without the dmesg / syslog envelope.
-  for f in "$work"/corpus/*.dmesg "$work"/corpus/*.syslog; do
-    node=$(basename "${f%%.*}")
-    sed -E "s/^\[ *[0-9.]+\] //; s/^[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} [^ ]+ kernel: //; s/^/$node\t/" "$f"
-  done >"$work/lines.tsv"
+  make_lines "$lines" "$nodes"
   faults=$(($(wc -l <"$work/corpus/faults.tsv") - 1))
   corpus="$(wc -l <"$work/lines.tsv") lines of $nodes nodes, $faults faults injected"
 fi
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 rows=()
 for format in $formats; do
@@ -89,28 +67,17 @@ http: {listen: "127.0.0.1:0", max_body_bytes: $max_body_bytes}
 queue_bytes: $queue_bytes
 match_threads: $match_threads
 YAML
-  : >"$work/serve-$format.log"
-  taskset -c "$cpu" "$fl" serve --config "$work/config-$format.yaml" 2>"$work/serve-$format.log" &
-  serve_pid=$!
-  pids+=("$serve_pid")
-  port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/serve-$format.log" | tail -1)
-    [[ -n $port ]] && break
-    sleep 0.1
-  done
-  [[ -n $port ]] || { echo "push_e2e.sh: serve did not listen (see $work/serve-$format.log)" >&2; exit 1; }
+  start_serve "$work/config-$format.yaml" "$work/serve-$format.log"
   rss_idle=$(awk '/^VmRSS/ { print $2 }' "/proc/$serve_pid/status")
   echo "$format: pushing $records records ..." >&2
-  c0=$(cpu_ticks "$serve_pid")
+  c0=$(cpu_ticks)
   out=$(taskset -c "$load_cpu" "$load" --url "http://127.0.0.1:$port" --format "$format" \
     --input "$work/lines.tsv" --records "$records" --connections "$connections" --batch "$batch" \
     --content-encoding "$content_encoding")
-  c1=$(cpu_ticks "$serve_pid")
+  c1=$(cpu_ticks)
   echo "  $out" >&2
   rss_peak=$(awk '/^VmHWM/ { print $2 }' "/proc/$serve_pid/status")
-  metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
-  hits=$(awk '/^faultline_hits_total\{/ { n += $2 } END { print n + 0 }' <<<"$metrics")
+  hits=$(metric faultline_hits_total)
   kill -TERM "$serve_pid"
   wait "$serve_pid" || { echo "push_e2e.sh: serve exited non-zero (see $work/serve-$format.log)" >&2; exit 1; }
   decisions=$(wc -l <"$work/decisions-$format.jsonl")

@@ -12,16 +12,14 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-build}
-fl=$build/faultline
+build=$(cd "${1:-build}" && pwd)
 lines=${LINES:-2000000}
 nodes=${NODES:-8}
 cpu=${CPU:-1}
 runs=${RUNS:-3}
-[[ -x $fl ]] || { echo "replay.sh: $fl not found (build the faultline target first)" >&2; exit 2; }
-work=${WORK:-$(mktemp -d)}
-# A temporary work dir holds hundreds of MB of corpus; it is kept only to look into a failure.
-[[ -n ${WORK:-} ]] || trap 'rc=$?; if [[ $rc == 0 ]]; then rm -rf "$work"; fi' EXIT
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+need "$fl" python3 taskset zstd
 mkdir -p "$work/plain" "$work/zst"
 pin=(taskset -c "$cpu")
 
@@ -47,8 +45,8 @@ replay() {
       grep 'replayed') || { echo "replay.sh: faultline replay failed" >&2; exit 1; }
     out+=("$(sed -E 's/.*: ([0-9]+) lines .*, ([0-9.]+) MB text, ([0-9]+) hits, ([0-9]+) decisions .*\(([0-9]+) lines\/s, ([0-9.]+) MB\/s\).*/\1 \2 \3 \4 \5 \6/' <<<"$summary")")
   done
-  local first=(${out[0]})
-  local lps mbs all
+  local first lps mbs all
+  read -ra first <<<"${out[0]}"
   lps=$(printf '%s\n' "${out[@]}" | awk '{print $5}' | median)
   mbs=$(printf '%s\n' "${out[@]}" | awk '{print $6}' | median)
   all=$(printf '%s\n' "${out[@]}" | awk '{print $6}' | paste -sd/)

@@ -1,24 +1,34 @@
-# Shared by kafka_e2e.sh and latency.sh (sourced). Needs: here (bench/), build, work, cpu,
-# load_cpu. Every process started here is stopped on exit, and a temporary work dir (no WORK)
-# removed after a run that succeeded.
+# shellcheck shell=bash disable=SC2034,SC2154  # variables set and read by the sourcing script
+# Shared by the bench scripts (sourced after setting here, bench/, and build). Sets fl (the
+# faultline binary), work (WORK, else a new temporary dir) and pids. Every process added to pids
+# is stopped on exit, and a temporary work dir removed after a run that succeeded: it holds up to
+# gigabytes of corpus, and is kept, unless empty, only to look into a failure.
 fl=$build/faultline
-load=$build/bench/kafka_load
-mock=$build/tests/tools/mock_kafka
-for b in "$fl" "$load" "$mock"; do
-  [[ -x $b ]] || { echo "$(basename "$0"): $b not found (build it first)" >&2; exit 2; }
-done
-for t in curl kcat python3 taskset; do
-  command -v $t >/dev/null || { echo "$(basename "$0"): $t not installed" >&2; exit 2; }
-done
+work=${WORK:-$(mktemp -d)}
+mkdir -p "$work"
 pids=()
 cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  # A temporary work dir holds up to gigabytes of corpus; it is kept only to look into a failure.
-  if [[ -z ${WORK:-} && $rc == 0 ]]; then rm -rf "$work"; fi
+  if [[ -z ${WORK:-} ]]; then
+    if [[ $rc == 0 ]]; then rm -rf "$work"; else rmdir "$work" 2>/dev/null || true; fi
+  fi
 }
 trap cleanup EXIT
+
+# need NAME...: exits 2 unless each is an executable path (a built target) or an installed
+# command.
+need() {
+  local b
+  for b in "$@"; do
+    if [[ $b == */* ]]; then
+      [[ -x $b ]] || { echo "$(basename "$0"): $b not found (build it first)" >&2; exit 2; }
+    else
+      command -v "$b" >/dev/null || { echo "$(basename "$0"): $b not installed" >&2; exit 2; }
+    fi
+  done
+}
 
 # make_lines LINES NODES: bench/make_corpus.py's corpus in $work/corpus (seeded, real-format
 # kernel lines, one fault per 100,000 lines) and its messages as $work/lines.tsv, one
@@ -36,10 +46,10 @@ make_lines() {
   paste -d '\n' "${tsv[@]}" | grep -v '^$' >"$work/lines.tsv"
 }
 
-# start_mock NAME PARTITIONS: a librdkafka mock cluster (one broker) on load_cpu with topic
-# `bench`; sets brokers and mock_pid.
+# start_mock NAME PARTITIONS: a librdkafka mock cluster (one broker, tests/tools/mock_kafka) on
+# load_cpu with topic `bench`; sets brokers and mock_pid.
 start_mock() {
-  taskset -c "$load_cpu" "$mock" --brokers 1 --topic "bench:$2" \
+  taskset -c "$load_cpu" "$build/tests/tools/mock_kafka" --brokers 1 --topic "bench:$2" \
     --bootstrap-file "$work/bootstrap-$1" >"$work/mock-$1.log" 2>&1 &
   mock_pid=$!
   pids+=("$mock_pid")
