@@ -1,4 +1,6 @@
-# Shared helpers for the end-to-end scripts (sourced, not run by ctest: it has no _ in the name).
+# shellcheck shell=bash
+# Shared helpers for the end-to-end scripts (sourced; tests/CMakeLists.txt runs every other
+# tests/e2e/*.sh as a test).
 set -eEuo pipefail
 : "${FL_BUILD:?FL_BUILD must be the build directory}" "${FL_SOURCE:?FL_SOURCE must be the source directory}"
 FAULTLINE=$FL_BUILD/faultline
