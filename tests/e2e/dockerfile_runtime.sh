@@ -2,6 +2,7 @@
 # The fast check of deploy/Dockerfile's fragile part, against the binary of this build: the runtime
 # stage must install, directly or as a dependency, the Debian package of every shared library
 # `faultline` loads (ldd). .ci/image builds and runs the whole image (without a container engine).
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 libs=$(ldd "$FAULTLINE")  # not piped into grep -q: its early exit would fail the pipeline
 if grep -q -E 'libasan|libubsan' <<<"$libs"; then

@@ -3,6 +3,7 @@
 # only on the Lease holder, so a Service sends pushes to the one replica that writes. When the
 # leader stops (SIGTERM releases the Lease) the other one becomes ready. Also: /metrics counts the
 # API requests by verb, resource and status (faultline_kube_requests_total).
+# shellcheck source=tests/e2e/lib.sh disable=SC2154  # pid_a, pid_b, port_a, port_b: start_replica sets them
 source "$(dirname "$0")/lib.sh"
 
 "$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1 \
@@ -23,9 +24,9 @@ kubernetes:
 YAML
   POD_NAME="replica-$1" "$FAULTLINE" serve --config "$tmp/config-$1.yaml" 2>>"$tmp/serve-$1.log" &
   pids+=($!)
-  eval "pid_$1=$!"
+  declare -g "pid_$1=$!"
   wait_listening "$tmp/serve-$1.log"
-  eval "port_$1=$port"
+  declare -g "port_$1=$port"
 }
 holder() { curl -fsS "$api$lease_path" 2>/dev/null | jq -r '.spec.holderIdentity // ""'; }
 readyz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz"; }

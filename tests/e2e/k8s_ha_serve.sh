@@ -9,6 +9,7 @@
 #     (README "High availability" says why).
 # Handover times are read on the Lease's clock (renewTime, acquireTime from the request log).
 # No taint, Event or condition is written twice, although both replicas decide every fault.
+# shellcheck source=tests/e2e/lib.sh disable=SC2154  # pid_a, pid_b, port_a, port_b: start_replica sets them
 source "$(dirname "$0")/lib.sh"
 command -v kcat >/dev/null || fail "kcat not installed"
 
@@ -45,7 +46,7 @@ done
 start_replica() {  # $1 = a | b, $2 = log name; the identity comes from POD_NAME, as in the Deployment
   POD_NAME="replica-$1" "$FAULTLINE" serve --config "$tmp/config-$1.yaml" 2>>"$tmp/$2.log" &
   pids+=($!)
-  eval "pid_$1=$!"
+  declare -g "pid_$1=$!"
 }
 lease() { curl -fsS "$api$lease_path" 2>/dev/null || echo '{}'; }
 holder() { lease | jq -r '.spec.holderIdentity // ""'; }

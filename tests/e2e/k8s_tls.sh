@@ -5,6 +5,7 @@
 #   - faultline with the cluster CA taints through it, sending its bearer token.
 #   - faultline with another CA sends nothing: every request fails TLS verification, is counted
 #     as code="error", and the node stays untainted.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v openssl >/dev/null || fail "openssl not installed"
 make_cluster_ca

@@ -3,6 +3,7 @@
 # produced into it with kcat, `faultline serve` consuming them as a consumer group, and the fake
 # API server on 127.0.0.1 receiving the taint PATCH. A pod's fake kernel line taints nothing;
 # offsets are committed, so a restarted service does not decide again; SIGTERM stops it cleanly.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v kcat >/dev/null || fail "kcat not installed"
 

@@ -9,6 +9,7 @@
 # Every record is a kernel Xid 79 of its own node, so each one the pipeline sees is a taint
 # decision of a node that names its request; the first request's decisions fill the pipe and the
 # pipeline thread blocks in the decision log's write.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 records=200    # per request
 requests=100   # per client

@@ -6,6 +6,7 @@
 # is re-read when it changes), a chunked body, and a line over max_line_bytes (truncated and
 # counted, still matched); then the metrics of the one request accepted (records, bytes, lines,
 # hits by signature, decisions by action, queue depth) and of the refusals by reason.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
 echo -n "s3cret" >"$tmp/token"

@@ -4,6 +4,7 @@
 # kernel-labelled "GPU has fallen off the bus" Xid 79 for their own node, which must be tainted
 # through the fake API server; each also sends the same line from a pod on gpu-5, which must
 # taint nothing. The clients are the npm project in tests/e2e/node (`npm ci`, see .ci/setup).
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
 node_dir=$FL_SOURCE/tests/e2e/node

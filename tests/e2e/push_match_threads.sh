@@ -7,6 +7,7 @@
 # untainted by the reset. A reset correlated before the line naming its UUID names no GPU, and
 # the node would keep its taint. (The mechanism's own test: tests/unit/batch_queue_test.cc.)
 # First, match_threads out of range (0, 257) or not a number is refused with its reason.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 # Out of range or not a number: serve refuses to start, naming the file and the key.

@@ -5,12 +5,13 @@
 # syslog and loki-jsonl formats. Exactly the nodes with real faults are tainted; flaps below
 # threshold, sympathetic Xids, application Xids below their count and a pod's fake kernel lines
 # are not.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 corpora=${FL_CORPORA:-$FL_SOURCE/../shared/corpora}  # FL_CORPORA=/none tests without them
 # Background messages, one per line, without any timestamp envelope.
 {
-  for f in "$FL_SOURCE"/tests/data/sample/gpu-node-01.dmesg; do sed 's/^\[[^]]*\] //' "$f"; done
+  sed 's/^\[[^]]*\] //' "$FL_SOURCE"/tests/data/sample/gpu-node-01.dmesg
   zcat "$FL_SOURCE/tests/data/sample/gpu-node-02.dmesg.gz" | sed -n 's/^<[0-9]>\[[^]]*\] //p'
   if [[ -d $corpora/gpud ]]; then
     sed 's/^[0-9,]*-;//' "$corpora"/gpud/kmsg.1.log

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `faultline replay` on the bundled sample (tests/data/sample/NOTICE lists what it holds): exactly
 # the expected nodes are tainted, whatever the order of the files, and a pod's fake Xid is not.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 expected="gpu-node-01 xid-fatal
@@ -20,7 +21,7 @@ SPDLOG_LEVEL=warn "$FAULTLINE" replay --year 2025 --decisions "$tmp/warn.jsonl" 
 cmp "$tmp/embedded.jsonl" "$tmp/warn.jsonl" || fail "SPDLOG_LEVEL changed the decisions"
 
 # The same files from disk, in reverse order, give the same decisions byte for byte.
-mapfile -t files < <(ls "$FL_SOURCE"/tests/data/sample/* | grep -v NOTICE | sort -r)
+mapfile -t files < <(printf '%s\n' "$FL_SOURCE"/tests/data/sample/* | grep -v NOTICE | sort -r)
 "$FAULTLINE" replay --year 2025 --decisions "$tmp/files.jsonl" "${files[@]}" 2>>"$tmp/replay.log"
 cmp "$tmp/embedded.jsonl" "$tmp/files.jsonl" || fail "file order changed the decisions"
 # So does any number of threads, each reading and matching its share of the files.

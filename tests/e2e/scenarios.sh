@@ -2,6 +2,7 @@
 # The labelled incident suite (tests/scenarios/README.md): every scenario's archive is generated
 # here from its description, replayed, and its decisions (node, action, rule) must be exactly the
 # expected ones. Prints precision and recall over the whole suite.
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 corpora=${FL_CORPORA:-$FL_SOURCE/../shared/corpora}  # FL_CORPORA=/none tests without them

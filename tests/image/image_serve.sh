@@ -12,11 +12,13 @@
 # Then a Loki push of an Xid 79 line must taint the node, and `faultline replay` (the README's
 # first command) must give its 5 decisions inside the image.
 #   FL_BUILD=build FL_SOURCE=. tests/image/image_serve.sh OUT     (OUT of build-rootfs.sh; root)
+# shellcheck source=tests/e2e/lib.sh disable=SC2154  # image.env sets image_*; eval, command_words
 source "$(dirname "$0")/../e2e/lib.sh"
 out=$(cd "${1:?usage: image_serve.sh OUT (of deploy/build-rootfs.sh)}" && pwd)
 image=$out/image
 [[ -x $image/usr/local/bin/faultline && -s $out/image.env ]] || fail "no image in $out"
-source "$out/image.env"  # image_user, image_entrypoint, image_cmd (shell-quoted words)
+# shellcheck source=/dev/null  # image_user, image_entrypoint, image_cmd (shell-quoted words)
+source "$out/image.env"
 eval "command_words=($image_entrypoint $image_cmd)"
 [[ ${command_words[*]} == "/usr/local/bin/faultline serve --config /etc/faultline/config.yaml" ]] ||
   fail "image command is '${command_words[*]}', not what deploy/base/deployment.yaml expects"
