@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -157,6 +158,15 @@ int replay(const ReplayArgs& a) {
           : std::min<size_t>(
                 inputs.size(),
                 a.threads != 0 ? a.threads : std::max(1U, std::thread::hardware_concurrency()));
+  // Numbered by name: hits of one node at one time are then taken in the same order whatever the
+  // order of the arguments or the threads.
+  std::vector<size_t> by_name(inputs.size());
+  std::iota(by_name.begin(), by_name.end(), 0);
+  std::stable_sort(by_name.begin(), by_name.end(),
+                   [&](size_t x, size_t y) { return inputs[x].name < inputs[y].name; });
+  for (size_t k = 0; k < by_name.size(); ++k) {
+    inputs[by_name[k]].number = static_cast<uint32_t>(k);
+  }
   const auto start = std::chrono::steady_clock::now();
   Pipeline pipeline(bank, taint, sinks);
   std::vector<std::unique_ptr<Pipeline>> collectors;
@@ -171,8 +181,11 @@ int replay(const ReplayArgs& a) {
     for (size_t t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
         try {
-          sources[t]->run([&](RecordBatch& batch) { collectors[t]->collect(batch); },
-                          std::stop_token());
+          sources[t]->run(
+              [&](RecordBatch& batch) {
+                collectors[t]->collect(batch, sources[t]->current().number);
+              },
+              std::stop_token());
         } catch (...) {
           errors[t] = std::current_exception();
         }
@@ -296,7 +309,7 @@ int serve(const std::string& config_path) {
       }
     });
   }
-  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads);
+  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads, cfg.max_lag_ns);
   ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes};
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the

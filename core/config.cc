@@ -64,6 +64,12 @@ ServiceConfig loadServiceConfig(const std::string& path) {
         throw std::runtime_error("match_threads: expected an integer from 1 to 256");
       }
     }
+    if (const YAML::Node l = root["max_lag"]) {
+      if (!l.IsScalar() || !parseDuration(l.Scalar(), &cfg.max_lag_ns) ||
+          cfg.max_lag_ns > 86400 * kNanosPerSecond) {
+        throw std::runtime_error("max_lag: expected a duration of at most 1d (like 5m)");
+      }
+    }
     return cfg;
   } catch (const YAML::Exception& e) {
     throw std::runtime_error(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

@@ -11,6 +11,8 @@
 //   http: {listen: "0.0.0.0:3100", ...}   # Loki and OTLP push endpoints, ingest/push/push_source.h
 //   queue_bytes: 268435456           # optional: bound of the ingest → pipeline queue (bytes)
 //   match_threads: 1                 # optional: match workers (core/serve_loop.h)
+//   max_lag: 10m                     # optional: how far one node's log may run behind the
+//                                    # newest (matcher/correlator.h, Correlator::advance)
 // At least one source (kafka, http) is required by `serve`.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "core/decision.h"
+#include "core/time.h"
 #include "ingest/kafka/kafka_source.h"
 #include "ingest/push/push_source.h"
 #include "sinks/kubernetes/kube_client.h"
@@ -35,8 +38,9 @@ struct ServiceConfig {
   std::optional<LeaderElectionConfig> leader_election;  // kubernetes.leader_election
   std::optional<KafkaConfig> kafka;
   std::optional<PushConfig> http;
-  size_t queue_bytes = 256 << 20;  // core/batch_queue.h
-  size_t match_threads = 1;        // Pipeline matchers, core/serve_loop.h
+  size_t queue_bytes = 256 << 20;              // core/batch_queue.h
+  size_t match_threads = 1;                    // Pipeline matchers, core/serve_loop.h
+  int64_t max_lag_ns = 600 * kNanosPerSecond;  // Correlator's max_lag, ns of event time
 };
 
 // Reads and validates the file. Throws std::runtime_error("FILE: cause") on any problem.

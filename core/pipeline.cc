@@ -9,6 +9,9 @@
 namespace faultline {
 namespace {
 
+// Hit::seq in replay: the input's number above this bit, the hit's place below (2^40 records).
+constexpr unsigned kInputShift = 40;
+
 // Appends the batch's job runs to *runs. Records of one stream share their labels: the job is
 // looked up once per run of a stream's records, and the run's earliest and latest times bound it.
 void jobRuns(const RecordBatch& batch, std::vector<BatchMatch::JobRun>* runs) {
@@ -45,8 +48,12 @@ void jobRuns(const RecordBatch& batch, std::vector<BatchMatch::JobRun>* runs) {
 }  // namespace
 
 Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
-                   std::vector<DecisionSink*> sinks, size_t matchers)
-    : correlator_(bank, std::move(taint)), sinks_(std::move(sinks)) {
+                   std::vector<DecisionSink*> sinks, size_t matchers, int64_t max_lag_ns)
+    : members_(std::any_of(bank->rules.begin(), bank->rules.end(),
+                           [](const Rule& r) { return r.peers_within_ns > 0; })),
+      max_lag_ns_(max_lag_ns),
+      correlator_(bank, std::move(taint), max_lag_ns),
+      sinks_(std::move(sinks)) {
   matchers_.reserve(std::max<size_t>(matchers, 1));
   for (size_t i = 0; i < std::max<size_t>(matchers, 1); ++i) {
     matchers_.emplace_back(bank);
@@ -69,27 +76,53 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
   out->hits.clear();
   out->runs.clear();
   matchers_[worker].match(batch, &out->hits);
-  jobRuns(batch, &out->runs);
+  if (members_) {
+    jobRuns(batch, &out->runs);
+  }
   out->newest_ns = INT64_MIN;
   for (const LogRecord& rec : batch.records) {
     out->newest_ns = std::max(out->newest_ns, rec.time_ns);
+  }
+  out->nodes.clear();
+  out->node_slot.clear();
+  if (max_lag_ns_ == 0) {
+    return;
+  }
+  size_t slot = 0;  // the previous record's node's: records come in runs of one node
+  for (const LogRecord& rec : batch.records) {
+    if (out->nodes.empty() || out->nodes[slot].first != rec.node) {
+      uint32_t& found = out->node_slot[rec.node];
+      if (found == 0) {
+        out->nodes.emplace_back(rec.node, INT64_MIN);
+        found = static_cast<uint32_t>(out->nodes.size());
+      }
+      slot = found - 1;
+    }
+    out->nodes[slot].second = std::max(out->nodes[slot].second, rec.time_ns);
   }
 }
 
 void Pipeline::correlate(BatchMatch& matched) {
   noteMembers(matched.runs);
   correlateHits(matched.hits);
+  // After the hits: a node's later records must not decide a timer that one of its hits cancels.
+  for (const auto& [node, newest_ns] : matched.nodes) {
+    correlator_.heard(node, newest_ns);
+  }
   out_.clear();
   correlator_.advance(matched.newest_ns, &out_);  // quiet and recovery timers move with log time
   emit(out_);
 }
 
-void Pipeline::collect(const RecordBatch& batch) {
+void Pipeline::collect(const RecordBatch& batch, uint32_t input) {
   match(0, batch, &matched_);
   max_time_ns_ = std::max(max_time_ns_, matched_.newest_ns);
   noteMembers(matched_.runs);
   const size_t first = hits_.size();
-  std::move(matched_.hits.begin(), matched_.hits.end(), std::back_inserter(hits_));
+  for (Hit& hit : matched_.hits) {
+    hit.seq = (uint64_t{input} << kInputShift) | (hit.seq & ((uint64_t{1} << kInputShift) - 1));
+    hits_.push_back(std::move(hit));
+  }
   keep(first);
 }
 
@@ -116,7 +149,8 @@ void Pipeline::keep(size_t first) {
     key += '\x1f';
     key += h.line;
     if (const size_t* kept = kept_.find(key)) {
-      if (h.time_ns < hits_[*kept].time_ns) {
+      const Hit& k = hits_[*kept];
+      if (h.time_ns < k.time_ns || (h.time_ns == k.time_ns && h.seq < k.seq)) {
         hits_[*kept] = std::move(h);  // the earliest, whatever the input order
       }
       continue;
@@ -138,10 +172,7 @@ void Pipeline::finishReplay() {
     if (a.node != b.node) {
       return a.node < b.node;
     }
-    if (a.line != b.line) {
-      return a.line < b.line;  // so that the order of input files does not matter
-    }
-    return a.seq < b.seq;
+    return a.seq < b.seq;  // input by name, then place: a DOWN before the ACTIVE of its second
   });
   correlateHits(hits_);
   hits_.clear();

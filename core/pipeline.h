@@ -31,13 +31,18 @@ struct BatchMatch {
   std::vector<Hit> hits;
   std::vector<JobRun> runs;
   int64_t newest_ns = INT64_MIN;  // the batch's latest record time; INT64_MIN if empty
+  // Each node of the batch and its latest record time (Correlator::heard), if the pipeline has a
+  // max_lag; node_slot maps a node to its place in `nodes`, plus one.
+  std::vector<std::pair<std::string_view, int64_t>> nodes;
+  FlatMap<uint32_t> node_slot;
 };
 
 class Pipeline {
  public:
-  // `matchers`: how many threads may call match() at once, each with its own Matcher.
+  // `matchers`: how many threads may call match() at once, each with its own Matcher. max_lag_ns:
+  // live, how far one node's log may lag behind the others' (Correlator); replay leaves it 0.
   Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks,
-           size_t matchers = 1);
+           size_t matchers = 1, int64_t max_lag_ns = 0);
 
   // Live, one thread: match(0, batch) and correlate().
   void process(const RecordBatch& batch);
@@ -46,22 +51,24 @@ class Pipeline {
   // per-record pass is here, so that correlate() costs per hit and per job run, not per record.
   void match(size_t worker, const RecordBatch& batch, BatchMatch* out);
   // Live, one batch at a time, in arrival order (each node's stream is in event-time order on the
-  // wire): records the batch's job runs, correlates its hits and moves event time to its newest
-  // record. Decisions reach the sinks before this returns. The hits are moved into the
-  // correlator: only their time, signature, stream, seq and repeats stay.
+  // wire): records the batch's job runs, correlates its hits, moves each node's time to its newest
+  // record and event time to the batch's newest. Decisions reach the sinks before this returns. The
+  // hits are moved into the correlator: only their time, signature, stream, seq and repeats stay.
   void correlate(BatchMatch& matched);
 
-  // Replay: matches the batch and keeps its hits; nothing is decided until finishReplay().
+  // Replay: matches the batch of input number `input` and keeps its hits; nothing is decided
+  // until finishReplay(). Inputs are numbered in the order of their names, so that hits of one
+  // node at one time are taken in that order, and in the input's own order within one input.
   // Memory stays bounded under a flood: identical hits (node, signature, line without its
   // timestamp envelope) in one second of event time are kept once (the earliest), as the
   // correlator would take the others for repeats anyway (Correlator), live as in replay.
-  void collect(const RecordBatch& batch);
+  void collect(const RecordBatch& batch, uint32_t input);
   // Replay: takes the hits `other` collected (from other files, on another thread), as if this
   // pipeline had collected them; `other` is left empty. Results do not depend on which pipeline
   // collected which file.
   void absorb(Pipeline& other);
-  // Replay: sorts the kept hits by event time (ties: node, line, input order) and correlates
-  // them, so the outcome does not depend on the order of the input files or lines.
+  // Replay: sorts the kept hits by event time (ties: node, input, place in the input) and
+  // correlates them, so the outcome does not depend on the order of the input files.
   void finishReplay();
 
   // Flushes every sink.
@@ -83,6 +90,8 @@ class Pipeline {
   void emit(const std::vector<Decision>& decisions);
 
   std::vector<Matcher> matchers_;  // replay uses the first
+  bool members_ = false;           // the bank has suspects_peers rules: job runs are recorded
+  int64_t max_lag_ns_ = 0;
   Correlator correlator_;
   std::vector<DecisionSink*> sinks_;
   BatchMatch matched_;     // process() and collect(): the current batch's

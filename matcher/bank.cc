@@ -13,6 +13,10 @@
 namespace faultline {
 namespace {
 
+// Rule durations are added to event times (ns since the epoch, up to 2262 in int64): ten years
+// keeps every sum in range for any log time before 2252.
+constexpr int64_t kMaxDurationNs = 3650 * 86400 * int64_t{1'000'000'000};
+
 // Collects "file:line: cause" messages; the loader reports them all at once.
 class Problems {
  public:
@@ -282,8 +286,9 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     if (!node[key]) {
       return true;
     }
-    if (!parseDuration(scalar(node[key]), out) || *out < 0) {
-      problems->add(file, node[key], where + ": " + key + " is not a duration (like 90s, 10m, 1h)");
+    if (!parseDuration(scalar(node[key]), out) || *out < 0 || *out > kMaxDurationNs) {
+      problems->add(file, node[key],
+                    where + ": " + key + " is not a duration (like 90s, 10m, 1h) of at most 3650d");
       return false;
     }
     return true;
@@ -355,6 +360,11 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
       problems->add(file, c, where + ": cluster is {nodes: N >= 2, within: DUR}");
       return;
     }
+  }
+  if (rule.cluster_nodes > 0 && n["unless_followed_by"]) {
+    // A held hit would join its cluster window late, out of the window's time order.
+    problems->add(file, n["cluster"], where + ": cluster and unless_followed_by do not combine");
+    return;
   }
   if (const YAML::Node r = n["recovery"]) {
     if (!r.IsMap()) {

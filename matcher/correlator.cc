@@ -46,8 +46,8 @@ std::string describe(const std::vector<std::pair<std::string, std::string>>& ent
 
 }  // namespace
 
-Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
-    : bank_(std::move(bank)), taint_(std::move(taint)) {
+Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns)
+    : bank_(std::move(bank)), taint_(std::move(taint)), max_lag_ns_(max_lag_ns) {
   const size_t n = bank_->rules.size();
   rules_by_signature_.resize(bank_->signatures.size());
   corroborates_.resize(n);
@@ -88,6 +88,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint)
     if (!r.corroborated_by.empty()) {
       looked_up_[i] = true;
     }
+    peers_within_ns_ = std::max(peers_within_ns_, r.peers_within_ns);
   }
   for (uint32_t sig = 0; sig < rules_by_signature_.size(); ++sig) {
     const std::vector<uint32_t>& rules = rules_by_signature_[sig];
@@ -143,6 +144,8 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
     return;
   }
   NodeData& node = nodeOf(hit.node);
+  node.time_ns = std::max(node.time_ns, hit.time_ns);
+  node.heard_ns = std::max({node.heard_ns, now_ns_, hit.time_ns});
   const int64_t second = secondOf(hit.time_ns);
   if (second != node.second) {
     node.second = second;
@@ -293,9 +296,10 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       c.down_ns = t;
       c.down = ev;
       if (Fault* flt = node.faults.find(key)) {
-        flt->last_ns = t;  // the port went down again: no recovery yet
+        flt->last_ns = t;  // the port went down again: no recovery yet, quiet counts from here
         flt->recovering = false;
-        schedule(node_name, key, *flt, INT64_MAX);
+        schedule(node_name, key, *flt,
+                 rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
       }
       return;
     }
@@ -336,11 +340,11 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     fault(ri, node, node_name, f, {pair[0], ev}, t, out);
     return;
   }
-  count(ri, node, node_name, f, ev, out);
+  count(ri, node, node_name, f, ev, t, out);
 }
 
 void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
-                       const Evidence& ev, std::vector<Decision>* out) {
+                       const Evidence& ev, int64_t at_ns, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   if (!rule.corroborated_by.empty() && corroborate(ri, node, node_name, f, ev, out)) {
     return;
@@ -360,7 +364,7 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
   std::vector<Evidence> evidence = std::move(c.evidence);
   c.times.clear();
   c.evidence.clear();
-  fault(ri, node, node_name, f, std::move(evidence), ev.time_ns, out);
+  fault(ri, node, node_name, f, std::move(evidence), at_ns, out);
 }
 
 bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
@@ -384,6 +388,10 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   const std::string key = entityKey(ri, rule, f);
   if (node.faults.contains(key)) {
     return;
+  }
+  if (const Pending* p = node.pending.find(key)) {  // e.g. corroborated while held: decided now
+    timers_.erase({p->due_ns, node_name, key});
+    node.pending.erase(key);
   }
   const int64_t t = evidence.back().time_ns;
   Fault& flt = node.faults[key];
@@ -421,8 +429,10 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
   std::vector<std::string> now;
   for (auto& [key, flt] : node.faults) {
     const Rule& rule = bank_->rules[flt.rule];
+    // A flap fault's last hit is a port going down or the up hit that completed it: the port up
+    // again is its recovery, however soon (`stable` then guards it).
     if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
-        ev.time_ns - flt.last_ns < kRecoveryGuardNs) {
+        (rule.flap_field.empty() && ev.time_ns - flt.last_ns < kRecoveryGuardNs)) {
       continue;
     }
     const auto& entity = flt.entity;  // clang 14 cannot capture a structured binding
@@ -500,38 +510,61 @@ void Correlator::schedule(const std::string& node_name, const std::string& key, 
   f.due_ns = due_ns;
 }
 
+void Correlator::heard(std::string_view node_name, int64_t time_ns) {
+  if (const auto* found = nodes_.find(node_name)) {  // a node without hits has no timers
+    NodeData& node = **found;
+    node.time_ns = std::max(node.time_ns, time_ns);
+    node.heard_ns = std::max({node.heard_ns, now_ns_, time_ns});
+  }
+}
+
 void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
   now_ns_ = std::max(now_ns_, now_ns);
-  for (;;) {
-    // The earliest of the next timer and the next held cluster window to end.
-    int64_t due = INT64_MAX;
-    int held_rule = -1;
-    if (!timers_.empty()) {
-      due = std::get<0>(*timers_.begin());
+  // The newest time less max_lag: held cluster windows that end before it close, and a node
+  // last heard before it is silent.
+  const int64_t lagged = now_ns_ < INT64_MIN + max_lag_ns_ ? INT64_MIN : now_ns_ - max_lag_ns_;
+  if (peers_within_ns_ > 0 && now_ns_ >= prune_at_ns_) {
+    // Runs that ended longer ago than any suspects_peers window are no hit's peers any more.
+    pruneMembers(lagged < INT64_MIN + peers_within_ns_ ? INT64_MIN : lagged - peers_within_ns_);
+    prune_at_ns_ = now_ns_ > INT64_MAX - peers_within_ns_ ? INT64_MAX : now_ns_ + peers_within_ns_;
+  }
+  for (;;) {  // from the first timer again each time: deciding adds and removes timers
+    auto next = timers_.begin();
+    // The earliest timer that is due: before its node's own newest time, or, once the node is
+    // silent, before the newest time of all (with max_lag 0, as in replay: before the newest time).
+    while (next != timers_.end() && std::get<0>(*next) < now_ns_) {
+      const NodeData& node = **nodes_.find(std::get<1>(*next));
+      if (std::get<0>(*next) < node.time_ns || node.heard_ns <= lagged) {
+        break;
+      }
+      ++next;
     }
+    int64_t due =
+        next != timers_.end() && std::get<0>(*next) < now_ns_ ? std::get<0>(*next) : INT64_MAX;
+    int held_rule = -1;
     for (uint32_t ri : cluster_rules_) {
       if (!held_[ri].empty()) {
         const int64_t end = held_[ri].front().evidence.time_ns + bank_->rules[ri].cluster_within_ns;
-        if (end < due) {
+        if (end < lagged && end < due) {
           due = end;
           held_rule = static_cast<int>(ri);
         }
       }
     }
-    if (due >= now_ns_) {
+    if (due == INT64_MAX) {
       return;
     }
     if (held_rule >= 0) {
       flushHeld(static_cast<uint32_t>(held_rule), out);
       continue;
     }
-    const auto [at, node_name, key] = *timers_.begin();
+    const auto [at, node_name, key] = *next;
     NodeData& node = nodeOf(node_name);
     if (Pending* p = node.pending.find(key)) {
-      timers_.erase(timers_.begin());
+      timers_.erase({at, node_name, key});
       const Pending held = std::move(*p);
       node.pending.erase(key);
-      fault(held.rule, node, node_name, held.fields, {held.evidence}, at, out);
+      count(held.rule, node, node_name, held.fields, held.evidence, at, out);  // it counts now
       continue;
     }
     Fault& flt = *node.faults.find(key);  // a timer's key has a pending hit or a fault
@@ -579,7 +612,7 @@ void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
       }
       continue;
     }
-    count(ri, node, h.node, h.fields, h.evidence, out);
+    count(ri, node, h.node, h.fields, h.evidence, h.evidence.time_ns, out);
   }
 }
 
@@ -636,6 +669,36 @@ void Correlator::member(std::string_view job, std::string_view node, int64_t tim
   } else {
     nodes[node] = {time_ns, time_ns};
   }
+}
+
+void Correlator::pruneMembers(int64_t before_ns) {
+  std::vector<std::string> gone;
+  std::vector<std::string> empty;
+  for (auto& [job, nodes] : jobs_) {
+    gone.clear();
+    for (const auto& [node, span] : nodes) {
+      if (span.second < before_ns) {
+        gone.push_back(node);
+      }
+    }
+    for (const std::string& node : gone) {
+      nodes.erase(node);
+    }
+    if (nodes.size() == 0) {
+      empty.push_back(job);
+    }
+  }
+  for (const std::string& job : empty) {
+    jobs_.erase(job);
+  }
+}
+
+size_t Correlator::jobRuns() const {
+  size_t n = 0;
+  for (const auto& [job, nodes] : jobs_) {
+    n += nodes.size();
+  }
+  return n;
 }
 
 void Correlator::absorbMembers(const Correlator& other) {

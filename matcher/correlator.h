@@ -48,8 +48,8 @@ namespace faultline {
 //     reboot), after `recovery.stable` with no new hit of the fault's rule, or after
 //     `recovery.quiet` without any hit; when the last fault of a tainted node clears, the node
 //     gets one untaint decision and is healthy again.
-// Hits must arrive in event-time order (replay sorts them; live streams are ordered per node).
-// Time moves with the hits and with advance(); nothing depends on the wall clock.
+// Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
+// per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {
  public:
   enum class NodeState : uint8_t { kHealthy, kSuspect, kTainted, kRecovering };
@@ -61,19 +61,29 @@ class Correlator {
     uint64_t repeats = 0;       // hits that repeated one of the same second
   };
 
-  Correlator(std::shared_ptr<const Bank> bank, Taint taint);
+  // max_lag_ns: how far (ns of event time) one node's log may run behind the newest of all and
+  // still decide its own timers; 0 in replay, whose hits are sorted by time (see advance()).
+  Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns = 0);
 
   // Appends the decisions `hit` completes (and those of timers that fall due before it). Taken by
   // value: its line and fields become the evidence the correlator keeps, without a copy.
   void observe(Hit hit, std::vector<Decision>* out);
-  // Moves event time to `now_ns` (ns since the epoch): recovery and quiet timers and held
-  // cluster windows that end before it decide, in time order.
+  // Live: `node` sent records up to time_ns (ns since the epoch) in the batch being correlated.
+  void heard(std::string_view node, int64_t time_ns);
+  // Moves event time to `now_ns` (ns since the epoch), the newest of any node, and decides what
+  // falls due, in time order. A node's recovery, quiet and unless_followed_by timers fall due by
+  // its own newest time (its hits and heard()): a node whose log lags behind the others' (a
+  // backlog, a slower Kafka partition) is not decided on the others' time. Only once the node has
+  // sent nothing while the newest time moved on by max_lag do its timers fall due by the newest
+  // time (a node gone silent). Held cluster windows close when the newest time is max_lag past
+  // their end, so that a lagging node's hits still join the window.
   void advance(int64_t now_ns, std::vector<Decision>* out);
   // End of input (replay): decides every held cluster window.
   void finish(std::vector<Decision>* out);
 
   // Job membership, from pod records: `node` ran a pod of `job` at time_ns (ns since the epoch).
-  // Kept as a [first, last] interval per (job, node), for suspects_peers rules.
+  // Kept as a [first, last] interval per (job, node), for suspects_peers rules, until it ended
+  // longer ago than their longest window (Pipeline records none without such rules).
   void member(std::string_view job, std::string_view node, int64_t time_ns);
   // Adds the membership another correlator recorded (replay threads).
   void absorbMembers(const Correlator& other);
@@ -81,6 +91,8 @@ class Correlator {
   NodeState state(std::string_view node) const;
   const Stats& stats() const { return stats_; }
   size_t nodes() const { return nodes_.size(); }
+  // The (job, node) runs kept for suspects_peers rules.
+  size_t jobRuns() const;
 
  private:
   using Fields = std::vector<std::pair<std::string, std::string>>;
@@ -123,8 +135,10 @@ class Correlator {
   };
   struct NodeData {
     bool tainted = false;
-    int64_t second = INT64_MIN;            // of the latest hit (secondOf)
-    FlatMap<int64_t> seen;                 // repeatKey() -> the latest second it was observed in
+    int64_t time_ns = INT64_MIN;   // its newest hit or heard() time
+    int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
+    int64_t second = INT64_MIN;    // of the latest hit (secondOf)
+    FlatMap<int64_t> seen;         // repeatKey() -> the latest second it was observed in
     int64_t suspect_until_ns = INT64_MIN;  // marked by a peer's suspects_peers hit
     FlatMap<Pending> pending;              // key: rule index + entity
     FlatMap<Counter> counters;             // key: rule index + entity
@@ -140,8 +154,9 @@ class Correlator {
 
   void observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
                    const std::shared_ptr<const Evidence>& ev, std::vector<Decision>* out);
+  // Counts the hit `ev`; a fault it completes is decided at event time at_ns.
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
-             const Evidence& ev, std::vector<Decision>* out);
+             const Evidence& ev, int64_t at_ns, std::vector<Decision>* out);
   // Records a fault decided at event time at_ns (ns since the epoch) on this evidence.
   void fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              std::vector<Evidence> evidence, int64_t at_ns, std::vector<Decision>* out);
@@ -154,6 +169,8 @@ class Correlator {
   void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
   void flushHeld(uint32_t ri, std::vector<Decision>* out);
   void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
+  // Forgets the job runs that ended before before_ns (ns since the epoch).
+  void pruneMembers(int64_t before_ns);
   NodeData& nodeOf(std::string_view name);
   // Sets repeat_key_ to the hit's signature and line.
   void repeatKey(const Hit& hit);
@@ -178,10 +195,14 @@ class Correlator {
   std::vector<uint32_t> cluster_rules_;       // advance() looks at their held hits on every hit
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
   std::vector<std::deque<Held>> held_;        // cluster rules: hits held until their window ends
-  // job -> node -> [first, last] time it ran a pod of the job, ns
+  // job -> node -> [first, last] time it ran a pod of the job, ns; runs older than the longest
+  // suspects_peers window (peers_within_ns_) are pruned every such window of event time
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
+  int64_t peers_within_ns_ = 0;
+  int64_t prune_at_ns_ = INT64_MIN;
   std::vector<int64_t> job_until_;  // cluster rules: a job event lasts until then
   Timers timers_;
+  int64_t max_lag_ns_ = 0;
   int64_t now_ns_ = INT64_MIN;
   std::string repeat_key_;  // reused: a hit builds no string to look itself up
   // A signature's `where` conditions by field, each field once: a hit looks each field up once and

@@ -30,7 +30,9 @@ struct Hit {
   // The named captures that participated, then the columns of each of the signature's tables
   // whose row the captures key (Bank::tables: an Xid code's catalog action and class).
   std::vector<std::pair<std::string, std::string>> fields;
-  uint64_t seq = 0;  // arrival order, so that sorting by event time stays deterministic
+  // Arrival order, so that sorting by event time stays deterministic (replay: the input's number
+  // in the high bits, Pipeline::collect).
+  uint64_t seq = 0;
   // Records right after this hit's in its batch (no other record with hits between) that
   // repeated its node, stream and line in the same second of event time, no earlier: they make
   // no hits of their own, since the correlator takes such hits for repeats (Correlator).

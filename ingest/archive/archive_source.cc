@@ -54,11 +54,11 @@ ArchiveSource::ArchiveSource(std::vector<ArchiveInput> inputs, ArchiveOptions op
     : inputs_(std::move(inputs)), options_(std::move(options)) {}
 
 void ArchiveSource::run(const BatchHandler& handle, std::stop_token stop) {
-  for (const ArchiveInput& input : inputs_) {
+  for (current_ = 0; current_ < inputs_.size(); ++current_) {
     if (stop.stop_requested()) {
       return;
     }
-    runOne(input, handle, stop);
+    runOne(inputs_[current_], handle, stop);
   }
 }
 

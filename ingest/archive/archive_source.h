@@ -16,6 +16,7 @@ struct ArchiveInput {
   std::string name;   // a path, or "-" for standard input; names the node of dmesg files
   std::string bytes;  // when `from_memory`: the file's content (the embedded sample)
   bool from_memory = false;
+  uint32_t number = 0;  // the replay's: its place among all inputs by name (Pipeline::collect)
 };
 
 struct ArchiveOptions {
@@ -42,6 +43,8 @@ class ArchiveSource : public Source {
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   const ArchiveStats& stats() const { return stats_; }
+  // The input being read; valid in the handler that run() calls.
+  const ArchiveInput& current() const { return inputs_[current_]; }
 
  private:
   void runOne(const ArchiveInput& input, const BatchHandler& handle, const std::stop_token& stop);
@@ -49,6 +52,7 @@ class ArchiveSource : public Source {
   std::vector<ArchiveInput> inputs_;
   ArchiveOptions options_;
   ArchiveStats stats_;
+  size_t current_ = 0;
 };
 
 // The node a dmesg archive speaks for when --node is not given: its file name up to the first

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const faultline::ServiceConfig cfg = faultline::loadServiceConfig(path);
     faultline::validateTaint(cfg.taint);  // what loaded is valid
-    if (cfg.queue_bytes == 0 || cfg.match_threads == 0 || cfg.match_threads > 256) {
+    if (cfg.queue_bytes == 0 || cfg.match_threads == 0 || cfg.match_threads > 256 ||
+        cfg.max_lag_ns < 0 || cfg.max_lag_ns > 86400 * faultline::kNanosPerSecond) {
       __builtin_trap();
     }
   } catch (const std::runtime_error& e) {

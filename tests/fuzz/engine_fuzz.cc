@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   faultline::Pipeline replay(bank, faultline::Taint{}, {&replay_sink});
   for (const faultline::RecordBatch& batch : batches) {
     live.process(batch);
-    replay.collect(batch);
+    replay.collect(batch, 0);
   }
   replay.finishReplay();
   return 0;

@@ -315,8 +315,8 @@ TEST(Pipeline, ReplayOrderDoesNotChangeDecisions) {
                              StreamKind::kKernel});
     late.records.push_back({20 * kNanosPerSecond, "n1", "NVRM: Xid (PCI:0000:44:00): 48, b", 0, 0,
                             StreamKind::kKernel});
-    p.collect(reversed ? late : early);
-    p.collect(reversed ? early : late);
+    p.collect(reversed ? late : early, 0);
+    p.collect(reversed ? early : late, 0);
     p.finishReplay();
     return sink.got;
   };
@@ -343,7 +343,7 @@ TEST(Pipeline, IdenticalLinesInOneSecondCountOnceLiveAsInReplay) {
     if (live) {
       p.process(batch);
     } else {
-      p.collect(batch);
+      p.collect(batch, 0);
       p.finishReplay();
     }
     return sink.got.size();

@@ -1,0 +1,295 @@
+// Event time across nodes and held hits: a node whose log lags behind the others', lines of one
+// second in replay, held hits that count, flap recoveries, and what the correlator keeps.
+#include <gtest/gtest.h>
+
+#include "core/pipeline.h"
+#include "core/time.h"
+#include "matcher/bank.h"
+#include "matcher/correlator.h"
+
+namespace faultline {
+namespace {
+
+constexpr int64_t kMin = 60 * kNanosPerSecond;
+// 2025-02-14T05:00:00Z
+constexpr int64_t kT = 1'739'509'200 * kNanosPerSecond;
+constexpr const char* kDown = "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN";
+constexpr const char* kActive = "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE";
+
+class Collect : public DecisionSink {
+ public:
+  void write(const Decision& d) override {
+    got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
+  }
+  std::vector<std::string> got;
+};
+
+// One record per batch, as a push of one line.
+RecordBatch one(int64_t time_ns, const std::string& node, const std::string& line,
+                StreamKind kind = StreamKind::kKernel) {
+  RecordBatch b;
+  b.records.push_back({time_ns, b.copy(node), b.copy(line), 0, 0, kind});
+  return b;
+}
+
+std::shared_ptr<const Bank> shipped() {
+  static const auto bank = loadBank(embeddedRuleFiles());
+  return bank;
+}
+
+// gpu-2's DOWN, then gpu-3's log ten minutes ahead, then gpu-2's own ACTIVE a minute after its
+// DOWN: the port came back within ib-port-down-lasting's five minutes.
+std::vector<std::string> laggingNode(int64_t max_lag_ns) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
+  p.process(one(kT, "gpu-2", kDown));
+  p.process(one(kT + 10 * kMin, "gpu-3", "systemd[1]: Started session 7."));
+  p.process(one(kT + kMin, "gpu-2", kActive));
+  p.process(one(kT + 11 * kMin, "gpu-2", "systemd[1]: Started session 8."));
+  return sink.got;
+}
+
+TEST(CorrelatorTime, ANodeLaggingLessThanMaxLagIsDecidedByItsOwnLog) {
+  EXPECT_EQ(laggingNode(15 * kMin), std::vector<std::string>{});
+  // Without a max_lag (replay's setting, whose hits are sorted) gpu-3's time decides gpu-2.
+  EXPECT_EQ(laggingNode(0), std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
+}
+
+// gpu-2 sends a backlog (its agent restarted) while gpu-3 is 30 minutes ahead: however far behind,
+// a node that keeps sending is decided by its own log.
+std::vector<std::string> backlog(int64_t max_lag_ns) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
+  p.process(one(kT + 30 * kMin, "gpu-3", "systemd[1]: Started session 7."));
+  p.process(one(kT, "gpu-2", kDown));
+  p.process(one(kT + 31 * kMin, "gpu-3", "systemd[1]: Started session 8."));
+  p.process(one(kT + kMin, "gpu-2", kActive));
+  p.process(one(kT + 2 * kMin, "gpu-2", "systemd[1]: Started session 9."));
+  return sink.got;
+}
+
+TEST(CorrelatorTime, ABackloggedNodeIsDecidedByItsOwnLog) {
+  EXPECT_EQ(backlog(5 * kMin), std::vector<std::string>{});
+  EXPECT_EQ(backlog(0), std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
+}
+
+TEST(CorrelatorTime, ANodeItsOwnLogPassesIsDecidedAtOnce) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  p.process(one(kT, "gpu-2", kDown));
+  p.process(one(kT + 6 * kMin, "gpu-2", "systemd[1]: Started session 7."));
+  EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
+}
+
+TEST(CorrelatorTime, ASilentNodeIsDecidedOnceTheOthersAreMaxLagAhead) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, 10 * kMin);
+  p.process(one(kT, "gpu-2", kDown));  // and nothing more from gpu-2
+  p.process(one(kT + 6 * kMin, "gpu-3", "systemd[1]: Started session 7."));
+  EXPECT_EQ(sink.got, std::vector<std::string>{});  // gpu-2 heard at kT: silent from kT+10m
+  p.process(one(kT + 11 * kMin, "gpu-3", "systemd[1]: Started session 8."));
+  EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
+}
+
+// Four nodes' NCCL timeouts within ten minutes are a job's event (nccl-pytorch.yaml), twice; the
+// fourth node's line arrives after the others' logs passed the window's end.
+std::vector<std::string> laggingClusterNode(int64_t max_lag_ns) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
+  const std::string line =
+      "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+      "before timing out.";
+  for (int day = 0; day < 2; ++day) {  // two events: count 2 would taint each node
+    const int64_t t0 = kT + day * 86400 * kNanosPerSecond / 2;
+    for (const char* node : {"n1", "n2", "n3"}) {
+      p.process(one(t0, node, line, StreamKind::kPod));
+    }
+    p.process(one(t0 + 12 * kMin, "n1", "step 1", StreamKind::kPod));
+    p.process(one(t0 + kMin, "n4", line, StreamKind::kPod));
+    p.process(one(t0 + 20 * kMin, "n1", "step 2", StreamKind::kPod));
+  }
+  return sink.got;
+}
+
+TEST(CorrelatorTime, ClusterWindowsWaitMaxLagForALaggingNode) {
+  EXPECT_EQ(laggingClusterNode(5 * kMin), std::vector<std::string>{});
+  // Closed on the others' time, the window holds three nodes: no job's event, each counts.
+  EXPECT_EQ(laggingClusterNode(0).size(), 4U);
+}
+
+TEST(CorrelatorTime, ReplayTakesOneSecondsLinesInTheirInputOrder) {
+  // A DOWN and the ACTIVE after it in one second of a syslog archive (no sub-second times): the
+  // port was down for less than a second. "Link ACTIVE" sorts before "Link DOWN" as text.
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink});
+  RecordBatch b;
+  for (const auto& [time_ns, line] : std::vector<std::pair<int64_t, std::string>>{
+           {kT, kDown}, {kT, kActive}, {kT + 10 * kMin, "systemd[1]: Started session 7."}}) {
+    b.records.push_back({time_ns, "gpu-1", b.copy(line), 0, 0, StreamKind::kKernel});
+  }
+  p.collect(b, 0);
+  p.finishReplay();
+  EXPECT_EQ(sink.got, std::vector<std::string>{});
+}
+
+TEST(CorrelatorTime, AFlapFaultRecoversWhenThePortStaysUp) {
+  // Three DOWN-ACTIVE flaps of one port in an hour taint (ib-port-flap); ACTIVE and no DOWN for
+  // 30 minutes lift it. The ACTIVE that completes the third flap is the recovery signal.
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink});
+  for (int i = 0; i < 3; ++i) {
+    p.process(one(kT + i * 10 * kMin, "gpu-1", kDown));
+    p.process(one(kT + i * 10 * kMin + 5 * kNanosPerSecond, "gpu-1", kActive));
+  }
+  ASSERT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint ib-port-flap"});
+  p.process(one(kT + 51 * kMin, "gpu-1", "systemd[1]: Started session 7."));
+  EXPECT_EQ(sink.got,
+            (std::vector<std::string>{"gpu-1 taint ib-port-flap", "gpu-1 untaint ib-port-flap"}));
+}
+
+constexpr const char* kBank = R"(
+signatures:
+  - id: port
+    streams: [kernel]
+    severity: info
+    pattern: 'port (?P<port>\d+) (?P<state>DOWN|ACTIVE)'
+    examples: {match: ['port 1 DOWN']}
+  - id: nccl
+    streams: [pod]
+    severity: info
+    pattern: 'nccl timeout'
+    examples: {match: ['nccl timeout']}
+  - id: ok
+    streams: [pod]
+    severity: info
+    pattern: 'all good'
+    examples: {match: ['all good']}
+rules:
+  - id: flap
+    signature: port
+    severity: warning
+    entity: [port]
+    flap: {field: state, down: [DOWN], up: [ACTIVE], within: 10m}
+    count: 2
+    window: 1h
+    recovery: {quiet: 2h}
+  - id: port-down
+    signature: port
+    severity: info
+    where: {state: [DOWN]}
+  - id: down-lasting
+    signature: port
+    severity: warning
+    where: {state: [DOWN]}
+    entity: [port]
+    count: 3
+    window: 1h
+    unless_followed_by: {rules: [up], within: 5m}
+  - id: up
+    signature: port
+    severity: info
+    where: {state: [ACTIVE]}
+    entity: [port]
+  - id: nccl
+    signature: nccl
+    severity: warning
+    count: 2
+    window: 1h
+    corroborated_by: {rules: [port-down], within: 10m}
+    unless_followed_by: {rules: [ok], within: 2h}
+    recovery: {quiet: 1h}
+  - id: ok
+    signature: ok
+    severity: info
+)";
+
+class Held : public ::testing::Test {
+ protected:
+  Held() : bank_(loadBank({{"t.yaml", kBank}})), pipeline_(bank_, Taint{}, {&sink_}) {}
+  void feed(int64_t time_ns, const std::string& line, StreamKind kind = StreamKind::kKernel) {
+    pipeline_.process(one(time_ns, "n1", line, kind));
+  }
+  std::shared_ptr<const Bank> bank_;
+  Collect sink_;
+  Pipeline pipeline_;
+};
+
+TEST_F(Held, AHitCorroboratedWhileHeldIsDecidedOnce) {
+  feed(kT, "nccl timeout", StreamKind::kPod);  // held for 2 h
+  feed(kT + kMin, "port 9 DOWN");              // corroborates it: a fault now
+  ASSERT_EQ(sink_.got, std::vector<std::string>{"n1 taint nccl"});
+  for (int h = 1; h <= 4; ++h) {  // past the hold and the quiet hour: cleared once, no crash
+    feed(kT + h * 60 * kMin, "port 8 ACTIVE");
+  }
+  EXPECT_EQ(sink_.got, (std::vector<std::string>{"n1 taint nccl", "n1 untaint nccl"}));
+}
+
+TEST_F(Held, AHeldHitCountsTowardItsRulesCount) {
+  feed(kT, "port 1 DOWN");
+  feed(kT + 10 * kMin, "port 2 ACTIVE");  // past the hold: one counted hit of three
+  EXPECT_EQ(sink_.got, std::vector<std::string>{});
+  feed(kT + 20 * kMin, "port 1 DOWN");
+  feed(kT + 40 * kMin, "port 1 DOWN");
+  feed(kT + 50 * kMin, "port 2 ACTIVE");
+  EXPECT_EQ(sink_.got, std::vector<std::string>{"n1 taint down-lasting"});
+}
+
+TEST_F(Held, AFlapDuringItsFaultMovesTheQuietTimer) {
+  for (int i = 0; i < 3; ++i) {  // the third flap comes during the fault
+    feed(kT + i * kMin, "port 1 DOWN");
+    feed(kT + i * kMin + kNanosPerSecond, "port 1 ACTIVE");
+  }
+  ASSERT_EQ(sink_.got, std::vector<std::string>{"n1 taint flap"});
+  feed(kT + 10 * 60 * kMin, "port 2 ACTIVE");
+  EXPECT_EQ(sink_.got, (std::vector<std::string>{"n1 taint flap", "n1 untaint flap"}));
+}
+
+TEST(Bank, RefusesDurationsPastTenYearsAndHeldClusterHits) {
+  const std::string bad = std::string(kBank) + R"(  - id: long
+    signature: nccl
+    severity: warning
+    count: 2
+    window: 100000d
+  - id: held-cluster
+    signature: nccl
+    severity: warning
+    count: 2
+    window: 1h
+    cluster: {nodes: 3, within: 10m}
+    unless_followed_by: {rules: [ok], within: 5m}
+)";
+  try {
+    loadBank({{"b.yaml", bad}});
+    FAIL();
+  } catch (const BankError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("b.yaml:59: rule long: window is not a duration"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("rule held-cluster: cluster and unless_followed_by do not combine"),
+              std::string::npos)
+        << what;
+  }
+}
+
+TEST(CorrelatorTime, JobRunsAreKeptOnlyForSuspectsPeersAndOnlyForItsWindow) {
+  RecordBatch pods;
+  pods.labels = {{"batch.kubernetes.io/job-name", "train-0"},
+                 {"batch.kubernetes.io/job-name", "train-1"}};
+  pods.records.push_back({kT, "n1", "step 1", 0, 1, StreamKind::kPod});
+  pods.records.push_back({kT, "n2", "step 1", 1, 2, StreamKind::kPod});
+  Pipeline without(loadBank({{"t.yaml", kBank}}), Taint{}, {});
+  without.process(pods);
+  EXPECT_EQ(without.correlator().jobRuns(), 0U);
+  Pipeline with(shipped(), Taint{}, {});  // neuron.yaml's HANG_ON_COLLECTIVES suspects peers
+  with.process(pods);
+  EXPECT_EQ(with.correlator().jobRuns(), 2U);
+  with.process(one(kT + 9 * kMin, "n3", "systemd[1]: Started session 7."));
+  EXPECT_EQ(with.correlator().jobRuns(), 2U);
+  with.process(one(kT + 60 * kMin, "n3", "systemd[1]: Started session 8."));
+  with.process(one(kT + 61 * kMin, "n3", "systemd[1]: Started session 9."));
+  EXPECT_EQ(with.correlator().jobRuns(), 0U);
+}
+
+}  // namespace
+}  // namespace faultline
