@@ -223,8 +223,11 @@ using tcp = asio::ip::tcp;
 // connections open.
 struct PushServer::Listener {
   static constexpr auto kIdle = std::chrono::seconds(120);  // as Loki's http-idle-timeout
-  static constexpr int kReadTimeoutMs = 10000;    // a request stalled this long mid-way is dropped
-  static constexpr size_t kReadBytes = 64 << 10;  // per read of the socket
+  static constexpr size_t kReadBytes = 64 << 10;            // per read of the socket
+  // Bytes/s a body must average past its first read_timeout: a bound on the whole body that a
+  // client on a slow link (512 kbit/s) meets whatever its size, where a fixed one would refuse
+  // large bodies; holding a thread longer costs a client that much upload per thread.
+  static constexpr uint64_t kMinBodyRate = 64 << 10;
 
   // One connection; its handlers run one at a time (a strand), so the timer and the wait never
   // race.
@@ -267,23 +270,36 @@ struct PushServer::Listener {
   std::atomic<bool> stopping{false};
 
   // The connection's socket for Beast's reads: asio's synchronous reads have no timeout, so each
-  // read first waits for data, at most timeout_ms (then fails with timed_out).
+  // read first waits for data, at most `pause` and never past `deadline` (then fails with
+  // timed_out). The deadline bounds the whole request: with `pause` alone, a client sending a
+  // byte every 9 s held a thread for ever.
   struct TimedReads {
+    using Clock = std::chrono::steady_clock;
     tcp::socket& socket;
-    int timeout_ms = kReadTimeoutMs;
+    std::chrono::milliseconds pause;  // the longest wait for the next bytes
+    Clock::time_point deadline;
+    uint64_t min_rate = 0;    // bytes/s; each byte read moves the deadline on by 1/min_rate s
     template <class Buffers>  // read_some: the name Beast's SyncReadStream requires
     // NOLINTNEXTLINE(readability-identifier-naming)
     size_t read_some(const Buffers& buffers, beast::error_code& ec) {
       pollfd p{socket.native_handle(), POLLIN, 0};
       int ready = 0;
       do {
-        ready = ::poll(&p, 1, timeout_ms);
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
+          break;
+        }
+        ready = ::poll(&p, 1, static_cast<int>(std::min(left, pause).count()));
       } while (ready < 0 && errno == EINTR);
       if (ready <= 0) {
         ec = asio::error::timed_out;
         return 0;
       }
-      return socket.read_some(buffers, ec);
+      const size_t n = socket.read_some(buffers, ec);
+      if (min_rate > 0) {
+        deadline += std::chrono::nanoseconds(n * 1000000000 / min_rate);
+      }
+      return n;
     }
     template <class Buffers>
     // NOLINTNEXTLINE(readability-identifier-naming)
@@ -341,7 +357,8 @@ struct PushServer::Listener {
   // Reads, answers and writes one request, then waits for the next one or closes.
   void serve(PushServer& server, const std::shared_ptr<Connection>& c) {
     tcp::socket& socket = c->socket;
-    TimedReads stream{socket};
+    TimedReads stream{socket, server.config_.read_timeout,
+                      TimedReads::Clock::now() + server.config_.read_timeout};
     beast::error_code ec;
     http::request_parser<StringAppendBody> parser;
     parser.body_limit(server.config_.max_body_bytes);
@@ -372,6 +389,8 @@ struct PushServer::Listener {
       if (const auto length = parser.content_length()) {
         parser.get().body().reserve(*length + kJsonPadding);
       }
+      stream.deadline = TimedReads::Clock::now() + server.config_.read_timeout;
+      stream.min_rate = kMinBodyRate;
       http::read(stream, c->buffer, parser, ec);
       over_limit = ec == http::error::body_limit;
       if (clientGone(ec)) {
@@ -426,10 +445,9 @@ struct PushServer::Listener {
     beast::error_code ec;
     socket.shutdown(tcp::socket::shutdown_send, ec);
     std::array<char, 65536> sink{};
-    TimedReads reads{socket, 1000};
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline &&
-           reads.read_some(asio::buffer(sink), ec) > 0 && !ec) {
+    TimedReads reads{socket, std::chrono::seconds(1),
+                     TimedReads::Clock::now() + std::chrono::seconds(5)};
+    while (reads.read_some(asio::buffer(sink), ec) > 0 && !ec) {
     }
   }
 

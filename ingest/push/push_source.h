@@ -14,8 +14,11 @@
 //
 // Served over HTTP/1.1 (Boost.Beast) by `threads` threads, one request per thread at a time; idle
 // keep-alive connections hold no thread and are closed after 120 s. Bodies are read in pieces of
-// up to 64 KiB.
-// Content-Encoding gzip and deflate (zlib or gzip format; inflated whole with libdeflate:
+// up to 64 KiB. A request's header must arrive within read_timeout (10 s) of its first byte, and
+// its body within read_timeout plus 1 s per 64 KiB received (512 kbit/s, a slow link), with no
+// pause as long as read_timeout; else the connection is dropped unanswered. So a client trickling
+// bytes holds a thread for at most about 20 s, and one holding it longer must keep sending 64
+// KiB/s. Content-Encoding gzip and deflate (zlib or gzip format; inflated whole with libdeflate:
 // ingest/push/inflate.h), identity, and snappy (a no-op) on both push paths; chunked request
 // bodies are read like any other; `Expect: 100-continue` is answered.
 // Errors carry a one-line reason: text/plain for Loki, a google.rpc.Status
@@ -32,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
@@ -66,6 +70,9 @@ struct PushConfig {
   // push (/dev/null: the listener serves health and metrics only, as on the Kafka path).
   std::string token_file;
   StreamRules streams;  // labels naming the node and the stream kind
+  // The bound on reading a request's header, on any pause, and the body's bound before its
+  // allowance per byte (see above). Not in the YAML: tests shorten it.
+  std::chrono::milliseconds read_timeout{10000};
 
   // Shape (unknown keys are errors):
   //   listen: "0.0.0.0:3100"          # host:port; port 0 picks a free one

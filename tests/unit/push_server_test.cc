@@ -235,6 +235,16 @@ class RawConnection {
   }
   // Whether the last receive() ended because the server closed the connection.
   bool closedByPeer() const { return closed_by_peer_; }
+  // Sends `data` a byte at a time, one every `every`, until all is sent or the server has closed
+  // the connection; returns the bytes sent.
+  size_t trickle(const std::string& data, std::chrono::milliseconds every) const {
+    size_t sent = 0;
+    while (sent < data.size() && ::send(fd_, data.data() + sent, 1, MSG_NOSIGNAL) == 1) {
+      ++sent;
+      std::this_thread::sleep_for(every);
+    }
+    return sent;
+  }
 
  private:
   int fd_;
@@ -341,6 +351,52 @@ TEST(PushServer, IdleKeepAliveConnectionsHoldNoThread) {
     EXPECT_EQ(c->receive(), "");
     EXPECT_TRUE(c->closedByPeer());
   }
+}
+
+// A client sending a byte every 250 ms, each within the pause bound, is dropped once its header
+// or its body as a whole is late, so that a few such clients cannot hold every server thread.
+TEST(PushServer, TricklingRequestIsDroppedAtItsDeadline) {
+  using std::chrono::steady_clock;
+  using namespace std::chrono_literals;
+  PushConfig config;
+  config.threads = 1;
+  config.read_timeout = 1s;
+  Fixture f(1 << 20, config);
+  httplib::Client client("127.0.0.1", f.server->port());
+  client.set_read_timeout(30, 0);  // to measure the wait before the fix (the trickles' 9-10 s)
+  const std::string post =
+      "POST /loki/api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+  for (const bool in_header : {true, false}) {
+    RawConnection slow(f.server->port());
+    ASSERT_TRUE(slow.connected());
+    const std::string trickled =
+        in_header ? "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" : std::string(40, ' ');
+    if (!in_header) {
+      slow.send(post + "Content-Length: 40\r\n\r\n");
+    }
+    size_t sent = 0;
+    std::thread trickler([&] { sent = slow.trickle(trickled, 250ms); });
+    std::this_thread::sleep_for(100ms);
+    // The only thread is free again at the deadline (1 s), not when the trickle ends.
+    const auto start = steady_clock::now();
+    auto res = client.Get("/healthz");
+    const auto waited = steady_clock::now() - start;
+    trickler.join();
+    ASSERT_TRUE(res) << (in_header ? "header" : "body");
+    EXPECT_EQ(res->status, 200);
+    EXPECT_LT(waited, 3s) << (in_header ? "header" : "body");
+    EXPECT_LT(sent, trickled.size()) << (in_header ? "header" : "body");
+  }
+  // A body that takes longer than read_timeout but arrives at over 64 KiB/s (160 KiB/s) is served.
+  const std::string body = kLokiJson + std::string(256 << 10, ' ');
+  RawConnection steady(f.server->port());
+  ASSERT_TRUE(steady.connected());
+  steady.send(post + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  for (size_t at = 0; at < body.size(); at += 16 << 10) {
+    steady.send(body.substr(at, 16 << 10));
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_NE(steady.receive("\r\n\r\n").find("HTTP/1.1 204"), std::string::npos);
 }
 
 TEST(PushServer, AnExceptionFailsItsRequestNotTheServer) {
