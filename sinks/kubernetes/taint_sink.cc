@@ -184,7 +184,7 @@ TaintSink::Counters TaintSink::counters() const {
 
 std::string TaintSink::breakerTripped() const {
   std::lock_guard lock(mu_);
-  return breaker_;
+  return breaker_ == Breaker::kClosed ? "" : breaker_reason_;
 }
 
 void TaintSink::run() {
@@ -198,24 +198,29 @@ void TaintSink::run() {
       return;
     }
     const bool leader = !hooks_.may_write || hooks_.may_write();
-    if (leader && !was_leader && !held_.empty()) {
-      // Decisions seen as a follower may be ones the old leader never wrote: re-check them.
-      const auto oldest = Clock::now() - options_.follower_hold;
-      for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
-        if (it->first >= oldest) {
-          queue_.push_front(std::move(it->second));
+    if (leader && !was_leader) {
+      // Another leader may have tainted nodes or tripped the breaker since our last LIST: counting
+      // from that snapshot could exceed the limits. List again before the first write.
+      have_snapshot_ = false;
+      if (!held_.empty()) {
+        // Decisions seen as a follower may be ones the old leader never wrote: re-check them.
+        const auto oldest = Clock::now() - options_.follower_hold;
+        for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+          if (it->first >= oldest) {
+            queue_.push_front(std::move(it->second));
+          }
         }
+        spdlog::info("kubernetes: leading now; re-checking {} decisions seen as a follower",
+                     queue_.size());
+        held_.clear();
       }
-      spdlog::info("kubernetes: leading now; re-checking {} decisions seen as a follower",
-                   queue_.size());
-      held_.clear();
     }
     was_leader = leader;
     if (queue_.empty()) {
       if (leader) {
         // Keeps the snapshot and the breaker current; not a decision, so flush() need not wait.
         lock.unlock();
-        refresh(/*force=*/false);
+        refresh();
         lock.lock();
       }
       continue;
@@ -276,8 +281,8 @@ KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>
   return r;
 }
 
-bool TaintSink::refresh(bool force) {
-  if (!force && listed_once_ && Clock::now() - listed_ < options_.node_list_period) {
+bool TaintSink::refresh() {
+  if (have_snapshot_ && Clock::now() - listed_ < options_.node_list_period) {
     return true;
   }
   std::map<std::string, json> nodes;
@@ -294,7 +299,7 @@ bool TaintSink::refresh(bool force) {
       // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
       if (r.status != 200 || !parseNodeList(r.body, &page)) {
         spdlog::error("kubernetes: cannot list eligible nodes: GET {}: {}", path, describe(r));
-        return listed_once_;  // keep the last snapshot; a taint without one is refused
+        return have_snapshot_;  // keep the last snapshot; a taint without one is refused
       }
       for (auto& [name, node] : page.nodes) {
         nodes[name] = std::move(node);
@@ -307,23 +312,36 @@ bool TaintSink::refresh(bool force) {
   }
   nodes_ = std::move(nodes);
   listed_ = Clock::now();
-  listed_once_ = true;
+  have_snapshot_ = true;
 
   // The breaker lives in a ConfigMap so that it survives restarts and leader changes; deleting
   // it is the operator's reset.
   const std::string cm = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps/" +
                          options_.breaker_configmap;
+  // It fails closed: only a 404 clears it, and not a trip whose POST failed.
   const KubeClient::Response r = send([&] { return client_.get(cm); }, "GET " + cm);
-  std::lock_guard lock(mu_);
-  if (r.status == 404) {
-    if (!breaker_.empty()) {
+  if (r.status == 200) {
+    const std::string reason = stringAt(parseObject(r.body), "/data/reason");
+    setBreaker(Breaker::kTripped, reason.empty() ? "tripped (ConfigMap without a reason)" : reason);
+  } else if (r.status == 404 && breaker_ == Breaker::kUnrecorded) {
+    if (record(breaker_reason_)) {
+      setBreaker(Breaker::kTripped, breaker_reason_);
+    }
+  } else if (r.status == 404) {
+    if (breaker_ == Breaker::kTripped) {
       spdlog::warn("kubernetes: breaker reset by an operator (ConfigMap {}/{} deleted)",
                    options_.breaker_namespace, options_.breaker_configmap);
     }
-    breaker_.clear();
-  } else if (r.status == 200) {
-    const std::string reason = stringAt(parseObject(r.body), "/data/reason");
-    breaker_ = reason.empty() ? "tripped (ConfigMap without a reason)" : reason;
+    setBreaker(Breaker::kClosed, "");
+  } else if (breaker_ == Breaker::kUnknown || breaker_ == Breaker::kClosed) {
+    // A tripped ConfigMap we cannot read must not let taints through.
+    spdlog::error(
+        "kubernetes: blast-radius breaker state unknown: GET {}: {}; no node is tainted until it "
+        "can be read",
+        cm, describe(r));
+    setBreaker(Breaker::kUnknown,
+               "state unknown: GET " + cm + ": " +
+                   (r.status == 0 ? r.error : "HTTP " + std::to_string(r.status)));
   }
   return true;
 }
@@ -367,12 +385,19 @@ void TaintSink::suppress(const Decision& d, const std::string& reason) {
 }
 
 std::string TaintSink::guard(const Decision& d) {
-  {
-    std::lock_guard lock(mu_);
-    if (!breaker_.empty()) {
-      return "blast-radius breaker is tripped (" + breaker_ + "); delete ConfigMap " +
-             options_.breaker_namespace + "/" + options_.breaker_configmap + " to reset it";
-    }
+  const std::string cm = options_.breaker_namespace + "/" + options_.breaker_configmap;
+  switch (breaker_) {
+    case Breaker::kUnknown:
+      return "blast-radius breaker " + breaker_reason_ + "; no node is tainted until ConfigMap " +
+             cm + " can be read";
+    case Breaker::kTripped:
+      return "blast-radius breaker is tripped (" + breaker_reason_ + "); delete ConfigMap " + cm +
+             " to reset it";
+    case Breaker::kUnrecorded:
+      return "blast-radius breaker is tripped (" + breaker_reason_ +
+             "); not yet recorded in ConfigMap " + cm + " (retrying at the next LIST)";
+    case Breaker::kClosed:
+      break;
   }
   const BlastRadiusLimits& l = options_.limits;
   const int64_t window_start =
@@ -406,14 +431,17 @@ std::string TaintSink::guard(const Decision& d) {
 }
 
 void TaintSink::trip(const std::string& reason) {
-  {
-    std::lock_guard lock(mu_);
-    breaker_ = reason;
-  }
+  setBreaker(Breaker::kUnrecorded, reason);
   spdlog::error(
       "kubernetes: blast-radius breaker TRIPPED: {}; no node is tainted until an "
       "operator deletes ConfigMap {}/{}",
       reason, options_.breaker_namespace, options_.breaker_configmap);
+  if (record(reason)) {
+    setBreaker(Breaker::kTripped, reason);
+  }
+}
+
+bool TaintSink::record(const std::string& reason) {
   const json cm = {
       {"apiVersion", "v1"},
       {"kind", "ConfigMap"},
@@ -423,15 +451,27 @@ void TaintSink::trip(const std::string& reason) {
   const std::string path = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps";
   const KubeClient::Response r =
       send([&] { return client_.post(path, cm.dump()); }, "POST " + path);
-  if (r.status != 201 && r.status != 409) {
-    spdlog::error("kubernetes: cannot record the tripped breaker: {}", describe(r));
+  if (r.status == 201 || r.status == 409) {
+    return true;
   }
+  // Until it is recorded, a 404 for the ConfigMap is no operator's reset: stay tripped.
+  spdlog::error(
+      "kubernetes: cannot record the tripped breaker: {}; it stays tripped, retried at the next "
+      "LIST",
+      describe(r));
+  return false;
+}
+
+void TaintSink::setBreaker(Breaker state, std::string reason) {
+  std::lock_guard lock(mu_);
+  breaker_ = state;
+  breaker_reason_ = std::move(reason);
 }
 
 void TaintSink::taint(const Decision& d) {
   const std::string what = d.taint.key + (d.taint.value.empty() ? "" : "=" + d.taint.value) + ":" +
                            d.taint.effect + " on node " + d.node;
-  if (!refresh(/*force=*/false)) {
+  if (!refresh()) {
     spdlog::error("kubernetes: dropping taint {}: no node list from the API server", what);
     ++failed_;
     return;

@@ -6,7 +6,9 @@
 //                                          node_list_period: the node snapshot every check and
 //                                          count below reads (no GET per decision). Pages follow
 //                                          metadata.continue (client-go's ListPager); any failed
-//                                          page keeps the previous snapshot until the next LIST.
+//                                          page keeps the previous snapshot until the next LIST,
+//                                          except on becoming leader: the snapshot is dropped and
+//                                          taints fail until a LIST succeeds.
 //   PATCH /api/v1/nodes/{node}?fieldManager=faultline
 //         Content-Type: application/strategic-merge-patch+json
 //         {"metadata":{"resourceVersion":"<snapshot's>","annotations":{"faultline.dev/taint":A}},
@@ -22,7 +24,12 @@
 //         merge by type): status True on taint, False on untaint; skipped when unchanged.
 //   POST  /api/v1/namespaces/default/events, PATCH .../events/{name} (count, lastTimestamp on
 //         a repeat of the same node, reason and rule), protocols.md 4.4.
-//   GET | POST /api/v1/namespaces/{namespace}/configmaps/{breaker_configmap}: the breaker.
+//   GET /api/v1/namespaces/{namespace}/configmaps/{breaker_configmap} after every LIST, and
+//   POST /api/v1/namespaces/{namespace}/configmaps on a trip: the breaker. It fails closed:
+//   200 → tripped with data.reason; 404 → not tripped, unless this replica's trip is not yet
+//   recorded (its POST failed), which stays tripped and is POSTed again (201 or 409 records
+//   it); another status or no answer → state unknown (unless tripped) until a GET answers 200
+//   or 404. The state is unknown from the start until the first GET.
 //
 // Per taint decision, in order (a refusal becomes a kSuppressed decision, see Hooks):
 //   * dry run (global or the rule's): logged and counted, nothing written;
@@ -31,12 +38,14 @@
 //   * taint (same key and effect) already on the node: nothing written;
 //   * the node's annotation says faultline tainted it for this rule, with a decision time within
 //     reapply_after, and the taint is gone: an operator removed it by hand: suppressed;
-//   * breaker tripped, or the taint would exceed a limit (which trips it): suppressed;
+//   * breaker tripped or its state unknown, or the taint would exceed a limit (which trips it):
+//     suppressed;
 //   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
 //     response → retry after jittered exponential backoff; 404 and other statuses → failed.
 // Untaint removes faultline's taint only where the annotation says faultline set it.
 // Only the leader writes: while may_write() is false decisions are held (follower_hold) and
-// re-checked when leadership arrives; all checks are idempotent, so nothing is written twice.
+// re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
+// have written meanwhile); all checks are idempotent, so nothing is written twice.
 #pragma once
 
 #include <atomic>
@@ -132,20 +141,27 @@ class TaintSink : public DecisionSink {
   void flush() override;
 
   Counters counters() const;
-  // The breaker's reason while it is tripped, else "".
+  // The breaker's reason while it is tripped, why its state is unknown while it is, else "".
   std::string breakerTripped() const;
 
  private:
+  // kUnrecorded: tripped here, but the ConfigMap could not be created yet.
+  enum class Breaker { kUnknown, kClosed, kTripped, kUnrecorded };
+
   void run();
   void handle(const Decision& decision);
   void taint(const Decision& decision);
   void untaint(const Decision& decision);
   void suppress(const Decision& decision, const std::string& reason);
-  // Refreshes the node snapshot and the breaker when older than node_list_period (or forced).
-  bool refresh(bool force);
+  // Refreshes the node snapshot and the breaker when older than node_list_period or when there
+  // is no snapshot (at start, on becoming leader). False if there is still no snapshot.
+  bool refresh();
   // "" if the taint is within the limits, else the reason it is not (and the breaker trips).
   std::string guard(const Decision& decision);
   void trip(const std::string& reason);
+  // POSTs the breaker ConfigMap; true once it exists (201, or 409 AlreadyExists).
+  bool record(const std::string& reason);
+  void setBreaker(Breaker state, std::string reason);
   void event(const std::string& node, const std::string& type, const std::string& reason,
              const std::string& message);
   void condition(const nlohmann::json& node, bool faulty, const std::string& reason,
@@ -161,7 +177,7 @@ class TaintSink : public DecisionSink {
   // Worker-thread state.
   std::map<std::string, nlohmann::json> nodes_;  // the eligible nodes, by name
   std::chrono::steady_clock::time_point listed_{};
-  bool listed_once_ = false;
+  bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
   struct EventRecord {
     std::string name;
     int count = 0;
@@ -181,7 +197,8 @@ class TaintSink : public DecisionSink {
   std::condition_variable idle_cv_;  // queue_ is empty and nothing is in flight
   std::deque<Decision> queue_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, Decision>> held_;  // follower
-  std::string breaker_;  // reason while tripped
+  Breaker breaker_ = Breaker::kUnknown;  // set by the worker only: it reads without mu_
+  std::string breaker_reason_ = "state unknown: not read yet";  // unless kClosed
   bool busy_ = false;
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything above is initialised

@@ -613,6 +613,85 @@ TEST_F(GuardTest, BreakerStaysTrippedUntilTheOperatorDeletesTheConfigMap) {
             std::string::npos);
 }
 
+// A trip the ConfigMap POST could not record stays tripped: a 404 for the ConfigMap is no
+// operator's reset until the trip has been recorded, which is retried at every LIST.
+TEST_F(GuardTest, UnrecordedTripStaysTrippedAndIsRecordedLater) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
+  o.node_list_period = std::chrono::milliseconds(0);  // re-read before every decision
+  const std::string configmaps = "/api/v1/namespaces/faultline/configmaps";
+  server_.failNext("POST", configmaps, 403, /*count=*/2);  // e.g. RBAC, then fixed
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));  // trips; its POST gets 403
+  sink.flush();
+  EXPECT_FALSE(breaker().is_object());
+  EXPECT_EQ(sink.breakerTripped(), "would taint 2 nodes, over max_tainted 1");
+
+  // Room to taint again, but the breaker is still tripped.
+  ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
+  sink.write(decision("g2"));  // the ConfigMap is 404, its POST 403 again
+  sink.flush();
+  EXPECT_FALSE(tainted("g2"));
+  EXPECT_FALSE(breaker().is_object());
+  sink.write(decision("g3"));  // 404 again, and this POST records it
+  sink.flush();
+  EXPECT_FALSE(tainted("g3"));
+  ASSERT_TRUE(breaker().is_object());
+  EXPECT_EQ(breaker()["data"]["reason"], "would taint 2 nodes, over max_tainted 1");
+  EXPECT_EQ(count("POST", configmaps), 3);
+
+  const std::vector<Decision> s = suppressed();
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_NE(s[1].reason.find("not yet recorded in ConfigMap faultline/faultline-breaker"),
+            std::string::npos)
+      << s[1].reason;
+  EXPECT_NE(s[2].reason.find("delete ConfigMap faultline/faultline-breaker"), std::string::npos)
+      << s[2].reason;
+
+  // Once recorded, deleting it is the reset.
+  ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
+  sink.write(decision("g4"));
+  sink.flush();
+  EXPECT_TRUE(tainted("g4"));
+  EXPECT_EQ(sink.breakerTripped(), "");
+}
+
+// A breaker that cannot be read (another status than 200 or 404, after every try) may be a
+// tripped one: no taint until it is read.
+TEST_F(GuardTest, UnreadableBreakerRefusesTaints) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({0, 0, 0, std::chrono::seconds(60)});
+  o.max_attempts = 3;
+  o.node_list_period = std::chrono::milliseconds(0);
+  const std::string cm = "/api/v1/namespaces/faultline/configmaps/faultline-breaker";
+  server_.failNext("GET", cm, 403);
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("g0"));  // unknown from the start
+  sink.flush();
+  EXPECT_FALSE(tainted("g0"));
+  EXPECT_NE(sink.breakerTripped(), "");
+
+  sink.write(decision("g1"));  // read: not tripped
+  sink.flush();
+  EXPECT_TRUE(tainted("g1"));
+  EXPECT_EQ(sink.breakerTripped(), "");
+
+  server_.failNext("GET", cm, 500, /*count=*/3);
+  sink.write(decision("g2"));  // unknown again
+  sink.flush();
+  EXPECT_FALSE(tainted("g2"));
+
+  const std::vector<Decision> s = suppressed();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].reason, "blast-radius breaker state unknown: GET " + cm +
+                             ": HTTP 403; no node is tainted until ConfigMap "
+                             "faultline/faultline-breaker can be read");
+  EXPECT_NE(s[1].reason.find("state unknown: GET " + cm + ": HTTP 500"), std::string::npos)
+      << s[1].reason;
+  EXPECT_FALSE(breaker().is_object());  // unknown is not a trip: nothing to reset
+}
+
 // --- respecting operators ---
 
 TEST_F(TaintSinkTest, OptOutLabelIsRespected) {
@@ -764,6 +843,35 @@ TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
   EXPECT_EQ(count("PATCH", "/api/v1/nodes/n2"), 0);
   EXPECT_EQ(sink.counters().applied, 1u);
   EXPECT_EQ(sink.counters().already_present, 1u);
+}
+
+// Regaining leadership within node_list_period of the last LIST: another leader may have tainted
+// nodes meanwhile, so the limits count from a new LIST.
+TEST_F(GuardTest, ListsAgainOnBecomingLeader) {
+  createCluster(10);
+  std::atomic<bool> leader{true};
+  TaintSink::Hooks h = hooks();
+  h.may_write = [&] { return leader.load(); };
+  TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), h);  // LIST every hour
+  sink.write(decision("g0"));
+  sink.flush();
+  EXPECT_TRUE(tainted("g0"));
+
+  leader = false;
+  sink.write(decision("g0"));  // held: the sink saw it lead no more
+  sink.flush();
+  // Meanwhile the other leader taints g1.
+  ASSERT_TRUE(server_.mutate(
+      "g1",
+      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  leader = true;
+  sink.write(decision("g2"));
+  sink.flush();
+
+  EXPECT_FALSE(tainted("g2"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would taint 3 nodes, over max_tainted 2");
+  EXPECT_EQ(sink.counters().applied, 1u);
 }
 
 TEST(TaintSinkOptionsTest, FromYaml) {
