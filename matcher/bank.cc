@@ -15,7 +15,7 @@ namespace {
 
 // Rule durations are added to event times (ns since the epoch, up to 2262 in int64): ten years
 // keeps every sum in range for any log time before 2252.
-constexpr int64_t kMaxDurationNs = 3650 * 86400 * int64_t{1'000'000'000};
+constexpr int64_t kMaxDurationNs = int64_t{3650} * 86400 * 1'000'000'000;
 
 // Collects "file:line: cause" messages; the loader reports them all at once.
 class Problems {

@@ -684,7 +684,7 @@ void Correlator::pruneMembers(int64_t before_ns) {
     for (const std::string& node : gone) {
       nodes.erase(node);
     }
-    if (nodes.size() == 0) {
+    if (nodes.empty()) {
       empty.push_back(job);
     }
   }

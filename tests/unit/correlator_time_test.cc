@@ -11,6 +11,7 @@ namespace faultline {
 namespace {
 
 constexpr int64_t kMin = 60 * kNanosPerSecond;
+constexpr int64_t kHour = 60 * kMin;
 // 2025-02-14T05:00:00Z
 constexpr int64_t kT = 1'739'509'200 * kNanosPerSecond;
 constexpr const char* kDown = "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN";
@@ -100,8 +101,8 @@ std::vector<std::string> laggingClusterNode(int64_t max_lag_ns) {
       "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
       "before timing out.";
-  for (int day = 0; day < 2; ++day) {  // two events: count 2 would taint each node
-    const int64_t t0 = kT + day * 86400 * kNanosPerSecond / 2;
+  for (int64_t day = 0; day < 2; ++day) {  // two events: count 2 would taint each node
+    const int64_t t0 = kT + day * 12 * kHour;
     for (const char* node : {"n1", "n2", "n3"}) {
       p.process(one(t0, node, line, StreamKind::kPod));
     }
@@ -138,7 +139,7 @@ TEST(CorrelatorTime, AFlapFaultRecoversWhenThePortStaysUp) {
   // 30 minutes lift it. The ACTIVE that completes the third flap is the recovery signal.
   Collect sink;
   Pipeline p(shipped(), Taint{}, {&sink});
-  for (int i = 0; i < 3; ++i) {
+  for (int64_t i = 0; i < 3; ++i) {
     p.process(one(kT + i * 10 * kMin, "gpu-1", kDown));
     p.process(one(kT + i * 10 * kMin + 5 * kNanosPerSecond, "gpu-1", kActive));
   }
@@ -219,8 +220,8 @@ TEST_F(Held, AHitCorroboratedWhileHeldIsDecidedOnce) {
   feed(kT, "nccl timeout", StreamKind::kPod);  // held for 2 h
   feed(kT + kMin, "port 9 DOWN");              // corroborates it: a fault now
   ASSERT_EQ(sink_.got, std::vector<std::string>{"n1 taint nccl"});
-  for (int h = 1; h <= 4; ++h) {  // past the hold and the quiet hour: cleared once, no crash
-    feed(kT + h * 60 * kMin, "port 8 ACTIVE");
+  for (int64_t h = 1; h <= 4; ++h) {  // past the hold and the quiet hour: cleared once, no crash
+    feed(kT + h * kHour, "port 8 ACTIVE");
   }
   EXPECT_EQ(sink_.got, (std::vector<std::string>{"n1 taint nccl", "n1 untaint nccl"}));
 }
@@ -236,12 +237,12 @@ TEST_F(Held, AHeldHitCountsTowardItsRulesCount) {
 }
 
 TEST_F(Held, AFlapDuringItsFaultMovesTheQuietTimer) {
-  for (int i = 0; i < 3; ++i) {  // the third flap comes during the fault
+  for (int64_t i = 0; i < 3; ++i) {  // the third flap comes during the fault
     feed(kT + i * kMin, "port 1 DOWN");
     feed(kT + i * kMin + kNanosPerSecond, "port 1 ACTIVE");
   }
   ASSERT_EQ(sink_.got, std::vector<std::string>{"n1 taint flap"});
-  feed(kT + 10 * 60 * kMin, "port 2 ACTIVE");
+  feed(kT + 10 * kHour, "port 2 ACTIVE");
   EXPECT_EQ(sink_.got, (std::vector<std::string>{"n1 taint flap", "n1 untaint flap"}));
 }
 
