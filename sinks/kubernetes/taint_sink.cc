@@ -23,6 +23,8 @@ constexpr size_t kMaxLoggedBody = 512;
 constexpr size_t kMaxMessage = 1000;                // Event and condition messages
 constexpr const char* kEventNamespace = "default";  // legacy Events of cluster-scoped objects
 constexpr const char* kStrategicMerge = "application/strategic-merge-patch+json";
+// A node missing from a snapshot older than this is listed again before being refused.
+constexpr auto kRelistMissing = std::chrono::seconds(1);
 
 // Node names are DNS-1123 subdomains (k8s.io/apimachinery validation IsDNS1123Subdomain):
 // at most 253 characters of dot-separated labels [a-z0-9]([-a-z0-9]*[a-z0-9])?. That also makes
@@ -476,7 +478,14 @@ void TaintSink::taint(const Decision& d) {
     ++failed_;
     return;
   }
-  const auto found = nodes_.find(d.node);
+  auto found = nodes_.find(d.node);
+  if (found == nodes_.end() && Clock::now() - listed_ >= kRelistMissing) {
+    // A node that joined since the last LIST (a new GPU node's faults tend to come early). A failed
+    // LIST keeps the snapshot.
+    listed_ = {};
+    refresh();
+    found = nodes_.find(d.node);
+  }
   if (found == nodes_.end()) {
     suppress(d,
              "node is not eligible (no label matching the eligible selectors) or does not exist");

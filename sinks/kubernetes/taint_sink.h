@@ -33,7 +33,8 @@
 //
 // Per taint decision, in order (a refusal becomes a kSuppressed decision, see Hooks):
 //   * dry run (global or the rule's): logged and counted, nothing written;
-//   * node not in the snapshot (not eligible or gone): suppressed;
+//   * node not in the snapshot (not eligible or gone), nor in a new LIST when the snapshot is
+//     older than 1 s (a node that just joined): suppressed;
 //   * node labelled opt_out_label=true: suppressed;
 //   * taint (same key and effect) already on the node: nothing written;
 //   * the node's annotation says faultline tainted it for this rule, with a decision time within

@@ -331,6 +331,20 @@ TEST_F(TaintSinkTest, MissingNodeIsSuppressedAsNotEligible) {
   EXPECT_NE(suppressed()[0].reason.find("not eligible"), std::string::npos);
 }
 
+TEST_F(TaintSinkTest, ANodeThatJoinedSinceTheLastListIsListedAgain) {
+  createNode("n1");
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  createNode("n2");  // joins after the sink's LIST
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  sink.write(decision("n2"));
+  sink.flush();
+  EXPECT_TRUE(tainted("n2"));
+  EXPECT_EQ(suppressed().size(), 0u);
+}
+
 TEST_F(TaintSinkTest, ServerErrorsAreRetried) {
   createNode("n1");
   server_.failNext("GET", "/api/v1/nodes", 503);
