@@ -1,9 +1,9 @@
-// Fuzzes the engine on untrusted lines: any sequence of log lines, live (batch by batch) and in
-// replay, with the embedded bank. Each input line is one record: byte 0 picks the node (of 4),
-// byte 1 the step of event time from the record before (signed, in units of 10 s: up to 21 min
-// either way, so that bursts, windows, repeats and quiet timers all come into play), byte 2 the
-// stream kind, the rest the log line. Aborts if a node's decisions do not alternate taint,
-// untaint, taint, ... or a decision names a node that sent nothing.
+// Fuzzes the engine on untrusted lines: any sequence of log lines, live (batch by batch, with and
+// without a max_lag) and in replay, with the embedded bank. Each input line is one record: byte 0
+// picks the node (of 4), byte 1 the step of event time from the record before (signed, in units of
+// 10 s: up to 21 min either way, so that bursts, windows, repeats and quiet timers all come into
+// play), byte 2 the stream kind, the rest the log line. Aborts if a node's decisions do not
+// alternate taint, untaint, taint, ... or a decision names a node that sent nothing.
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -68,10 +68,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   Alternation live_sink;
   faultline::Pipeline live(bank, faultline::Taint{}, {&live_sink});
+  Alternation lagged_sink;
+  faultline::Pipeline lagged(bank, faultline::Taint{}, {&lagged_sink}, 1,
+                             300 * faultline::kNanosPerSecond);
   Alternation replay_sink;
   faultline::Pipeline replay(bank, faultline::Taint{}, {&replay_sink});
   for (const faultline::RecordBatch& batch : batches) {
     live.process(batch);
+    lagged.process(batch);
     replay.collect(batch, 0);
   }
   replay.finishReplay();
