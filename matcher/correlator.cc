@@ -209,8 +209,18 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
                : (where_pass_[k / 64] & (uint64_t{1} << (k % 64))) == 0) {
       continue;
     }
-    observeRule(ri, node, hit.node, joined ? joined : ev, out);
+    const std::shared_ptr<const Evidence>& used = joined ? joined : ev;
+    observeRule(ri, node, hit.node, used, out);
+    if (recovers_[ri]) {
+      recovering_.emplace_back(ri, used);
+    }
   }
+  // Recovery signals after every rule of the hit, whatever their order in the bank: the up hit
+  // that completes a flap fault is also that fault's first recovery signal.
+  for (const auto& [ri, e] : recovering_) {
+    recover(ri, node, hit.node, e->fields, *e, out);
+  }
+  recovering_.clear();
 }
 
 void Correlator::whereMask(uint32_t signature, const Fields& fields) {
@@ -249,9 +259,6 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       recent->hits[recent->next] = shared;
       recent->next = (recent->next + 1) % kRecentPerRule;
     }
-  }
-  if (recovers_[ri]) {
-    recover(ri, node, node_name, f, ev, out);
   }
   if (rule.peers_within_ns > 0) {
     markPeers(node_name, t, rule.peers_within_ns);

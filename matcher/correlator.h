@@ -205,6 +205,8 @@ class Correlator {
   int64_t max_lag_ns_ = 0;
   int64_t now_ns_ = INT64_MIN;
   std::string repeat_key_;  // reused: a hit builds no string to look itself up
+  // observe(): the hit's rules in some recovery.by, with the evidence each saw; reused
+  std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> recovering_;
   // A signature's `where` conditions by field, each field once: a hit looks each field up once and
   // gets a bit per rule (rules_by_signature_ order), not a test per rule and condition (the 8
   // rules of nvidia-xid all test `class`). A rule's bit is set for a value that every condition

@@ -246,6 +246,42 @@ TEST_F(Held, AFlapDuringItsFaultMovesTheQuietTimer) {
   EXPECT_EQ(sink_.got, (std::vector<std::string>{"n1 taint flap", "n1 untaint flap"}));
 }
 
+TEST(CorrelatorTime, AFlapFaultRecoversWhateverTheRuleOrder) {
+  // The recovery rule listed before the flap rule: the ACTIVE that completes the second flap
+  // still starts the recovery of the fault it completes.
+  const auto bank = loadBank({{"t.yaml", R"(
+signatures:
+  - id: port
+    streams: [kernel]
+    severity: info
+    pattern: 'port (?P<port>\d+) (?P<state>DOWN|ACTIVE)'
+    examples: {match: ['port 1 DOWN']}
+rules:
+  - id: up
+    signature: port
+    severity: info
+    where: {state: [ACTIVE]}
+    entity: [port]
+  - id: flap
+    signature: port
+    severity: warning
+    entity: [port]
+    flap: {field: state, down: [DOWN], up: [ACTIVE], within: 10m}
+    count: 2
+    window: 1h
+    recovery: {by: [up], stable: 30m}
+)"}});
+  Collect sink;
+  Pipeline p(bank, Taint{}, {&sink});
+  for (int64_t i = 0; i < 2; ++i) {
+    p.process(one(kT + i * kMin, "n1", "port 1 DOWN"));
+    p.process(one(kT + i * kMin + kNanosPerSecond, "n1", "port 1 ACTIVE"));
+  }
+  ASSERT_EQ(sink.got, std::vector<std::string>{"n1 taint flap"});
+  p.process(one(kT + 32 * kMin, "n1", "port 2 DOWN"));
+  EXPECT_EQ(sink.got, (std::vector<std::string>{"n1 taint flap", "n1 untaint flap"}));
+}
+
 TEST(Bank, RefusesDurationsPastTenYearsAndHeldClusterHits) {
   const std::string bad = std::string(kBank) + R"(  - id: long
     signature: nccl
