@@ -49,11 +49,7 @@ void jobRuns(const RecordBatch& batch, std::vector<BatchMatch::JobRun>* runs) {
 
 Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
                    std::vector<DecisionSink*> sinks, size_t matchers, int64_t max_lag_ns)
-    : members_(std::any_of(bank->rules.begin(), bank->rules.end(),
-                           [](const Rule& r) { return r.peers_within_ns > 0; })),
-      max_lag_ns_(max_lag_ns),
-      correlator_(bank, std::move(taint), max_lag_ns),
-      sinks_(std::move(sinks)) {
+    : correlator_(bank, std::move(taint), max_lag_ns), sinks_(std::move(sinks)) {
   matchers_.reserve(std::max<size_t>(matchers, 1));
   for (size_t i = 0; i < std::max<size_t>(matchers, 1); ++i) {
     matchers_.emplace_back(bank);
@@ -76,20 +72,20 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
   out->hits.clear();
   out->runs.clear();
   matchers_[worker].match(batch, &out->hits);
-  if (members_) {
+  // Read-only correlator settings: no lock needed beside a running correlate().
+  if (correlator_.keepsMembers()) {
     jobRuns(batch, &out->runs);
   }
+  const bool hears = correlator_.hearsNodes();
   out->newest_ns = INT64_MIN;
-  for (const LogRecord& rec : batch.records) {
-    out->newest_ns = std::max(out->newest_ns, rec.time_ns);
-  }
   out->nodes.clear();
   out->node_slot.clear();
-  if (max_lag_ns_ == 0) {
-    return;
-  }
   size_t slot = 0;  // the previous record's node's: records come in runs of one node
   for (const LogRecord& rec : batch.records) {
+    out->newest_ns = std::max(out->newest_ns, rec.time_ns);
+    if (!hears) {
+      continue;
+    }
     if (out->nodes.empty() || out->nodes[slot].first != rec.node) {
       uint32_t& found = out->node_slot[rec.node];
       if (found == 0) {

@@ -90,8 +90,6 @@ class Pipeline {
   void emit(const std::vector<Decision>& decisions);
 
   std::vector<Matcher> matchers_;  // replay uses the first
-  bool members_ = false;           // the bank has suspects_peers rules: job runs are recorded
-  int64_t max_lag_ns_ = 0;
   Correlator correlator_;
   std::vector<DecisionSink*> sinks_;
   BatchMatch matched_;     // process() and collect(): the current batch's

@@ -144,8 +144,7 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
     return;
   }
   NodeData& node = nodeOf(hit.node);
-  node.time_ns = std::max(node.time_ns, hit.time_ns);
-  node.heard_ns = std::max({node.heard_ns, now_ns_, hit.time_ns});
+  hear(node, hit.time_ns);
   const int64_t second = secondOf(hit.time_ns);
   if (second != node.second) {
     node.second = second;
@@ -519,10 +518,13 @@ void Correlator::schedule(const std::string& node_name, const std::string& key, 
 
 void Correlator::heard(std::string_view node_name, int64_t time_ns) {
   if (const auto* found = nodes_.find(node_name)) {  // a node without hits has no timers
-    NodeData& node = **found;
-    node.time_ns = std::max(node.time_ns, time_ns);
-    node.heard_ns = std::max({node.heard_ns, now_ns_, time_ns});
+    hear(**found, time_ns);
   }
+}
+
+void Correlator::hear(NodeData& node, int64_t time_ns) const {
+  node.time_ns = std::max(node.time_ns, time_ns);
+  node.heard_ns = std::max({node.heard_ns, now_ns_, time_ns});
 }
 
 void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {

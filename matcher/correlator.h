@@ -88,6 +88,11 @@ class Correlator {
   // Adds the membership another correlator recorded (replay threads).
   void absorbMembers(const Correlator& other);
 
+  // Whether member() is of use: the bank has suspects_peers rules.
+  bool keepsMembers() const { return peers_within_ns_ > 0; }
+  // Whether advance() reads heard(): max_lag is above 0.
+  bool hearsNodes() const { return max_lag_ns_ > 0; }
+
   NodeState state(std::string_view node) const;
   const Stats& stats() const { return stats_; }
   size_t nodes() const { return nodes_.size(); }
@@ -172,6 +177,8 @@ class Correlator {
   // Forgets the job runs that ended before before_ns (ns since the epoch).
   void pruneMembers(int64_t before_ns);
   NodeData& nodeOf(std::string_view name);
+  // The node sent a record of time_ns: its own time, and when it was last heard (now_ns_).
+  void hear(NodeData& node, int64_t time_ns) const;
   // Sets repeat_key_ to the hit's signature and line.
   void repeatKey(const Hit& hit);
   // Whether rule `ri` has a fault on the entity of `fields` (fault() would add nothing).

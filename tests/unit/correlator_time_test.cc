@@ -38,16 +38,31 @@ std::shared_ptr<const Bank> shipped() {
   return bank;
 }
 
+struct Line {
+  int64_t time_ns;
+  std::string node;
+  std::string text;
+  StreamKind kind = StreamKind::kKernel;
+};
+
+// The decisions of a live pipeline over the shipped bank with max_lag_ns, fed `lines` in order,
+// one per batch.
+std::vector<std::string> live(int64_t max_lag_ns, const std::vector<Line>& lines) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
+  for (const Line& l : lines) {
+    p.process(one(l.time_ns, l.node, l.text, l.kind));
+  }
+  return sink.got;
+}
+
 // gpu-2's DOWN, then gpu-3's log ten minutes ahead, then gpu-2's own ACTIVE a minute after its
 // DOWN: the port came back within ib-port-down-lasting's five minutes.
 std::vector<std::string> laggingNode(int64_t max_lag_ns) {
-  Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
-  p.process(one(kT, "gpu-2", kDown));
-  p.process(one(kT + 10 * kMin, "gpu-3", "systemd[1]: Started session 7."));
-  p.process(one(kT + kMin, "gpu-2", kActive));
-  p.process(one(kT + 11 * kMin, "gpu-2", "systemd[1]: Started session 8."));
-  return sink.got;
+  return live(max_lag_ns, {{kT, "gpu-2", kDown},
+                           {kT + 10 * kMin, "gpu-3", "systemd[1]: Started session 7."},
+                           {kT + kMin, "gpu-2", kActive},
+                           {kT + 11 * kMin, "gpu-2", "systemd[1]: Started session 8."}});
 }
 
 TEST(CorrelatorTime, ANodeLaggingLessThanMaxLagIsDecidedByItsOwnLog) {
@@ -59,14 +74,11 @@ TEST(CorrelatorTime, ANodeLaggingLessThanMaxLagIsDecidedByItsOwnLog) {
 // gpu-2 sends a backlog (its agent restarted) while gpu-3 is 30 minutes ahead: however far behind,
 // a node that keeps sending is decided by its own log.
 std::vector<std::string> backlog(int64_t max_lag_ns) {
-  Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
-  p.process(one(kT + 30 * kMin, "gpu-3", "systemd[1]: Started session 7."));
-  p.process(one(kT, "gpu-2", kDown));
-  p.process(one(kT + 31 * kMin, "gpu-3", "systemd[1]: Started session 8."));
-  p.process(one(kT + kMin, "gpu-2", kActive));
-  p.process(one(kT + 2 * kMin, "gpu-2", "systemd[1]: Started session 9."));
-  return sink.got;
+  return live(max_lag_ns, {{kT + 30 * kMin, "gpu-3", "systemd[1]: Started session 7."},
+                           {kT, "gpu-2", kDown},
+                           {kT + 31 * kMin, "gpu-3", "systemd[1]: Started session 8."},
+                           {kT + kMin, "gpu-2", kActive},
+                           {kT + 2 * kMin, "gpu-2", "systemd[1]: Started session 9."}});
 }
 
 TEST(CorrelatorTime, ABackloggedNodeIsDecidedByItsOwnLog) {
@@ -75,11 +87,10 @@ TEST(CorrelatorTime, ABackloggedNodeIsDecidedByItsOwnLog) {
 }
 
 TEST(CorrelatorTime, ANodeItsOwnLogPassesIsDecidedAtOnce) {
-  Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
-  p.process(one(kT, "gpu-2", kDown));
-  p.process(one(kT + 6 * kMin, "gpu-2", "systemd[1]: Started session 7."));
-  EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
+  // Six minutes on, gpu-2 is not silent (max_lag 10m): its own record decides its DOWN lasting.
+  EXPECT_EQ(live(10 * kMin, {{kT, "gpu-2", kDown},
+                             {kT + 6 * kMin, "gpu-2", "systemd[1]: Started session 7."}}),
+            std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
 }
 
 TEST(CorrelatorTime, ASilentNodeIsDecidedOnceTheOthersAreMaxLagAhead) {
@@ -95,22 +106,21 @@ TEST(CorrelatorTime, ASilentNodeIsDecidedOnceTheOthersAreMaxLagAhead) {
 // Four nodes' NCCL timeouts within ten minutes are a job's event (nccl-pytorch.yaml), twice; the
 // fourth node's line arrives after the others' logs passed the window's end.
 std::vector<std::string> laggingClusterNode(int64_t max_lag_ns) {
-  Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
   const std::string line =
       "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
       "before timing out.";
+  std::vector<Line> lines;
   for (int64_t day = 0; day < 2; ++day) {  // two events: count 2 would taint each node
     const int64_t t0 = kT + day * 12 * kHour;
     for (const char* node : {"n1", "n2", "n3"}) {
-      p.process(one(t0, node, line, StreamKind::kPod));
+      lines.push_back({t0, node, line, StreamKind::kPod});
     }
-    p.process(one(t0 + 12 * kMin, "n1", "step 1", StreamKind::kPod));
-    p.process(one(t0 + kMin, "n4", line, StreamKind::kPod));
-    p.process(one(t0 + 20 * kMin, "n1", "step 2", StreamKind::kPod));
+    lines.push_back({t0 + 12 * kMin, "n1", "step 1", StreamKind::kPod});
+    lines.push_back({t0 + kMin, "n4", line, StreamKind::kPod});
+    lines.push_back({t0 + 20 * kMin, "n1", "step 2", StreamKind::kPod});
   }
-  return sink.got;
+  return live(max_lag_ns, lines);
 }
 
 TEST(CorrelatorTime, ClusterWindowsWaitMaxLagForALaggingNode) {
