@@ -303,7 +303,7 @@ int serve(const std::string& config_path) {
             std::pair{"already_present", c.already_present},
             std::pair{"conflicts_retried", c.conflicts_retried},
             std::pair{"suppressed", c.suppressed}, std::pair{"dry_run", c.dry_run},
-            std::pair{"failed", c.failed}}) {
+            std::pair{"deferred", c.deferred}, std::pair{"failed", c.failed}}) {
         m.set("faultline_taint_outcomes_total", Metrics::label("outcome", outcome),
               static_cast<double>(n));
       }

@@ -179,9 +179,9 @@ void TaintSink::flush() {
 }
 
 TaintSink::Counters TaintSink::counters() const {
-  return Counters{
-      applied_.load(),    untainted_.load(), already_present_.load(), conflicts_retried_.load(),
-      suppressed_.load(), dry_run_.load(),   failed_.load()};
+  return Counters{applied_.load(),           untainted_.load(),  already_present_.load(),
+                  conflicts_retried_.load(), suppressed_.load(), dry_run_.load(),
+                  deferred_count_.load(),    failed_.load()};
 }
 
 std::string TaintSink::breakerTripped() const {
@@ -197,6 +197,10 @@ void TaintSink::run() {
     work_cv_.wait_for(lock, std::chrono::milliseconds(500),
                       [this] { return stopping_ || !queue_.empty(); });
     if (stopping_ && queue_.empty()) {
+      for (const auto& [key, d] : deferred_) {
+        spdlog::error("kubernetes: not applied at shutdown: {} of node {} (rule {}), deferred",
+                      actionName(d.action), d.node, d.rule);
+      }
       return;
     }
     const bool leader = !hooks_.may_write || hooks_.may_write();
@@ -224,6 +228,13 @@ void TaintSink::run() {
         lock.unlock();
         refresh();
         lock.lock();
+        if (!deferred_.empty() && Clock::now() - deferred_tried_ >= options_.node_list_period) {
+          spdlog::info("kubernetes: handling {} deferred decisions again", deferred_.size());
+          for (auto& [key, d] : deferred_) {
+            queue_.push_back(std::move(d));
+          }
+          deferred_.clear();
+        }
       }
       continue;
     }
@@ -364,10 +375,17 @@ void TaintSink::handle(const Decision& d) {
     ++failed_;
     return;
   }
-  if (d.action == Decision::Action::kTaint) {
-    taint(d);
-  } else {
-    untaint(d);
+  const std::pair key{d.node, d.taint.key};
+  deferred_.erase(key);  // superseded by this decision
+  const Outcome outcome = d.action == Decision::Action::kTaint ? taint(d) : untaint(d);
+  if (outcome == Outcome::kRetry) {
+    if (deferred_.empty()) {
+      deferred_tried_ = Clock::now();
+    }
+    deferred_[key] = d;
+    ++deferred_count_;
+    spdlog::warn("kubernetes: {} of node {} (rule {}) deferred; handled again in {} ms",
+                 actionName(d.action), d.node, d.rule, options_.node_list_period.count());
   }
 }
 
@@ -470,13 +488,12 @@ void TaintSink::setBreaker(Breaker state, std::string reason) {
   breaker_reason_ = std::move(reason);
 }
 
-void TaintSink::taint(const Decision& d) {
+TaintSink::Outcome TaintSink::taint(const Decision& d) {
   const std::string what = d.taint.key + (d.taint.value.empty() ? "" : "=" + d.taint.value) + ":" +
                            d.taint.effect + " on node " + d.node;
   if (!refresh()) {
-    spdlog::error("kubernetes: dropping taint {}: no node list from the API server", what);
-    ++failed_;
-    return;
+    spdlog::error("kubernetes: cannot taint {} yet: no node list from the API server", what);
+    return Outcome::kRetry;
   }
   auto found = nodes_.find(d.node);
   if (found == nodes_.end() && Clock::now() - listed_ >= kRelistMissing) {
@@ -489,7 +506,7 @@ void TaintSink::taint(const Decision& d) {
   if (found == nodes_.end()) {
     suppress(d,
              "node is not eligible (no label matching the eligible selectors) or does not exist");
-    return;
+    return Outcome::kDone;
   }
   json node = found->second;
   bool guarded = false;
@@ -497,12 +514,12 @@ void TaintSink::taint(const Decision& d) {
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     if (hasLabel(node, options_.opt_out_label, "true")) {
       suppress(d, "node opted out (label " + options_.opt_out_label + "=true)");
-      return;
+      return Outcome::kDone;
     }
     if (hasTaint(node, d.taint.key, d.taint.effect)) {
       spdlog::info("kubernetes: taint {} already present (rule {})", what, d.rule);
       ++already_present_;
-      return;
+      return Outcome::kDone;
     }
     const std::optional<TaintMark> mark = taintMark(node);
     // The distance between the two event times, in uint64 so that no annotation overflows it.
@@ -516,12 +533,18 @@ void TaintSink::taint(const Decision& d) {
       suppress(d, "faultline's taint was removed by hand after " +
                       (mark->applied.empty() ? "?" : mark->applied) +
                       "; not re-applied for the same incident (rule " + d.rule + ")");
-      return;
+      return Outcome::kDone;
     }
     if (!guarded) {
+      if (breaker_ == Breaker::kUnknown) {
+        // Fail closed, yet keep the fault: an API server that cannot answer is no refusal.
+        spdlog::error("kubernetes: cannot taint {} yet: blast-radius breaker {}", what,
+                      breaker_reason_);
+        return Outcome::kRetry;
+      }
       if (const std::string refused = guard(d); !refused.empty()) {
         suppress(d, refused);
-        return;
+        return Outcome::kDone;
       }
       guarded = true;
     }
@@ -556,45 +579,59 @@ void TaintSink::taint(const Decision& d) {
       const std::string message = "rule " + d.rule + ": " + evidenceText(d);
       event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
       condition(node, true, "FaultDetected", message);
-      return;
+      return Outcome::kDone;
     }
     if (patched.status != 409) {
-      spdlog::error("kubernetes: dropping taint {}: PATCH {}: {}", what, path, describe(patched));
+      spdlog::error("kubernetes: {} taint {}: PATCH {}: {}",
+                    retryable(patched) ? "cannot yet" : "dropping", what, path, describe(patched));
+      if (retryable(patched)) {
+        return Outcome::kRetry;
+      }
       ++failed_;
-      return;
+      return Outcome::kDone;
     }
     spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
     ++conflicts_retried_;
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
     node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
-      spdlog::error("kubernetes: dropping taint {}: GET {}: {}", what, path, describe(got));
+      spdlog::error("kubernetes: {} taint {}: GET {}: {}",
+                    retryable(got) ? "cannot yet" : "dropping", what, path, describe(got));
+      if (retryable(got)) {
+        return Outcome::kRetry;
+      }
       nodes_.erase(d.node);
       ++failed_;
-      return;
+      return Outcome::kDone;
     }
     nodes_[d.node] = node;
   }
   spdlog::error("kubernetes: giving up taint {} after {} conflicts", what, options_.max_attempts);
   ++failed_;
+  return Outcome::kDone;
 }
 
-void TaintSink::untaint(const Decision& d) {
+TaintSink::Outcome TaintSink::untaint(const Decision& d) {
   const std::string path = "/api/v1/nodes/" + d.node;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
     const json node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
-      spdlog::error("kubernetes: not untainting node {}: GET {}: {}", d.node, path, describe(got));
+      spdlog::error("kubernetes: {} node {}: GET {}: {}",
+                    retryable(got) ? "cannot yet untaint" : "not untainting", d.node, path,
+                    describe(got));
+      if (retryable(got)) {
+        return Outcome::kRetry;
+      }
       ++failed_;
-      return;
+      return Outcome::kDone;
     }
     const std::optional<TaintMark> mark = taintMark(node);
     if (!mark || mark->key != d.taint.key || mark->effect != d.taint.effect) {
       spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
                    d.taint.key);
       ++suppressed_;
-      return;
+      return Outcome::kDone;
     }
     json kept = json::array();
     for (const json& t : nodeTaints(node)) {
@@ -621,16 +658,22 @@ void TaintSink::untaint(const Decision& d) {
       const std::string message = "rule " + d.rule + ": " + d.reason;
       event(d.node, "Normal", "FaultlineUntaint", "removed taint " + d.taint.key + ": " + message);
       condition(updated, false, "Recovered", message);
-      return;
+      return Outcome::kDone;
     }
     if (patched.status != 409) {
-      spdlog::error("kubernetes: not untainting node {}: PATCH: {}", d.node, describe(patched));
+      spdlog::error("kubernetes: {} node {}: PATCH: {}",
+                    retryable(patched) ? "cannot yet untaint" : "not untainting", d.node,
+                    describe(patched));
+      if (retryable(patched)) {
+        return Outcome::kRetry;
+      }
       ++failed_;
-      return;
+      return Outcome::kDone;
     }
     ++conflicts_retried_;
   }
   ++failed_;
+  return Outcome::kDone;
 }
 
 void TaintSink::event(const std::string& node, const std::string& type, const std::string& reason,

@@ -44,6 +44,11 @@
 //   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
 //     response → retry after jittered exponential backoff; 404 and other statuses → failed.
 // Untaint removes faultline's taint only where the annotation says faultline set it.
+// A taint or untaint still failing with a retryable answer after max_attempts (an API server
+// outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
+// newest such decision per node and taint key and handles it again every node_list_period while
+// it leads, until it is applied or refused, or a later decision for that node and key supersedes
+// it. Deferred decisions still pending at shutdown are logged as not applied.
 // Only the leader writes: while may_write() is false decisions are held (follower_hold) and
 // re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
 // have written meanwhile); all checks are idempotent, so nothing is written twice.
@@ -123,7 +128,8 @@ class TaintSink : public DecisionSink {
     uint64_t conflicts_retried = 0;  // 409 answers to our node PATCH
     uint64_t suppressed = 0;         // refused: limit, breaker, opt-out, hand-removed, eligible
     uint64_t dry_run = 0;            // decided, not written
-    uint64_t failed = 0;             // given up (API errors, invalid node name)
+    uint64_t deferred = 0;           // API server unavailable: to be handled again later
+    uint64_t failed = 0;             // given up (4xx answers, invalid node name)
   };
 
   // `metrics`, if given, counts the sink's API requests (KubeClient) and must outlive the sink.
@@ -133,12 +139,14 @@ class TaintSink : public DecisionSink {
   TaintSink& operator=(const TaintSink&) = delete;
   TaintSink(TaintSink&&) = delete;
   TaintSink& operator=(TaintSink&&) = delete;
-  // Drains the queue (including retries), then stops the worker.
+  // Drains the queue (including each request's retries), logs the deferred decisions not
+  // applied, then stops the worker.
   ~TaintSink() override;
 
   // Queues the decision and returns at once. Suppressed decisions from elsewhere are ignored.
   void write(const Decision& decision) override;
-  // Blocks until every decision written before the call has been handled (or held).
+  // Blocks until every decision written before the call has been handled (or held by a
+  // follower, or deferred).
   void flush() override;
 
   Counters counters() const;
@@ -149,10 +157,13 @@ class TaintSink : public DecisionSink {
   // kUnrecorded: tripped here, but the ConfigMap could not be created yet.
   enum class Breaker { kUnknown, kClosed, kTripped, kUnrecorded };
 
+  // What became of a decision: kRetry when the API server gave retryable answers only.
+  enum class Outcome { kDone, kRetry };
+
   void run();
   void handle(const Decision& decision);
-  void taint(const Decision& decision);
-  void untaint(const Decision& decision);
+  Outcome taint(const Decision& decision);
+  Outcome untaint(const Decision& decision);
   void suppress(const Decision& decision, const std::string& reason);
   // Refreshes the node snapshot and the breaker when older than node_list_period or when there
   // is no snapshot (at start, on becoming leader). False if there is still no snapshot.
@@ -184,6 +195,8 @@ class TaintSink : public DecisionSink {
     int count = 0;
   };
   std::unordered_map<std::string, EventRecord> events_;  // node + reason + rule → Event
+  std::map<std::pair<std::string, std::string>, Decision> deferred_;  // by node, taint key
+  std::chrono::steady_clock::time_point deferred_tried_{};
 
   std::atomic<uint64_t> applied_{0};
   std::atomic<uint64_t> untainted_{0};
@@ -191,6 +204,7 @@ class TaintSink : public DecisionSink {
   std::atomic<uint64_t> conflicts_retried_{0};
   std::atomic<uint64_t> suppressed_{0};
   std::atomic<uint64_t> dry_run_{0};
+  std::atomic<uint64_t> deferred_count_{0};
   std::atomic<uint64_t> failed_{0};
 
   mutable std::mutex mu_;

@@ -1,6 +1,8 @@
 // TaintSink against the in-process fake API server (tests/tools/fake_apiserver.h).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -103,6 +105,16 @@ class TaintSinkTest : public ::testing::Test {
   std::vector<Decision> suppressed() {
     std::lock_guard lock(mu_);
     return suppressed_;
+  }
+  // Polls `done` for up to 10 s: for what the sink does on its own, between decisions.
+  static bool waitFor(const std::function<bool()>& done) {
+    for (int i = 0; i < 1000; ++i) {
+      if (done()) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
   }
 
   FakeApiServer server_;
@@ -362,17 +374,67 @@ TEST_F(TaintSinkTest, ServerErrorsAreRetried) {
   EXPECT_EQ(sink.counters().failed, 0u);
 }
 
-TEST_F(TaintSinkTest, GivesUpAfterMaxAttempts) {
+// The correlator decides a fault once: a taint the API server could not take during an outage
+// is deferred and handled again every node_list_period, not dropped.
+TEST_F(TaintSinkTest, AnOutageDefersTheTaintUntilTheServerAnswers) {
   createNode("n1");
-  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/100);
-  TaintSink sink(config(), options(/*max_attempts=*/3));
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/3);
+  TaintSinkOptions o = options(/*max_attempts=*/3);
+  o.node_list_period = std::chrono::milliseconds(1000);  // well after flush() returns
+  TaintSink sink(config(), o);
   sink.write(decision("n1"));
   sink.flush();
-
   EXPECT_EQ(nodeRequests().size(), 3u);
-  EXPECT_EQ(sink.counters().failed, 1u);
-  EXPECT_EQ(sink.counters().applied, 0u);
   EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(sink.counters().deferred, 1u);
+
+  ASSERT_TRUE(waitFor([&] { return tainted("n1"); }));
+  EXPECT_EQ(sink.counters().applied, 1u);
+  EXPECT_EQ(sink.counters().failed, 0u);
+}
+
+TEST_F(TaintSinkTest, AnOutageDefersTheUntaintToo) {
+  createNode("n1");
+  TaintSinkOptions o = options(/*max_attempts=*/2);
+  o.node_list_period = std::chrono::milliseconds(1000);  // well after flush() returns
+  TaintSink sink(config(), o);
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  server_.failNext("GET", "/api/v1/nodes/n1", 503, /*count=*/2);
+  Decision untaint = decision("n1");
+  untaint.action = Decision::Action::kUntaint;
+  untaint.reason = "recovered";
+  sink.write(untaint);
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(sink.counters().deferred, 1u);
+
+  ASSERT_TRUE(waitFor([&] { return !tainted("n1"); }));
+  EXPECT_EQ(sink.counters().untainted, 1u);
+}
+
+// A deferred taint is dropped when a later decision for the node and key arrives: the node
+// recovered before the API server came back.
+TEST_F(TaintSinkTest, ALaterDecisionSupersedesADeferredOne) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
+  TaintSinkOptions o = options(/*max_attempts=*/2);
+  o.node_list_period = std::chrono::milliseconds(1000);  // well after flush() returns
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_EQ(sink.counters().deferred, 1u);
+  Decision untaint = decision("n1");
+  untaint.action = Decision::Action::kUntaint;
+  untaint.reason = "recovered";
+  sink.write(untaint);  // nothing to untaint: faultline's taint never landed
+  sink.flush();
+  // By now the deferred taint would have been handled again (1 s, then the next 500 ms tick).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 2);
+  EXPECT_EQ(sink.counters().applied, 0u);
 }
 
 TEST_F(TaintSinkTest, ClientErrorIsDropped) {
@@ -672,8 +734,8 @@ TEST_F(GuardTest, UnrecordedTripStaysTrippedAndIsRecordedLater) {
 }
 
 // A breaker that cannot be read (another status than 200 or 404, after every try) may be a
-// tripped one: no taint until it is read.
-TEST_F(GuardTest, UnreadableBreakerRefusesTaints) {
+// tripped one: no taint until it is read, and then the held taints go through.
+TEST_F(GuardTest, UnreadableBreakerHoldsTaintsUntilItIsRead) {
   createCluster(10);
   TaintSinkOptions o = guarded({0, 0, 0, std::chrono::seconds(60)});
   o.max_attempts = 3;
@@ -684,26 +746,21 @@ TEST_F(GuardTest, UnreadableBreakerRefusesTaints) {
   sink.write(decision("g0"));  // unknown from the start
   sink.flush();
   EXPECT_FALSE(tainted("g0"));
-  EXPECT_NE(sink.breakerTripped(), "");
+  EXPECT_EQ(sink.breakerTripped(), "state unknown: GET " + cm + ": HTTP 403");
+  EXPECT_EQ(sink.counters().deferred, 1u);
 
-  sink.write(decision("g1"));  // read: not tripped
-  sink.flush();
-  EXPECT_TRUE(tainted("g1"));
+  ASSERT_TRUE(waitFor([&] { return tainted("g0"); }));  // read at the next LIST: not tripped
   EXPECT_EQ(sink.breakerTripped(), "");
 
-  server_.failNext("GET", cm, 500, /*count=*/3);
-  sink.write(decision("g2"));  // unknown again
+  server_.failNext("GET", cm, 500, /*count=*/1000);
+  sink.write(decision("g1"));  // unknown again
   sink.flush();
-  EXPECT_FALSE(tainted("g2"));
-
-  const std::vector<Decision> s = suppressed();
-  ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].reason, "blast-radius breaker state unknown: GET " + cm +
-                             ": HTTP 403; no node is tainted until ConfigMap "
-                             "faultline/faultline-breaker can be read");
-  EXPECT_NE(s[1].reason.find("state unknown: GET " + cm + ": HTTP 500"), std::string::npos)
-      << s[1].reason;
-  EXPECT_FALSE(breaker().is_object());  // unknown is not a trip: nothing to reset
+  EXPECT_FALSE(tainted("g1"));
+  EXPECT_NE(sink.breakerTripped().find("state unknown: GET " + cm + ": HTTP 500"),
+            std::string::npos);
+  EXPECT_GE(sink.counters().deferred, 2u);  // and again at each LIST while unreadable
+  EXPECT_TRUE(suppressed().empty());        // held, not refused
+  EXPECT_FALSE(breaker().is_object());      // unknown is not a trip: nothing to reset
 }
 
 // --- respecting operators ---
