@@ -409,6 +409,8 @@ struct PushServer::Listener {
       res = server.answer(req);
     } catch (const std::exception& e) {  // e.g. out of memory: this request fails, not the server
       spdlog::error("http: {} {}: {}", req.method, req.path, e.what());
+      server.metrics_->add("faultline_push_requests_rejected_total",
+                           Metrics::label("reason", "internal"));
       res = {500, "text/plain", std::string("internal error: ") + e.what() + "\n", {}};
     }
     // An unread body leaves the connection unusable.
@@ -515,6 +517,7 @@ void PushServer::stop() {
 PushServer::Response PushServer::answer(Request& req) {
   if (req.path == "/loki/api/v1/push" || req.path == "/v1/logs") {
     if (req.method != "POST") {
+      metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", "method"));
       return {405, "text/plain", "use POST\n", {{"Allow", "POST"}}};
     }
     return handlePush(req.path == "/v1/logs" ? Protocol::kOtlp : Protocol::kLoki, req);
@@ -532,6 +535,8 @@ PushServer::Response PushServer::answer(Request& req) {
     }
     return {200, "text/plain; version=0.0.4", metrics_->render(), {}};
   }
+  // A shipper pointed at a wrong path shows here.
+  metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", "not_found"));
   return {404, "text/plain", "not found\n", {}};
 }
 
@@ -594,9 +599,10 @@ PushServer::Response PushServer::reject(Protocol protocol, bool json, int status
 PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
   const std::string type = mediaType(req.content_type);
   const bool json = type == "application/json";
-  // `snappy` is a no-op (some Loki clients set it for their snappy protobuf body, loki#3407).
+  // `snappy` is a no-op (some Loki clients set it for their snappy protobuf body, loki#3407);
+  // `x-gzip` is gzip (RFC 9110 8.4.1.3).
   const std::string encoding = lower(req.content_encoding);
-  const bool inflated = encoding == "gzip" || encoding == "deflate";
+  const bool inflated = encoding == "gzip" || encoding == "x-gzip" || encoding == "deflate";
   const bool known_encoding =
       inflated || encoding.empty() || encoding == "identity" || encoding == "snappy";
   const std::string too_large = "body (after Content-Encoding) over the limit of " +

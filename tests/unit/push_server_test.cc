@@ -256,8 +256,8 @@ TEST(PushServer, CompressedBodiesInEveryFormHttpAllows) {
   Fixture f(1 << 20);
   // gzip, and deflate in zlib format (RFC 9110 8.4.1.2) and in gzip format (cpp-httplib's and
   // some clients' reading of it).
-  for (const auto& [encoding, window_bits] :
-       std::vector<std::pair<std::string, int>>{{"gzip", 31}, {"deflate", 15}, {"deflate", 31}}) {
+  for (const auto& [encoding, window_bits] : std::vector<std::pair<std::string, int>>{
+           {"gzip", 31}, {"x-gzip", 31}, {"deflate", 15}, {"deflate", 31}}) {
     auto res = f.lokiJson(zlibCompress(kLokiJson, window_bits), {{"Content-Encoding", encoding}});
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 204) << encoding << " " << window_bits << ": " << res->body;
@@ -318,6 +318,13 @@ TEST(PushServer, HttpDetailsClientsRelyOn) {
   ASSERT_TRUE(get_push);
   EXPECT_EQ(get_push->status, 405);
   EXPECT_EQ(get_push->get_header_value("Allow"), "POST");
+  const std::string metrics = f.metrics.render();
+  EXPECT_NE(metrics.find(R"(faultline_push_requests_rejected_total{reason="not_found"} 1)"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find(R"(faultline_push_requests_rejected_total{reason="method"} 1)"),
+            std::string::npos)
+      << metrics;
   EXPECT_EQ(f.lokiJson()->status, 204);  // still serving
 }
 
@@ -405,6 +412,9 @@ TEST(PushServer, AnExceptionFailsItsRequestNotTheServer) {
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 500);
   EXPECT_EQ(ready->body, "internal error: sinks unknown\n");
+  EXPECT_NE(
+      f.metrics.render().find(R"(faultline_push_requests_rejected_total{reason="internal"} 1)"),
+      std::string::npos);
   EXPECT_EQ(f.lokiJson()->status, 204);
 }
 
