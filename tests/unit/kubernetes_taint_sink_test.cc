@@ -71,6 +71,19 @@ class TaintSinkTest : public ::testing::Test {
     return d;
   }
 
+  static Decision untaintDecision(const std::string& node) {
+    Decision d = decision(node);
+    d.action = Decision::Action::kUntaint;
+    d.reason = "recovered";
+    return d;
+  }
+  // Deferred decisions are handled again after 1 s: well after flush() returns.
+  static TaintSinkOptions deferring(int max_attempts) {
+    TaintSinkOptions o = options(max_attempts);
+    o.node_list_period = std::chrono::milliseconds(1000);
+    return o;
+  }
+
   void createNode(const std::string& name, json taints = json::array(),
                   json labels = {{"gpu", "a100"}}) {
     ASSERT_TRUE(server_.createNode({{"metadata", {{"name", name}, {"labels", std::move(labels)}}},
@@ -379,9 +392,7 @@ TEST_F(TaintSinkTest, ServerErrorsAreRetried) {
 TEST_F(TaintSinkTest, AnOutageDefersTheTaintUntilTheServerAnswers) {
   createNode("n1");
   server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/3);
-  TaintSinkOptions o = options(/*max_attempts=*/3);
-  o.node_list_period = std::chrono::milliseconds(1000);  // well after flush() returns
-  TaintSink sink(config(), o);
+  TaintSink sink(config(), deferring(3));
   sink.write(decision("n1"));
   sink.flush();
   EXPECT_EQ(nodeRequests().size(), 3u);
@@ -395,17 +406,12 @@ TEST_F(TaintSinkTest, AnOutageDefersTheTaintUntilTheServerAnswers) {
 
 TEST_F(TaintSinkTest, AnOutageDefersTheUntaintToo) {
   createNode("n1");
-  TaintSinkOptions o = options(/*max_attempts=*/2);
-  o.node_list_period = std::chrono::milliseconds(1000);  // well after flush() returns
-  TaintSink sink(config(), o);
+  TaintSink sink(config(), deferring(2));
   sink.write(decision("n1"));
   sink.flush();
   ASSERT_TRUE(tainted("n1"));
   server_.failNext("GET", "/api/v1/nodes/n1", 503, /*count=*/2);
-  Decision untaint = decision("n1");
-  untaint.action = Decision::Action::kUntaint;
-  untaint.reason = "recovered";
-  sink.write(untaint);
+  sink.write(untaintDecision("n1"));
   sink.flush();
   EXPECT_TRUE(tainted("n1"));
   EXPECT_EQ(sink.counters().deferred, 1u);
@@ -419,16 +425,11 @@ TEST_F(TaintSinkTest, AnOutageDefersTheUntaintToo) {
 TEST_F(TaintSinkTest, ALaterDecisionSupersedesADeferredOne) {
   createNode("n1");
   server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
-  TaintSinkOptions o = options(/*max_attempts=*/2);
-  o.node_list_period = std::chrono::milliseconds(1000);  // well after flush() returns
-  TaintSink sink(config(), o, hooks());
+  TaintSink sink(config(), deferring(2), hooks());
   sink.write(decision("n1"));
   sink.flush();
   ASSERT_EQ(sink.counters().deferred, 1u);
-  Decision untaint = decision("n1");
-  untaint.action = Decision::Action::kUntaint;
-  untaint.reason = "recovered";
-  sink.write(untaint);  // nothing to untaint: faultline's taint never landed
+  sink.write(untaintDecision("n1"));  // nothing to untaint: faultline's taint never landed
   sink.flush();
   // By now the deferred taint would have been handled again (1 s, then the next 500 ms tick).
   std::this_thread::sleep_for(std::chrono::milliseconds(1800));
@@ -838,9 +839,7 @@ TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {
   createNode("n2", json::array({existingTaint()}));
   TaintSink sink(config(), options(), hooks());
   sink.write(decision("n2"));
-  Decision untaint_n1 = decision("n1");
-  untaint_n1.action = Decision::Action::kUntaint;
-  untaint_n1.reason = "recovered";
+  Decision untaint_n1 = untaintDecision("n1");
   Decision untaint_n2 = untaint_n1;
   untaint_n2.node = "n2";
   sink.write(untaint_n1);
