@@ -12,6 +12,8 @@ function emit(n, t, line,   f, kind, ns, parts, i, out_line) {
     ns = sprintf("%d%09d", base + int(t), (t - int(t)) * 1e9)
     if (kind == "pod")
       printf "{\"labels\":{\"namespace\":\"train\",\"pod\":\"%s-worker\",\"node_name\":\"%s\"},\"line\":\"%s\",\"timestamp\":\"%s\"}\n", n, n, esc(line), ns >> f
+    else if (kind == "host")
+      printf "{\"labels\":{\"syslog_identifier\":\"systemd-networkd\",\"node_name\":\"%s\"},\"line\":\"%s\",\"timestamp\":\"%s\"}\n", n, esc(line), ns >> f
     else
       printf "{\"labels\":{\"transport\":\"kernel\",\"node_name\":\"%s\"},\"line\":\"%s\",\"timestamp\":\"%s\"}\n", n, esc(line), ns >> f
   }
@@ -26,7 +28,7 @@ function group(prefix, count, kind,   i, name) {
 function rest(from,   s, i) { s = $from; for (i = from + 1; i <= NF; i++) s = s " " $i; return s }
 BEGIN { srand(7); while ((getline l < pool) > 0) bg[++nbg] = l }
 /^#/ || NF == 0 || $1 == "expect" { next }
-$1 == "kernel" || $1 == "pod" || $1 == "kloki" { group($2, NF > 2 ? $3 : 1, $1); next }
+$1 == "kernel" || $1 == "pod" || $1 == "kloki" || $1 == "host" { group($2, NF > 2 ? $3 : 1, $1); next }
 $1 == "bg" {  # bg COUNT SPAN_SECONDS: background lines spread evenly over [0, SPAN]
   for (g = 1; g <= ngroup; g++) if (kinds[members[g]] == "kernel")
     for (i = 0; i < $2; i++) emit(members[g], i * $3 / $2, bg[int(rand() * nbg) + 1])
