@@ -285,7 +285,7 @@ int serve(const std::string& config_path) {
     if (cfg.leader_election) {
       lease_client = std::make_unique<KubeClient>(*cfg.kubernetes, &metrics);
       elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election);
-      hooks.may_write = [e = elector.get()] { return e->isLeader(); };
+      hooks.leader_term = [e = elector.get()] { return e->term(); };
     }
     taints =
         std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks), &metrics);

@@ -104,6 +104,12 @@ LeaderElector::~LeaderElector() {
   thread_.join();
 }
 
+uint64_t LeaderElector::term() const {
+  // Leadership first: run() counts the term up before it sets leader_, so a term read after
+  // seeing leadership is that leadership's or a newer one, never an older one.
+  return isLeader() ? term_.load() : 0;
+}
+
 bool LeaderElector::isLeader() const {
   return leader_ &&
          steadyNanos() - renewed_ns_.load() <
@@ -140,7 +146,10 @@ bool LeaderElector::tryAcquireOrRenew() {
       held_ = parseObject(created.body);
       return true;
     }
-    return false;  // 409: another replica created it first
+    if (created.status == 409) {
+      held_ = nullptr;  // another replica created it first: not leading, at once
+    }
+    return false;
   }
   if (got.status != 200) {
     spdlog::warn("leader election: GET {}: HTTP {} {}", path, got.status, got.error);
@@ -165,7 +174,9 @@ bool LeaderElector::tryAcquireOrRenew() {
   lease["spec"] = leaseSpec(record, /*take_over=*/!mine);
   const KubeClient::Response put = client_.put(path, lease.dump());
   if (put.status != 200) {
-    if (put.status != 409) {
+    if (put.status == 409) {
+      held_ = nullptr;  // someone else wrote the Lease since our GET: not leading, at once
+    } else {
       spdlog::warn("leader election: PUT {}: HTTP {} {}", path, put.status, put.error);
     }
     return false;
@@ -202,10 +213,16 @@ void LeaderElector::run() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     lock.unlock();
+    // A renewal counts from when it was sent: its answer may come late, and a follower counts
+    // the Lease's expiry from when it saw the renewal.
+    const int64_t sent_ns = steadyNanos();
     const bool renewed = tryAcquireOrRenew();
     const bool was = leader_;
     if (renewed) {
-      renewed_ns_ = steadyNanos();
+      renewed_ns_ = sent_ns;
+      if (!was) {
+        ++term_;  // before leader_ (see term())
+      }
       leader_ = true;
     } else if (!held_.is_object() || !isLeader()) {
       leader_ = false;

@@ -64,9 +64,14 @@ class LeaderElector {
   LeaderElector(LeaderElector&&) = delete;
   LeaderElector& operator=(LeaderElector&&) = delete;
 
-  // True while this replica holds the Lease and renewed it less than renew_deadline ago. Judged
-  // at the call, so a leader whose renewals hang stops acting within renew_deadline.
+  // True while this replica holds the Lease and renewed it less than renew_deadline ago (counted
+  // from when the renewal was sent). Judged at the call, so a leader whose renewals hang stops
+  // acting within renew_deadline; a 409 on the Lease (another replica won) ends it at once.
   bool isLeader() const;
+  // While isLeader(): the term, 1 for the first time this replica won the Lease and one more
+  // each time it won it again; else 0. A writer that sees the term change mid-write knows that
+  // another replica may have led in between.
+  uint64_t term() const;
   const std::string& identity() const { return config_.identity; }
 
  private:
@@ -87,7 +92,8 @@ class LeaderElector {
   nlohmann::json held_;  // the Lease as last written by us, while leader
 
   std::atomic<bool> leader_{false};
-  std::atomic<int64_t> renewed_ns_{0};  // steady clock of the last successful renew
+  std::atomic<uint64_t> term_{0};
+  std::atomic<int64_t> renewed_ns_{0};  // steady clock when the last successful renew was sent
 
   std::mutex mu_;
   std::condition_variable cv_;

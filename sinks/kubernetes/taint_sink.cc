@@ -190,7 +190,6 @@ std::string TaintSink::breakerTripped() const {
 }
 
 void TaintSink::run() {
-  bool was_leader = false;
   std::unique_lock lock(mu_);
   while (true) {
     // Wakes at least twice a second to notice leadership and keep the node snapshot fresh.
@@ -203,10 +202,12 @@ void TaintSink::run() {
       }
       return;
     }
-    const bool leader = !hooks_.may_write || hooks_.may_write();
-    if (leader && !was_leader) {
-      // Another leader may have tainted nodes or tripped the breaker since our last LIST: counting
-      // from that snapshot could exceed the limits. List again before the first write.
+    const uint64_t term = leaderTerm();
+    const bool leader = term != 0;
+    if (leader && term != term_) {
+      // Another leader may have tainted nodes or tripped the breaker since our last LIST (also
+      // when this replica lost the Lease and won it again): counting from that snapshot could
+      // exceed the limits. List again before the first write.
       have_snapshot_ = false;
       if (!held_.empty()) {
         // Decisions seen as a follower may be ones the old leader never wrote: re-check them.
@@ -221,7 +222,7 @@ void TaintSink::run() {
         held_.clear();
       }
     }
-    was_leader = leader;
+    term_ = term;
     if (queue_.empty()) {
       if (leader) {
         // Keeps the snapshot and the breaker current; not a decision, so flush() need not wait.
@@ -277,12 +278,23 @@ void TaintSink::sleepBeforeRetry(int attempt, int retry_after_s) {
   std::this_thread::sleep_for(wait);
 }
 
+uint64_t TaintSink::leaderTerm() const {
+  return hooks_.leader_term ? hooks_.leader_term() : 1;
+}
+
 KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>& request,
                                      const std::string& what) {
   KubeClient::Response r;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     if (attempt > 1) {
       sleepBeforeRetry(attempt - 1, r.retry_after_s);
+    }
+    // A decision's requests and retries take seconds: the Lease may be lost meanwhile, and
+    // another replica may lead. Stop before the next request; the decision is deferred.
+    if (leaderTerm() != term_) {
+      r = {};
+      r.error = "no longer the leader (the Lease was lost)";
+      return r;
     }
     r = request();
     if (!retryable(r)) {

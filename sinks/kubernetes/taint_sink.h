@@ -49,9 +49,12 @@
 // newest such decision per node and taint key and handles it again every node_list_period while
 // it leads, until it is applied or refused, or a later decision for that node and key supersedes
 // it. Deferred decisions still pending at shutdown are logged as not applied.
-// Only the leader writes: while may_write() is false decisions are held (follower_hold) and
+// Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
 // re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
-// have written meanwhile); all checks are idempotent, so nothing is written twice.
+// have written meanwhile); all checks are idempotent, so nothing is written twice. Every request
+// first checks that the term is still the one the decision started in: a leader that lost the
+// Lease (or lost and won it again) mid-decision stops, and the decision is deferred.
+
 #pragma once
 
 #include <atomic>
@@ -118,8 +121,10 @@ class TaintSink : public DecisionSink {
   struct Hooks {
     // Receives every refused decision as kSuppressed with its reason, on the sink's thread.
     std::function<void(const Decision&)> on_suppressed;
-    // False while another replica leads: nothing is written. Empty = always true.
-    std::function<bool()> may_write;
+    // While this replica may write: its leadership term (LeaderElector::term()), which changes
+    // each time it wins the Lease; 0 while another replica leads: nothing is written. Empty =
+    // always leading, term 1.
+    std::function<uint64_t()> leader_term;
   };
   struct Counters {
     uint64_t applied = 0;            // taints written
@@ -161,6 +166,7 @@ class TaintSink : public DecisionSink {
   enum class Outcome { kDone, kRetry };
 
   void run();
+  uint64_t leaderTerm() const;
   void handle(const Decision& decision);
   Outcome taint(const Decision& decision);
   Outcome untaint(const Decision& decision);
@@ -190,6 +196,7 @@ class TaintSink : public DecisionSink {
   std::map<std::string, nlohmann::json> nodes_;  // the eligible nodes, by name
   std::chrono::steady_clock::time_point listed_{};
   bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
+  uint64_t term_ = 0;           // the leadership term the worker acts in; 0: following
   struct EventRecord {
     std::string name;
     int count = 0;

@@ -1,4 +1,5 @@
 // LeaderElector against the in-process fake API server: one Lease, several replicas.
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -174,6 +175,23 @@ TEST_F(LeaderElectorTest, StolenLeaseEndsLeadership) {
       200);
   ASSERT_TRUE(eventually([&] { return !a.isLeader(); }));
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-z");
+}
+
+// A 409 on the renewal means another replica wrote the Lease: leadership ends at once, not when
+// renew_deadline (20 s here, past eventually()'s 10 s) runs out.
+TEST_F(LeaderElectorTest, AConflictOnRenewalEndsLeadershipAtOnce) {
+  LeaderElectionConfig c = config("replica-a");
+  c.lease_duration = milliseconds(30'000);
+  c.renew_deadline = milliseconds(20'000);
+  std::atomic<int> lost{0};
+  LeaderElector a(*a_client_, c, [&](bool leading) { lost += leading ? 0 : 1; });
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  EXPECT_EQ(a.term(), 1u);
+  server_.failNext("PUT", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline",
+                   409);
+  ASSERT_TRUE(eventually([&] { return lost == 1; }));
+  // The Lease still names it, unexpired: it renews at its next retry, in a new term.
+  ASSERT_TRUE(eventually([&] { return a.term() == 2; }));
 }
 
 TEST(LeaderElectionConfigTest, FromYaml) {

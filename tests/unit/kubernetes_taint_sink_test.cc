@@ -890,9 +890,9 @@ TEST_F(TaintSinkTest, DryRunWritesNothing) {
 TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
   createNode("n1");
   createNode("n2");
-  std::atomic<bool> leader{false};
+  std::atomic<uint64_t> term{0};
   TaintSink::Hooks h = hooks();
-  h.may_write = [&] { return leader.load(); };
+  h.leader_term = [&] { return term.load(); };
   TaintSink sink(config(), options(), h);
   sink.write(decision("n1"));
   sink.flush();
@@ -903,7 +903,7 @@ TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
       "n2",
       {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
   sink.write(decision("n2"));
-  leader = true;
+  term = 1;
   for (int i = 0; i < 100 && !tainted("n1"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -919,28 +919,78 @@ TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
 // nodes meanwhile, so the limits count from a new LIST.
 TEST_F(GuardTest, ListsAgainOnBecomingLeader) {
   createCluster(10);
-  std::atomic<bool> leader{true};
+  std::atomic<uint64_t> term{1};
   TaintSink::Hooks h = hooks();
-  h.may_write = [&] { return leader.load(); };
+  h.leader_term = [&] { return term.load(); };
   TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), h);  // LIST every hour
   sink.write(decision("g0"));
   sink.flush();
   EXPECT_TRUE(tainted("g0"));
 
-  leader = false;
+  term = 0;
   sink.write(decision("g0"));  // held: the sink saw it lead no more
   sink.flush();
   // Meanwhile the other leader taints g1.
   ASSERT_TRUE(server_.mutate(
       "g1",
       {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
-  leader = true;
+  term = 2;
   sink.write(decision("g2"));
   sink.flush();
 
   EXPECT_FALSE(tainted("g2"));
   ASSERT_EQ(suppressed().size(), 1u);
   EXPECT_EQ(suppressed()[0].reason, "would taint 3 nodes, over max_tainted 2");
+  EXPECT_EQ(sink.counters().applied, 1u);
+}
+
+// The Lease lost and won again between two decisions, unseen by the sink's loop: a new term, so
+// the same as seeing it lost.
+TEST_F(GuardTest, ListsAgainInANewTermItNeverSawEnd) {
+  createCluster(10);
+  std::atomic<uint64_t> term{1};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), h);  // LIST every hour
+  sink.write(decision("g0"));
+  sink.flush();
+  ASSERT_TRUE(tainted("g0"));
+  ASSERT_TRUE(server_.mutate(
+      "g1",
+      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  term = 2;
+  sink.write(decision("g2"));
+  sink.flush();
+
+  EXPECT_FALSE(tainted("g2"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would taint 3 nodes, over max_tainted 2");
+}
+
+// A leader whose Lease is lost while it retries a PATCH sends no more requests: another replica
+// may already lead. The decision is deferred and handled when this replica leads again.
+TEST_F(TaintSinkTest, AWriteStopsWhenTheLeaseIsLostMidDecision) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 503, /*count=*/2);
+  std::atomic<uint64_t> term{1};
+  std::atomic<bool> lost{false};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] {
+    if (!lost && count("PATCH", "/api/v1/nodes/n1") == 2) {  // the Lease ends during the retries
+      lost = true;
+      term = 0;
+    }
+    return term.load();
+  };
+  TaintSink sink(config(), deferring(8), h);
+  sink.write(decision("n1"));
+  sink.flush();
+  EXPECT_FALSE(tainted("n1"));  // the third PATCH would have succeeded
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 2);
+  EXPECT_EQ(sink.counters().deferred, 1u);
+
+  term = 2;
+  ASSERT_TRUE(waitFor([&] { return tainted("n1"); }));
   EXPECT_EQ(sink.counters().applied, 1u);
 }
 
