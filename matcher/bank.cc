@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "matcher/matcher.h"
 
 namespace faultline {
 namespace {
@@ -53,6 +56,59 @@ std::string scalar(const YAML::Node& n) {
   return n.IsDefined() && n.IsScalar() ? n.as<std::string>() : "";
 }
 
+// Refuses a key of the map `n` given twice: yaml-cpp keeps both, and a lookup takes the first.
+// `what` names the map in messages ("rule r1: where").
+bool uniqueKeys(const YAML::Node& n, const std::string& file, const std::string& what,
+                Problems* problems) {
+  bool ok = true;
+  std::set<std::string> seen;
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar()) {
+      problems->add(file, kv.first, what + ": a key is a name, not a list or map");
+      ok = false;
+    } else if (!seen.insert(kv.first.Scalar()).second) {
+      problems->add(file, kv.first, what + ": duplicate key '" + kv.first.Scalar() + "'");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Refuses a key of the map `n` that the loader does not read, as uniqueKeys does a repeated one: a
+// misspelt key would be ignored, and what it says silently lost (a `wehre` makes a rule match
+// every hit).
+bool knownKeys(const YAML::Node& n, std::initializer_list<std::string_view> keys,
+               const std::string& file, const std::string& what, Problems* problems) {
+  bool ok = uniqueKeys(n, file, what, problems);
+  for (const auto& kv : n) {
+    if (kv.first.IsScalar() &&
+        std::find(keys.begin(), keys.end(), kv.first.Scalar()) == keys.end()) {
+      problems->add(file, kv.first, what + ": unknown key '" + kv.first.Scalar() + "'");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// A list of names or values: a sequence of scalars, appended to *out. False, with a problem, for
+// anything else: yaml-cpp iterates a scalar or a map as an empty list, and a list item that is not
+// a scalar reads as '' (a `where` value that matches an absent field).
+bool scalarList(const YAML::Node& n, const std::string& file, const std::string& what,
+                std::vector<std::string>* out, Problems* problems) {
+  if (!n.IsSequence()) {
+    problems->add(file, n, what + " must be a list");
+    return false;
+  }
+  for (const YAML::Node& v : n) {
+    if (!v.IsScalar()) {
+      problems->add(file, v, what + ": each item is a single value, not a list, map or null");
+      return false;
+    }
+    out->push_back(v.Scalar());
+  }
+  return true;
+}
+
 void parseExamples(const YAML::Node& list, std::vector<Example>* out, bool with_fields,
                    const std::string& file, const std::string& what, Problems* problems) {
   if (!list) {
@@ -64,22 +120,38 @@ void parseExamples(const YAML::Node& list, std::vector<Example>* out, bool with_
   }
   for (const YAML::Node& e : list) {
     Example ex;
-    if (e.IsScalar()) {
-      ex.line = e.as<std::string>();
-    } else if (e.IsMap() && e["line"].IsScalar()) {
-      ex.line = e["line"].as<std::string>();
-      if (with_fields && e["fields"]) {
-        if (!e["fields"].IsMap()) {
-          problems->add(file, e["fields"], what + ": fields must be a map");
-          continue;
-        }
-        for (const auto& kv : e["fields"]) {
-          ex.fields.emplace_back(kv.first.as<std::string>(), scalar(kv.second));
-        }
+    ex.file_line = e.Mark().line + 1;
+    if (e.IsMap()) {
+      if (!(with_fields ? knownKeys(e, {"line", "fields"}, file, what, problems)
+                        : knownKeys(e, {"line"}, file, what, problems))) {
+        continue;
       }
-    } else {
+    } else if (!e.IsScalar()) {
       problems->add(file, e, what + ": each example is a string or {line, fields}");
       continue;
+    }
+    const YAML::Node line = e.IsMap() ? e["line"] : e;
+    if (!line || !line.IsScalar()) {
+      problems->add(file, e, what + ": each example is a string or {line, fields}");
+      continue;
+    }
+    ex.line = line.Scalar();
+    if (e.IsMap() && e["fields"]) {
+      const YAML::Node f = e["fields"];
+      if (!f.IsMap()) {
+        problems->add(file, f, what + ": fields must be a map");
+        continue;
+      }
+      if (!uniqueKeys(f, file, what + ": fields", problems)) {
+        continue;
+      }
+      for (const auto& kv : f) {
+        if (!kv.second.IsScalar()) {
+          problems->add(file, kv.second, what + ": fields: each value is a single value");
+          continue;
+        }
+        ex.fields.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+      }
     }
     out->push_back(std::move(ex));
   }
@@ -95,6 +167,10 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
     return;
   }
   const std::string where = "signature " + sig.id;
+  if (!knownKeys(n, {"id", "description", "source", "streams", "severity", "pattern", "examples"},
+                 file, where, problems)) {
+    return;
+  }
   sig.description = scalar(n["description"]);
   sig.source = scalar(n["source"]);
   sig.pattern = scalar(n["pattern"]);
@@ -126,15 +202,37 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
     problems->add(file, n["pattern"], where + ": pattern does not compile: " + sig.re->error());
     return;
   }
+  if (sig.re->NumberOfCapturingGroups() > kMaxCaptureGroups) {
+    problems->add(file, n["pattern"],
+                  where + ": pattern has " + std::to_string(sig.re->NumberOfCapturingGroups()) +
+                      " capture groups, more than the " + std::to_string(kMaxCaptureGroups) +
+                      " the matcher fills; write (?:...) for a group that need not capture");
+    return;
+  }
+  // The Set runs patterns unanchored: one that matches the empty text hits every line (or, as
+  // `^$`, only empty ones: no signature either).
+  if (RE2::FullMatch("", *sig.re)) {
+    problems->add(file, n["pattern"], where + ": pattern matches an empty line, so every line");
+    return;
+  }
   sig.prefix = literalPrefix(*sig.re);
   sig.fields.assign(static_cast<size_t>(sig.re->NumberOfCapturingGroups()), "");
   for (const auto& [name, index] : sig.re->NamedCapturingGroups()) {
     sig.fields[static_cast<size_t>(index - 1)] = name;
   }
-  const YAML::Node ex = n["examples"];
-  parseExamples(ex["match"], &sig.match_examples, true, file, where + ": examples.match", problems);
-  parseExamples(ex["no_match"], &sig.no_match_examples, false, file, where + ": examples.no_match",
-                problems);
+  if (const YAML::Node ex = n["examples"]) {
+    if (!ex.IsMap()) {
+      problems->add(file, ex, where + ": examples is {match: [...], no_match: [...]}");
+      return;
+    }
+    if (!knownKeys(ex, {"match", "no_match"}, file, where + ": examples", problems)) {
+      return;
+    }
+    parseExamples(ex["match"], &sig.match_examples, true, file, where + ": examples.match",
+                  problems);
+    parseExamples(ex["no_match"], &sig.no_match_examples, false, file,
+                  where + ": examples.no_match", problems);
+  }
   if (sig.match_examples.empty()) {
     problems->add(file, n, where + ": needs at least one examples.match line");
     return;
@@ -142,8 +240,12 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
   bank->signatures.push_back(std::move(sig));
 }
 
-// The fields a rule on `sig` may name: its captures and the columns of its tables.
+// The fields a rule on `sig` may name: its captures and the columns of its tables ('' names an
+// unnamed group).
 bool hasField(const Bank& bank, const Signature& sig, const std::string& field) {
+  if (field.empty()) {
+    return false;
+  }
   if (std::find(sig.fields.begin(), sig.fields.end(), field) != sig.fields.end()) {
     return true;
   }
@@ -151,18 +253,6 @@ bool hasField(const Bank& bank, const Signature& sig, const std::string& field) 
     const auto& cols = bank.tables[t].columns;
     return std::find(cols.begin(), cols.end(), field) != cols.end();
   });
-}
-
-std::vector<std::string> scalars(const YAML::Node& n) {
-  std::vector<std::string> out;
-  if (n.IsSequence()) {
-    for (const YAML::Node& v : n) {
-      out.push_back(scalar(v));
-    }
-  } else if (n.IsDefined() && n.IsScalar()) {
-    out.push_back(scalar(n));
-  }
-  return out;
 }
 
 // Rule ids a rule names (attach_to, ...), resolved once every rule is parsed.
@@ -177,14 +267,28 @@ void parseTable(const YAML::Node& n, const std::string& file, Bank* bank, Proble
   Table t;
   t.id = scalar(n["id"]);
   const std::string where = "table " + t.id;
+  if (!knownKeys(n, {"id", "signature", "key", "columns", "rows"}, file, where, problems)) {
+    return;
+  }
   const Signature* sig = bank->find(scalar(n["signature"]));
   if (t.id.empty() || sig == nullptr) {
     problems->add(file, n, where + ": needs an id and a known signature");
     return;
   }
+  if (std::any_of(bank->tables.begin(), bank->tables.end(),
+                  [&](const Table& x) { return x.id == t.id; })) {
+    problems->add(file, n, "duplicate table id " + t.id);
+    return;
+  }
   t.signature = static_cast<uint32_t>(sig - bank->signatures.data());
-  t.key = scalars(n["key"]);
-  t.columns = scalars(n["columns"]);
+  if (!n["key"] || !n["columns"]) {
+    problems->add(file, n, where + ": needs key and columns lists");
+    return;
+  }
+  if (!scalarList(n["key"], file, where + ": key", &t.key, problems) ||
+      !scalarList(n["columns"], file, where + ": columns", &t.columns, problems)) {
+    return;
+  }
   if (t.key.empty() || t.columns.empty()) {
     problems->add(file, n, where + ": needs key and columns lists");
     return;
@@ -195,13 +299,32 @@ void parseTable(const YAML::Node& n, const std::string& file, Bank* bank, Proble
       return;
     }
   }
-  if (!n["rows"].IsSequence()) {
+  // A hit's fields are looked up by name, the first one found: captures come before columns,
+  // and columns in table order.
+  for (auto c = t.columns.begin(); c != t.columns.end(); ++c) {
+    if (std::find(sig->fields.begin(), sig->fields.end(), *c) != sig->fields.end()) {
+      problems->add(file, n["columns"],
+                    where + ": column " + *c + " is also a capture group of signature " + sig->id +
+                        ", which would hide it");
+      return;
+    }
+    if (hasField(*bank, *sig, *c) || std::find(t.columns.begin(), c, *c) != c) {
+      problems->add(
+          file, n["columns"],
+          where + ": column " + *c + " is given twice to the hits of signature " + sig->id);
+      return;
+    }
+  }
+  if (!n["rows"] || !n["rows"].IsSequence()) {
     problems->add(file, n, where + ": rows must be a list of lists");
     return;
   }
   for (const YAML::Node& r : n["rows"]) {
-    std::vector<std::string> v = scalars(r);
-    if (!r.IsSequence() || v.size() != t.key.size() + t.columns.size()) {
+    std::vector<std::string> v;
+    if (!scalarList(r, file, where + ": row", &v, problems)) {
+      return;
+    }
+    if (v.size() != t.key.size() + t.columns.size()) {
       problems->add(file, r, where + ": a row holds the key values then one value per column");
       return;
     }
@@ -230,6 +353,13 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     return;
   }
   const std::string where = "rule " + rule.id;
+  if (!knownKeys(n,
+                 {"id", "signature", "severity", "where", "entity", "count", "window", "dedup",
+                  "burst", "attach_to", "suppressed_by", "corroborated_by", "unless_followed_by",
+                  "joins", "alias", "flap", "suspects_peers", "cluster", "recovery"},
+                 file, where, problems)) {
+    return;
+  }
   const std::string sig_id = scalar(n["signature"]);
   const auto it = std::find_if(bank->signatures.begin(), bank->signatures.end(),
                                [&](const Signature& s) { return s.id == sig_id; });
@@ -248,31 +378,37 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
       problems->add(file, w, where + ": where must map field names to value lists");
       return;
     }
+    if (!uniqueKeys(w, file, where + ": where", problems)) {
+      return;
+    }
     for (const auto& kv : w) {
-      const auto field = kv.first.as<std::string>();
+      const std::string& field = kv.first.Scalar();
       if (!hasField(*bank, *it, field)) {
         problems->add(file, kv.first, where + ": signature " + sig_id + " has no field " + field);
         return;
       }
+      // One value, or a list of them ('' for an absent field, written out: a null is a mistake).
       std::vector<std::string> values;
-      if (kv.second.IsSequence()) {
-        for (const YAML::Node& v : kv.second) {
-          values.push_back(scalar(v));
-        }
-      } else {
-        values.push_back(scalar(kv.second));
+      if (kv.second.IsScalar()) {
+        values.push_back(kv.second.Scalar());
+      } else if (!kv.second.IsSequence()) {
+        problems->add(file, kv.second, where + ": where: " + field + " is a value or a list");
+        return;
+      } else if (!scalarList(kv.second, file, where + ": where: " + field, &values, problems)) {
+        return;
       }
       rule.where.emplace_back(field, std::move(values));
     }
   }
   if (const YAML::Node e = n["entity"]) {
-    for (const YAML::Node& f : e) {
-      const std::string field = scalar(f);
-      if (!hasField(*bank, *it, field)) {
+    if (!scalarList(e, file, where + ": entity", &rule.entity, problems)) {
+      return;
+    }
+    for (size_t i = 0; i < rule.entity.size(); ++i) {
+      if (!hasField(*bank, *it, rule.entity[i])) {
         // May still come from an alias or a joined line: checked once every rule is known.
-        refs->push_back({bank->rules.size(), "entity", f, {field}});
+        refs->push_back({bank->rules.size(), "entity", e[i], {rule.entity[i]}});
       }
-      rule.entity.push_back(field);
     }
   }
   if (n["count"]) {
@@ -298,17 +434,34 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
       !duration("burst", &rule.burst_ns)) {
     return;
   }
-  // Map-valued keys: each is {rules: [...], within: DUR} or a documented variant.
+  // Map-valued keys: `shape` says what `key` holds when it is not a map of `keys`.
+  auto mapAt = [&](const YAML::Node& m, const std::string& key,
+                   std::initializer_list<std::string_view> keys, const std::string& shape) {
+    if (!m.IsMap()) {
+      problems->add(file, m, where + ": " + key + " is " + shape);
+      return false;
+    }
+    return knownKeys(m, keys, file, where + ": " + key, problems);
+  };
+  // Each is {rules: [...], within: DUR}.
   auto refsAt = [&](const char* key, const char* list, int64_t* within) {
     const YAML::Node m = n[key];
     if (!m) {
       return true;
     }
-    if (!m.IsMap() || !m[list] || !m["within"]) {
-      problems->add(file, m, where + ": " + key + " is {" + list + ": [...], within: DUR}");
+    const std::string shape = std::string("{") + list + ": [...], within: DUR}";
+    if (!mapAt(m, key, {list, "within"}, shape)) {
       return false;
     }
-    refs->push_back({bank->rules.size(), key, m[list], scalars(m[list])});
+    if (!m[list] || !m["within"]) {
+      problems->add(file, m, where + ": " + key + " is " + shape);
+      return false;
+    }
+    std::vector<std::string> ids;
+    if (!scalarList(m[list], file, where + ": " + key + ": " + list, &ids, problems)) {
+      return false;
+    }
+    refs->push_back({bank->rules.size(), key, m[list], std::move(ids)});
     return durationAt(m, "within", within);
   };
   if (!refsAt("attach_to", "rules", &rule.attach_within_ns) ||
@@ -318,7 +471,10 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     return;
   }
   if (const YAML::Node j = n["joins"]) {
-    if (!j.IsMap() || !j["rule"] || !j["within"]) {
+    if (!mapAt(j, "joins", {"rule", "within"}, "{rule: ID, within: DUR}")) {
+      return;
+    }
+    if (!j["rule"] || !j["within"]) {
       problems->add(file, j, where + ": joins is {rule: ID, within: DUR}");
       return;
     }
@@ -328,32 +484,46 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     }
   }
   if (const YAML::Node a = n["alias"]) {
+    const std::string shape = "{from: FIELD, to: FIELD}, both captured by " + sig_id;
+    if (!mapAt(a, "alias", {"from", "to"}, shape)) {
+      return;
+    }
     rule.alias_from = scalar(a["from"]);
     rule.alias_to = scalar(a["to"]);
     if (!hasField(*bank, *it, rule.alias_from) || !hasField(*bank, *it, rule.alias_to)) {
-      problems->add(file, a,
-                    where + ": alias is {from: FIELD, to: FIELD}, both captured by " + sig_id);
+      problems->add(file, a, where + ": alias is " + shape);
       return;
     }
   }
   if (const YAML::Node f = n["flap"]) {
+    const std::string shape = "{field: F, down: [...], up: [...], within: DUR}";
+    if (!mapAt(f, "flap", {"field", "down", "up", "within"}, shape)) {
+      return;
+    }
     rule.flap_field = scalar(f["field"]);
-    rule.flap_down = scalars(f["down"]);
-    rule.flap_up = scalars(f["up"]);
-    if (!hasField(*bank, *it, rule.flap_field) || rule.flap_down.empty() || rule.flap_up.empty() ||
+    if (!f["down"] || !f["up"] ||
+        !scalarList(f["down"], file, where + ": flap: down", &rule.flap_down, problems) ||
+        !scalarList(f["up"], file, where + ": flap: up", &rule.flap_up, problems) ||
+        !hasField(*bank, *it, rule.flap_field) || rule.flap_down.empty() || rule.flap_up.empty() ||
         !f["within"] || !durationAt(f, "within", &rule.flap_within_ns)) {
-      problems->add(file, f, where + ": flap is {field: F, down: [...], up: [...], within: DUR}");
+      problems->add(file, f, where + ": flap is " + shape);
       return;
     }
   }
   if (const YAML::Node p = n["suspects_peers"]) {
-    if (!p.IsMap() || !p["within"] || !durationAt(p, "within", &rule.peers_within_ns) ||
+    if (!mapAt(p, "suspects_peers", {"within"}, "{within: DUR}")) {
+      return;
+    }
+    if (!p["within"] || !durationAt(p, "within", &rule.peers_within_ns) ||
         rule.peers_within_ns <= 0) {
       problems->add(file, p, where + ": suspects_peers is {within: DUR}");
       return;
     }
   }
   if (const YAML::Node c = n["cluster"]) {
+    if (!mapAt(c, "cluster", {"nodes", "within"}, "{nodes: N >= 2, within: DUR}")) {
+      return;
+    }
     rule.cluster_nodes = c["nodes"].IsScalar() ? c["nodes"].as<int>(0) : 0;
     if (rule.cluster_nodes < 2 || !c["within"] ||
         !durationAt(c, "within", &rule.cluster_within_ns)) {
@@ -367,12 +537,15 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     return;
   }
   if (const YAML::Node r = n["recovery"]) {
-    if (!r.IsMap()) {
-      problems->add(file, r, where + ": recovery is {by: [...], stable: DUR, quiet: DUR}");
+    if (!mapAt(r, "recovery", {"by", "stable", "quiet"}, "{by: [...], stable: DUR, quiet: DUR}")) {
       return;
     }
     if (r["by"]) {
-      refs->push_back({bank->rules.size(), "recovery.by", r["by"], scalars(r["by"])});
+      std::vector<std::string> ids;
+      if (!scalarList(r["by"], file, where + ": recovery: by", &ids, problems)) {
+        return;
+      }
+      refs->push_back({bank->rules.size(), "recovery.by", r["by"], std::move(ids)});
     }
     if (!durationAt(r, "stable", &rule.stable_ns) || !durationAt(r, "quiet", &rule.quiet_ns)) {
       return;
@@ -399,23 +572,12 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
 }
 
 void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* problems) {
+  // Rule references first: an entity field may come from the rule's own join.
   for (const RuleRefs& r : refs) {
-    Rule& rule = bank->rules[r.rule];
     if (r.key == "entity") {
-      const std::string& field = r.ids[0];
-      const bool aliased = std::any_of(bank->rules.begin(), bank->rules.end(),
-                                       [&](const Rule& x) { return x.alias_to == field; });
-      const bool joined =
-          rule.joins >= 0 &&
-          hasField(*bank, bank->signatures[bank->rules[static_cast<size_t>(rule.joins)].signature],
-                   field);
-      if (!aliased && !joined) {
-        problems->add(rule.file, r.at,
-                      "rule " + rule.id + ": entity field " + field + " is not captured by " +
-                          bank->signatures[rule.signature].id + " nor given by an alias or join");
-      }
       continue;
     }
+    Rule& rule = bank->rules[r.rule];
     for (const std::string& id : r.ids) {
       const auto it = std::find_if(bank->rules.begin(), bank->rules.end(),
                                    [&](const Rule& x) { return x.id == id; });
@@ -440,6 +602,48 @@ void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* proble
       }
     }
   }
+  for (const RuleRefs& r : refs) {
+    if (r.key != "entity") {
+      continue;
+    }
+    const Rule& rule = bank->rules[r.rule];
+    const std::string& field = r.ids[0];
+    const bool aliased =
+        !field.empty() && std::any_of(bank->rules.begin(), bank->rules.end(),
+                                      [&](const Rule& x) { return x.alias_to == field; });
+    const bool joined =
+        rule.joins >= 0 &&
+        hasField(*bank, bank->signatures[bank->rules[static_cast<size_t>(rule.joins)].signature],
+                 field);
+    if (!aliased && !joined) {
+      problems->add(rule.file, r.at,
+                    "rule " + rule.id + ": entity field " + field + " is not captured by " +
+                        bank->signatures[rule.signature].id + " nor given by an alias or join");
+    }
+  }
+}
+
+// The entries of a rule file's list `key` (signatures, tables or rules), each a map. A list with
+// every entry commented out is empty; anything else but a list of maps is a problem.
+std::vector<YAML::Node> entries(const YAML::Node& doc, const char* key, const std::string& file,
+                                Problems* problems) {
+  std::vector<YAML::Node> out;
+  const YAML::Node list = doc[key];
+  if (!list || list.IsNull()) {
+    return out;
+  }
+  if (!list.IsSequence()) {
+    problems->add(file, list, std::string(key) + " must be a list");
+    return out;
+  }
+  for (const YAML::Node& e : list) {
+    if (e.IsMap()) {
+      out.push_back(e);
+    } else {
+      problems->add(file, e, std::string("each entry of ") + key + " is a map");
+    }
+  }
+  return out;
 }
 
 void compileSets(Bank* bank, Problems* problems) {
@@ -519,11 +723,15 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   }
   // Signatures first, across all files, so that a rule may name a signature of another file.
   for (const auto& [name, doc] : docs) {
+    if (doc.IsNull()) {
+      continue;  // comments only: an empty file
+    }
     if (!doc.IsMap()) {
       problems.add(name, doc, "a rule file is a map with 'signatures' and/or 'rules'");
       continue;
     }
-    for (const YAML::Node& s : doc["signatures"]) {
+    knownKeys(doc, {"signatures", "tables", "rules"}, name, "rule file", &problems);
+    for (const YAML::Node& s : entries(doc, "signatures", name, &problems)) {
       try {
         parseSignature(s, name, bank.get(), &problems);
       } catch (const YAML::Exception& e) {
@@ -539,7 +747,7 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   }
   for (const auto& [name, doc] : docs) {
     if (doc.IsMap()) {
-      for (const YAML::Node& t : doc["tables"]) {
+      for (const YAML::Node& t : entries(doc, "tables", name, &problems)) {
         try {
           parseTable(t, name, bank.get(), &problems);
         } catch (const YAML::Exception& e) {
@@ -551,7 +759,7 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   std::vector<RuleRefs> refs;
   for (const auto& [name, doc] : docs) {
     if (doc.IsMap()) {
-      for (const YAML::Node& r : doc["rules"]) {
+      for (const YAML::Node& r : entries(doc, "rules", name, &problems)) {
         const size_t refs_before = refs.size();
         const size_t rules_before = bank->rules.size();
         try {
@@ -574,6 +782,15 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   }
   if (!problems.any()) {
     compileSets(bank.get(), &problems);
+  }
+  if (!problems.any()) {
+    // The examples are the bank's own tests: serve and replay refuse a bank that fails them, as
+    // `rules test` does.
+    for (const ExampleFailure& f : checkExamples(*bank)) {
+      const Signature& sig = bank->signatures[f.signature];
+      problems.addAt(sig.file, f.example->file_line,
+                     "signature " + sig.id + ": " + f.cause + ": " + f.example->line);
+    }
   }
   if (problems.any()) {
     throw BankError(problems.str());

@@ -24,7 +24,12 @@ enum class Severity : uint8_t { kInfo, kWarning, kFatal };
 struct Example {
   std::string line;
   std::vector<std::pair<std::string, std::string>> fields;  // expected captures (match only)
+  int file_line = 0;                                        // where the example is written
 };
+
+// The most capture groups a pattern may have: the matcher extracts a hit's fields into this many
+// groups, so a field of a later group would never be filled. Longer patterns are refused.
+constexpr int kMaxCaptureGroups = 32;
 
 struct Signature {
   std::string id;
@@ -159,8 +164,9 @@ class BankError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Parses and compiles a bank from rule files (in the given order). Signature ids and rule ids must
-// be unique across files. Throws BankError.
+// Parses and compiles a bank from rule files (in the given order), then checks every signature's
+// examples (checkExamples, matcher/matcher.h). Signature, table and rule ids must be unique across
+// files. Throws BankError.
 std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files);
 
 // Reads every *.yaml / *.yml file of `dir` (sorted by name). Throws BankError if the directory

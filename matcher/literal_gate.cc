@@ -27,6 +27,44 @@ bool foldsCase(const std::string& pattern) {
   return false;
 }
 
+// True when the pattern may name a rune beyond ASCII: a UTF-8 byte, an escape \x{...}, \xHH or
+// octal of 0x80 or more, or a Unicode class \p, \P. The prefilter lowercases such a rune by
+// Unicode rules, which may make it ASCII (the Kelvin sign U+212A gives `k`, the long s U+017F
+// `s`): a literal that lines holding the rune itself lack. And the scan folds ASCII case only.
+bool beyondAscii(const std::string& pattern) {
+  // The value of the base-`base` digits from `from` on, at most `max` of them.
+  auto value = [&](size_t from, size_t max, uint32_t base) {
+    uint32_t rune = 0;
+    for (size_t i = from; i < pattern.size() && i - from < max; ++i) {
+      const char c = static_cast<char>(pattern[i] | 0x20);  // hex digits in either case
+      const uint32_t d = c >= '0' && c <= '9'   ? static_cast<uint32_t>(c - '0')
+                         : c >= 'a' && c <= 'f' ? static_cast<uint32_t>(c - 'a' + 10)
+                                                : base;
+      if (d >= base) {
+        break;
+      }
+      rune = std::min<uint32_t>(rune * base + d, 0x110000);
+    }
+    return rune;
+  };
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if ((static_cast<unsigned char>(pattern[i]) & 0x80) != 0) {
+      return true;
+    }
+    if (pattern[i] != '\\' || i + 1 == pattern.size()) {
+      continue;
+    }
+    const char e = pattern[++i];  // skipped with its backslash: in `\\x` the x is no escape
+    const bool braced = e == 'x' && i + 1 < pattern.size() && pattern[i + 1] == '{';
+    if (e == 'p' || e == 'P' || (braced && value(i + 2, pattern.size(), 16) >= 0x80) ||
+        (e == 'x' && !braced && value(i + 1, 2, 16) >= 0x80) ||
+        (e >= '0' && e <= '7' && value(i, 3, 8) >= 0x80)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // One pattern's prefilter: its atoms (lowercased, per re2/filtered_re2.h) and which
 // combinations of them a match needs.
 struct Prefilter {
@@ -144,7 +182,7 @@ LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_v
   std::vector<std::unique_ptr<Prefilter>> pre;
   std::unordered_map<std::string, size_t> shared;  // atom -> patterns that have it
   for (const std::string& p : patterns) {
-    pre.push_back(foldsCase(p) ? nullptr : prefilter(p));
+    pre.push_back(foldsCase(p) || beyondAscii(p) ? nullptr : prefilter(p));
     if (pre.back() == nullptr) {
       return;  // open: a pattern without usable atoms may match a line without any literal
     }
@@ -177,10 +215,7 @@ LiteralGate::LiteralGate(const std::vector<std::string>& patterns, std::string_v
   std::vector<std::string> literals;
   for (size_t i = 0; i < patterns.size(); ++i) {
     std::vector<std::string> atoms = requiredAtoms(*pre[i], before);
-    const bool ascii = std::all_of(atoms.begin(), atoms.end(), [](const std::string& a) {
-      return std::all_of(a.begin(), a.end(), [](char c) { return (c & 0x80) == 0; });
-    });
-    if (atoms.empty() || !ascii) {
+    if (atoms.empty()) {
       return;  // open: this pattern may match a line without any literal
     }
     literals.insert(literals.end(), atoms.begin(), atoms.end());

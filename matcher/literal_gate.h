@@ -28,8 +28,9 @@ class LiteralGate {
   // `patterns` in RE2 syntax, as the Set compiles them (default options, case-sensitive).
   // `sample`: text like the lines the gate will scan (lines joined by '\n'), to rank atoms by how
   // often they occur; empty: longer atoms first. When a pattern has no required literal of at
-  // least 3 bytes, or turns on case-insensitive matching itself (`(?i)`: Unicode case folding
-  // reaches beyond ASCII), the gate is open: every line passes.
+  // least 3 bytes, turns on case-insensitive matching itself (`(?i)`: Unicode case folding
+  // reaches beyond ASCII), or names a rune beyond ASCII (RE2 lowercases the Kelvin sign to `k`),
+  // the gate is open: every line passes.
   LiteralGate(const std::vector<std::string>& patterns, std::string_view sample);
 
   // True when no line can be ruled out.

@@ -7,11 +7,6 @@
 #include "core/time.h"
 
 namespace faultline {
-namespace {
-
-constexpr int kMaxGroups = 32;
-
-}  // namespace
 
 std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>& fields,
                          std::string_view name) {
@@ -25,6 +20,49 @@ std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>&
 
 std::string_view Hit::field(std::string_view name) const {
   return fieldOf(fields, name);
+}
+
+std::vector<ExampleFailure> checkExamples(const Bank& bank) {
+  Matcher matcher(std::shared_ptr<const Bank>(&bank, [](const Bank*) {}));
+  std::vector<ExampleFailure> failures;
+  for (uint32_t i = 0; i < bank.signatures.size(); ++i) {
+    const Signature& sig = bank.signatures[i];
+    for (int k = 0; k < kStreamKinds; ++k) {
+      const auto kind = static_cast<StreamKind>(k);
+      if (!sig.appliesTo(kind)) {
+        continue;
+      }
+      const std::string on = " on stream " + std::string(streamKindName(kind));
+      for (const Example& ex : sig.match_examples) {
+        RecordBatch batch;
+        LogRecord& rec = batch.records.emplace_back();
+        rec.line = ex.line;
+        rec.stream = kind;
+        std::vector<Hit> hits;
+        matcher.match(batch, &hits);
+        const auto hit =
+            std::find_if(hits.begin(), hits.end(), [&](const Hit& h) { return h.signature == i; });
+        if (hit == hits.end()) {
+          failures.push_back({i, &ex, "match example not matched" + on});
+          continue;
+        }
+        for (const auto& [name, value] : ex.fields) {
+          if (hit->field(name) != value) {
+            failures.push_back({i, &ex,
+                                "field " + name + " is '" + std::string(hit->field(name)) +
+                                    "', expected '" + value + "'" + on});
+          }
+        }
+      }
+      for (const Example& ex : sig.no_match_examples) {
+        const auto ids = matcher.matchLine(ex.line, kind);
+        if (std::find(ids.begin(), ids.end(), i) != ids.end()) {
+          failures.push_back({i, &ex, "no_match example matched" + on});
+        }
+      }
+    }
+  }
+  return failures;
 }
 
 Matcher::Matcher(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)) {
@@ -44,7 +82,7 @@ std::vector<std::string> Matcher::patterns(StreamKind kind) const {
 
 void Matcher::sample(const LogRecord& rec) {
   const auto k = static_cast<size_t>(rec.stream);
-  sample_[k].append(rec.line).push_back('\n');
+  sample_[k].append(rec.line.substr(0, kTuneLineBytes)).push_back('\n');
   if (++sampled_[k] == kTuneLines) {
     gates_[k] = LiteralGate(patterns(rec.stream), sample_[k]);
     tuned_[k] = true;
@@ -91,8 +129,8 @@ std::vector<uint32_t> Matcher::matchLine(std::string_view line, StreamKind kind)
 }
 
 bool Matcher::extract(std::string_view line, const Signature& sig, Fields* fields) {
-  std::array<re2::StringPiece, kMaxGroups + 1> groups;
-  const int n = std::min(static_cast<int>(sig.fields.size()), kMaxGroups) + 1;
+  std::array<re2::StringPiece, kMaxCaptureGroups + 1> groups;
+  const int n = std::min(static_cast<int>(sig.fields.size()), kMaxCaptureGroups) + 1;
   // Every match starts with the prefix, so the leftmost match starts at its first occurrence if
   // any match starts there: a search anchored there skips the two DFA passes (forward, then
   // reverse) that an unanchored search spends finding where the match starts.

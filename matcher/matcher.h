@@ -41,6 +41,18 @@ struct Hit {
   std::string_view field(std::string_view name) const;
 };
 
+// A signature's example line that the matcher does not confirm (rules/README.md, "Signatures").
+struct ExampleFailure {
+  uint32_t signature = 0;  // index into Bank::signatures
+  const Example* example = nullptr;
+  std::string cause;  // e.g. "match example not matched on stream kernel"
+};
+
+// Matches every signature's examples as the service matches lines, on each stream kind the
+// signature applies to: a match example must hit it with the expected fields, a no_match example
+// must not. loadBank refuses a bank that fails any.
+std::vector<ExampleFailure> checkExamples(const Bank& bank);
+
 struct MatcherStats {
   uint64_t lines = 0;
   uint64_t bytes = 0;
@@ -53,6 +65,9 @@ struct MatcherStats {
 class Matcher {
  public:
   static constexpr size_t kTuneLines = 1000;
+  // The tuning samples at most this many bytes of each line (all of a usual log line): a flood of
+  // 256 KiB lines would otherwise hold 256 MB for the sample, and take seconds to rank atoms in.
+  static constexpr size_t kTuneLineBytes = 1024;
 
   // Starts from the bank's literal gate of each stream kind; once kTuneLines lines of a
   // kind have been matched, retunes that kind's gate to what is rare in those lines (speed only:

@@ -95,6 +95,265 @@ TEST(Bank, RejectsUnknownFieldsAndSignatures) {
   }
 }
 
+// The problems loadBank reports for `files`, one per line; empty when they load.
+std::string problemsOf(const std::vector<RuleFile>& files) {
+  try {
+    loadBank(files);
+  } catch (const BankError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// True when `problems` holds `problem` as one of its lines, from the start of the line on.
+bool reports(const std::string& problems, const std::string& problem) {
+  return ("\n" + problems).find("\n" + problem) != std::string::npos;
+}
+
+// A signature `s` capturing pci and code, on lines 1-6 of the files below.
+constexpr const char* kOneSignature = R"(signatures:
+  - id: s
+    streams: [kernel]
+    severity: warning
+    pattern: 'X (?P<pci>\S+) (?P<code>\d+)'
+    examples: {match: ['X 0000:01:00 79']}
+)";
+
+TEST(Bank, RefusesUnknownAndRepeatedKeysAtEveryLevel) {
+  const std::string text = std::string(kOneSignature) + R"(  - id: s2
+    streams: [kernel]
+    severity: warning
+    pattern: 'Y (?P<code>\d+)'
+    pattern: 'never'
+    examples: {match: ['Y 1']}
+  - id: s3
+    streams: [kernel]
+    severity: warning
+    pattern: 'Z (?P<code>\d+)'
+    examples: {match: ['Z 1'], nomatch: ['Z x']}
+  - id: s4
+    streams: [kernel]
+    severity: warning
+    pattern: 'W (?P<code>\d+)'
+    examples: {match: ['W 1', {line: 'W 2', feilds: {}}], no_match: [{line: x, fields: {}}]}
+tables:
+  - {id: t, signature: s, key: [code], colums: [class], rows: []}
+rules:
+  - id: r1
+    signature: s
+    severity: fatal
+    wehre: {code: [79]}
+  - id: r2
+    signature: s
+    severity: fatal
+    recovery: {by: [r1], stabel: 10m}
+  - id: r3
+    signature: s
+    severity: fatal
+    where: {code: [79], code: [13]}
+  - id: r4
+    signature: s
+    severity: info
+    attach_to: {rule: [r1], within: 1m}
+  - id: r5
+    signature: s
+    severity: info
+    joins: {rule: r1, whithin: 5s}
+rule:
+  - id: r6
+)";
+  const std::string what = problemsOf({{"a.yaml", text}});
+  for (const char* problem : {
+           "a.yaml:11: signature s2: duplicate key 'pattern'",
+           "a.yaml:17: signature s3: examples: unknown key 'nomatch'",
+           "a.yaml:22: signature s4: examples.match: unknown key 'feilds'",
+           "a.yaml:22: signature s4: examples.no_match: unknown key 'fields'",
+           "a.yaml:24: table t: unknown key 'colums'",
+           "a.yaml:29: rule r1: unknown key 'wehre'",
+           "a.yaml:33: rule r2: recovery: unknown key 'stabel'",
+           "a.yaml:37: rule r3: where: duplicate key 'code'",
+           "a.yaml:41: rule r4: attach_to: unknown key 'rule'",
+           "a.yaml:45: rule r5: joins: unknown key 'whithin'",
+           "a.yaml:46: rule file: unknown key 'rule'",
+       }) {
+    EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
+  }
+}
+
+TEST(Bank, RefusesAScalarOrMapWhereAListIsExpected) {
+  const std::string rules = std::string(kOneSignature) + R"(tables:
+  - {id: t, signature: s, key: code, columns: [class], rows: [[79, fatal]]}
+  - [t2]
+rules:
+  - {id: r1, signature: s, severity: fatal, entity: pcii}
+  - {id: r2, signature: s, severity: info, attach_to: {rules: r1, within: 1m}}
+  - {id: r3, signature: s, severity: fatal, recovery: {by: {r1: x}}}
+  - {id: r4, signature: s, severity: fatal, entity: [pci, [code]]}
+)";
+  const std::string what = problemsOf({{"a.yaml", "signatures: none\nrules: oops\n"},
+                                       {"b.yaml", "signatures:\n  id: s1\n  pattern: x\n"},
+                                       {"c.yaml", rules}});
+  for (const char* problem : {
+           "a.yaml:1: signatures must be a list",
+           "a.yaml:2: rules must be a list",
+           "b.yaml:2: signatures must be a list",
+           "c.yaml:8: table t: key must be a list",
+           "c.yaml:9: each entry of tables is a map",
+           "c.yaml:11: rule r1: entity must be a list",
+           "c.yaml:12: rule r2: attach_to: rules must be a list",
+           "c.yaml:13: rule r3: recovery: by must be a list",
+           "c.yaml:14: rule r4: entity: each item is a single value",
+       }) {
+    EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
+  }
+  EXPECT_EQ(what.find(":0:"), std::string::npos) << what;
+  EXPECT_EQ(what.find("invalid node"), std::string::npos) << what;
+}
+
+TEST(Bank, RefusesAPatternThatMatchesAnEmptyLine) {
+  for (const char* pattern : {"(?:NVRM: Xid)?", "x*", "^", "(?m)$"}) {
+    const std::string what = problemsOf({{"a.yaml", std::string(R"(signatures:
+  - id: s
+    streams: [kernel]
+    severity: fatal
+    pattern: ')") + pattern + R"('
+    examples: {match: ['NVRM: Xid (0000:01:00): 79, x']}
+)"}});
+    EXPECT_TRUE(
+        reports(what, "a.yaml:5: signature s: pattern matches an empty line, so every line"))
+        << pattern << ": " << what;
+  }
+}
+
+TEST(Bank, RefusesAWhereValueOrExpectedFieldThatIsNotAScalar) {
+  const std::string text = std::string(kOneSignature) + R"(  - id: s2
+    streams: [kernel]
+    severity: warning
+    pattern: 'Y (?P<code>\d+)'
+    examples: {match: [{line: 'Y 1', fields: {code: [1]}}]}
+rules:
+  - {id: r1, signature: s, severity: fatal, where: {code: [{a: b}]}}
+  - {id: r2, signature: s, severity: fatal, where: {code: }}
+  - {id: r3, signature: s, severity: fatal, where: {code: {a: b}}}
+  - {id: r4, signature: s, severity: fatal, where: {code: [79, ~]}}
+)";
+  const std::string what = problemsOf({{"a.yaml", text}});
+  for (const char* problem : {
+           "a.yaml:11: signature s2: examples.match: fields: each value is a single value",
+           "a.yaml:13: rule r1: where: code: each item is a single value",
+           "a.yaml:14: rule r2: where: code is a value or a list",
+           "a.yaml:15: rule r3: where: code is a value or a list",
+           "a.yaml:16: rule r4: where: code: each item is a single value",
+       }) {
+    EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
+  }
+}
+
+// The head line of a split printk report gives the tail's rule its entity field through `joins`.
+TEST(Bank, AnEntityFieldMayComeFromTheRulesOwnJoin) {
+  const std::string text = R"(signatures:
+  - id: head
+    streams: [kernel]
+    severity: info
+    pattern: 'HEAD (?P<pci>[0-9:]+)$'
+    examples: {match: ['HEAD 0000:01:00']}
+  - id: tail
+    streams: [kernel]
+    severity: fatal
+    pattern: 'TAIL fallen'
+    examples: {match: ['TAIL fallen']}
+rules:
+  - {id: head, signature: head, severity: info, entity: [pci]}
+  - {id: tail, signature: tail, entity: [pci], joins: {rule: head, within: 5s}}
+)";
+  EXPECT_EQ(problemsOf({{"a.yaml", text}}), "");
+  EXPECT_TRUE(reports(problemsOf({{"a.yaml", text + "  - {id: lone, signature: tail, entity: "
+                                                    "[pci], joins: {rule: tail, within: 5s}}\n"}}),
+                      "a.yaml:15: rule lone: entity field pci is not captured by tail nor given "
+                      "by an alias or join"));
+}
+
+// The matcher fills kMaxCaptureGroups groups: a field of a later group would never be set.
+TEST(Bank, RefusesAPatternWithMoreCaptureGroupsThanTheMatcherFills) {
+  auto bankWithGroups = [](int groups) {
+    std::string pattern = "E";
+    for (int g = 1; g < groups; ++g) {
+      pattern += "(a)?";
+    }
+    return std::string(R"(signatures:
+  - id: s
+    streams: [kernel]
+    severity: fatal
+    pattern: ')") +
+           pattern + R"(: (?P<code>\d+)'
+    examples: {match: [{line: 'E: 79', fields: {code: '79'}}]}
+)";
+  };
+  const std::shared_ptr<const Bank> full =
+      loadBank({{"a.yaml", bankWithGroups(kMaxCaptureGroups)}});
+  Matcher m(full);
+  RecordBatch batch;
+  batch.records.push_back({1, "n1", "Eaa: 13", 0, 0, StreamKind::kKernel});
+  std::vector<Hit> hits;
+  m.match(batch, &hits);
+  ASSERT_EQ(hits.size(), 1U);
+  EXPECT_EQ(hits[0].field("code"), "13");
+  const std::string what = problemsOf({{"a.yaml", bankWithGroups(kMaxCaptureGroups + 1)}});
+  EXPECT_TRUE(reports(what,
+                      "a.yaml:5: signature s: pattern has 33 capture groups, more than the "
+                      "32 the matcher fills"))
+      << what;
+}
+
+// The examples are checked as `rules test` checks them, and name their own line.
+TEST(Bank, RefusesABankWhoseExamplesFail) {
+  const std::string what = problemsOf({{"e.yaml", R"(signatures:
+  - id: s
+    streams: [kernel, pod]
+    severity: warning
+    pattern: 'X (?P<code>\d+)'
+    examples:
+      match:
+        - 'Y 1'
+        - {line: 'X 2', fields: {code: '3'}}
+      no_match: ['X 4']
+)"}});
+  for (const char* problem : {
+           "e.yaml:8: signature s: match example not matched on stream kernel: Y 1",
+           "e.yaml:8: signature s: match example not matched on stream pod: Y 1",
+           "e.yaml:9: signature s: field code is '2', expected '3' on stream kernel: X 2",
+           "e.yaml:10: signature s: no_match example matched on stream pod: X 4",
+       }) {
+    EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
+  }
+}
+
+TEST(Bank, RefusesTableColumnsThatAnotherFieldWouldHide) {
+  const std::string text = std::string(kOneSignature) + R"(tables:
+  - {id: t, signature: s, key: [code], columns: [class], rows: [[79, fatal]]}
+  - {id: t, signature: s, key: [code], columns: [kind], rows: [[79, x]]}
+  - {id: u, signature: s, key: [code], columns: [pci], rows: [[79, x]]}
+  - {id: v, signature: s, key: [code], columns: [class], rows: [[79, x]]}
+  - {id: w, signature: s, key: [code], columns: [a, a], rows: [[79, x, y]]}
+)";
+  const std::string what = problemsOf({{"a.yaml", text}});
+  for (const char* problem : {
+           "a.yaml:9: duplicate table id t",
+           "a.yaml:10: table u: column pci is also a capture group of signature s",
+           "a.yaml:11: table v: column class is given twice to the hits of signature s",
+           "a.yaml:12: table w: column a is given twice to the hits of signature s",
+       }) {
+    EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
+  }
+}
+
+TEST(Bank, AFileOfCommentsOnlyIsEmpty) {
+  const auto b = loadBank({{"a.yaml", "# disabled\n"}, {"b.yaml", ""}, {"c.yaml", kOneSignature}});
+  EXPECT_EQ(b->signatures.size(), 1U);
+  EXPECT_TRUE(b->rules.empty());
+  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "rules:\n#  - id: r1\n"}}), "");
+}
+
 TEST(Bank, LiteralPrefixIsWhatEveryMatchStartsWith) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"(NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-f:]+)\): (?P<code>\d+))", "NVRM: Xid ("},

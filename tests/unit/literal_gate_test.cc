@@ -97,6 +97,34 @@ TEST(LiteralGate, OpenWhenAPatternNeedsNoLiteralOrFoldsCase) {
   EXPECT_EQ(may[1], 1);
 }
 
+// RE2's prefilter lowercases a rune by Unicode rules: the Kelvin sign to `k`, the long s to `s`.
+// A literal from it would be ASCII text that lines holding the rune itself do not contain, so a
+// pattern naming any rune beyond ASCII, in UTF-8 or by an escape, opens the gate.
+TEST(LiteralGate, OpenWhenAPatternNamesARuneBeyondAscii) {
+  const std::string kelvin = "\xE2\x84\xAA";  // U+212A
+  const std::string long_s = "\xC5\xBF";      // U+017F
+  for (const std::string& p : std::vector<std::string>{
+           kelvin + "ernel panic", R"(\x{212A}ernel panic)", R"([\x{212a}]ernel panic)",
+           R"((?:\x{212A}|X)ernel panic)", "fal" + long_s + "e alarm", R"(fal\x{17F}e alarm)",
+           R"(caf\xE9 crash)", R"(caf\351 crash)", R"(\p{Greek}+ crash)"}) {
+    const LiteralGate gate({"NVRM: Xid", p}, "");
+    EXPECT_TRUE(gate.open()) << p;
+    const RE2 re(p);
+    ASSERT_TRUE(re.ok()) << p;
+    for (const std::string& line :
+         std::vector<std::string>{kelvin + "ernel panic", "fal" + long_s + "e alarm"}) {
+      if (RE2::PartialMatch(line, re)) {
+        EXPECT_TRUE(gate.mayMatch(line)) << p;
+      }
+    }
+  }
+  // Escapes of ASCII runes, and an escaped backslash before an x, keep their literals.
+  for (const std::string& p :
+       {R"(NVRM\x3a Xid)", R"(NVRM\x{3A} Xid)", R"(NVRM\072 Xid)", R"(NVRM: Xid \\x{212A})"}) {
+    EXPECT_FALSE(LiteralGate({p}, "").open()) << p;
+  }
+}
+
 // Every line the Set matches passes the gate, over the real bank's example lines (as written, and
 // upper- and lower-cased) and the bundled sample archive; and the batch scan (four lines at once)
 // agrees with the one-line scan on every batch size, fewer lines than lanes included.
@@ -204,6 +232,43 @@ TEST(LiteralGate, TuningKeepsTheMatchersHits) {
     EXPECT_EQ(a[i].signature, b[i].signature);
     EXPECT_EQ(a[i].line, b[i].line);
   }
+}
+
+// The tuning samples the start of each line (Matcher::kTuneLineBytes): a flood of huge lines costs
+// no more to sample than lines of that size, and the gate it tunes still passes every hit, with
+// the hit's text far into a line.
+TEST(LiteralGate, TuningSamplesTheStartOfEachLine) {
+  const std::shared_ptr<const Bank> bank = loadBank({{"t.yaml", R"(signatures:
+  - id: link
+    streams: [kernel]
+    severity: info
+    pattern: 'mlx5_core (?P<pci>\S+) (?P<ifname>\S+): Link (?P<state>up|down)'
+    examples: {match: ['mlx5_core 0000:ab:00.0 enp1s0f0np0: Link up']}
+)"}});
+  const std::string head(Matcher::kTuneLineBytes, 'x');
+  const std::string common = " mlx5_core 0000:ab:00.0: E-Switch: Total vports 8 ";
+  const std::string hit = "mlx5_core 0000:ab:00.0 enp1s0f0np0: Link down";
+  std::vector<std::string> text;
+  for (size_t i = 0; i < Matcher::kTuneLines; ++i) {
+    text.push_back(head + common + std::string(size_t{16} * 1024, 'y') + (i % 100 == 0 ? hit : ""));
+  }
+  RecordBatch batch;
+  for (size_t i = 0; i < text.size(); ++i) {
+    batch.records.push_back(
+        {static_cast<int64_t>(i) * 1'000'000'000, "n1", text[i], 0, 0, StreamKind::kKernel});
+  }
+  Matcher m(bank);
+  std::vector<Hit> hits;
+  m.match(batch, &hits);
+  EXPECT_EQ(hits.size(), 10U);
+  // Tuned on the lines' first bytes, which lack the common `mlx5_core `: it stays the literal.
+  EXPECT_TRUE(has(m.gate(StreamKind::kKernel).literals(), "mlx5_core "));
+  RecordBatch after;
+  after.records.push_back({0, "n1", head + head + hit, 0, 0, StreamKind::kKernel});
+  hits.clear();
+  m.match(after, &hits);
+  ASSERT_EQ(hits.size(), 1U);
+  EXPECT_EQ(hits[0].field("state"), "down");
 }
 
 }  // namespace
