@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "ingest/archive/archive_source.h"
-#include "matcher/bank.h"
 
 namespace faultline {
 
@@ -17,11 +16,6 @@ int runCli(int argc, char** argv);
 // arena's free top goes back to the kernel only past 64 MiB. Called once, before any thread
 // starts (main, and the benchmarks, which measure the engine as the command runs it).
 void keepFreedMemory();
-
-// Checks every example line of the bank through the real matcher. Prints one line per problem to
-// stderr ("FILE:LINE: signature ID: match example not matched on stream kernel: LINE") and a
-// summary to stdout. Returns the number of problems.
-int testBank(const Bank& bank);
 
 // The sample archive compiled into the binary (tests/data/sample/), replayed by `faultline
 // replay` when no file is given.

@@ -35,6 +35,16 @@ bool digits(std::string_view s, size_t at, size_t n, int* out) {
 
 }  // namespace
 
+bool isValidCivil(int year, int month, int day, int hour, int minute, int second) {
+  if (month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 ||
+      second < 0 || second > 60) {
+    return false;
+  }
+  static constexpr std::array<int, 12> kDays = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+  return day <= kDays[month - 1] + (month == 2 && leap ? 1 : 0);
+}
+
 int64_t civilToNanos(int year, int month, int day, int hour, int minute, int second,
                      int64_t nanos) {
   const int64_t days =
@@ -88,8 +98,7 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
     return false;
   }
   // int64 nanoseconds since the epoch span 1677..2262.
-  if (y < 1678 || y > 2261 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
-      sec > 60) {
+  if (y < 1678 || y > 2261 || !isValidCivil(y, mo, d, h, mi, sec)) {
     return false;
   }
   size_t i = 19;
@@ -121,7 +130,7 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
     if (j < s.size() && s[j] == ':') {
       ++j;
     }
-    if (!digits(s, j, 2, &om)) {
+    if (!digits(s, j, 2, &om) || oh > 23 || om > 59) {
       return false;
     }
     offset_s = sign * (oh * 3600 + om * 60);

@@ -14,6 +14,10 @@ inline constexpr int64_t secondOf(int64_t time_ns) {
   return time_ns / kNanosPerSecond - (time_ns % kNanosPerSecond < 0 ? 1 : 0);
 }
 
+// Whether the fields name a real date and time: month 1..12, day within that month of that year
+// (proleptic Gregorian), hour 0..23, minute 0..59, second 0..60 (60: a leap second).
+bool isValidCivil(int year, int month, int day, int hour, int minute, int second);
+
 // Civil UTC date and time to ns since the epoch. month 1..12, day 1..31.
 int64_t civilToNanos(int year, int month, int day, int hour, int minute, int second,
                      int64_t nanos = 0);
@@ -23,8 +27,9 @@ std::string formatRfc3339(int64_t time_ns);
 
 // Parses RFC 3339 / ISO 8601 timestamps: "2025-02-23T16:24:18Z", with a fraction of up to 9
 // digits after '.' or ',', and a "Z" or "+hh:mm"/"+hhmm" offset (no offset = UTC). Also accepts a
-// space instead of 'T'. Years outside 1678..2261 (beyond int64 ns) are rejected. On success
-// stores ns and the number of characters consumed.
+// space instead of 'T'. Rejects dates and times that do not exist (isValidCivil), offsets beyond
+// +-23:59 and years outside 1678..2261 (beyond int64 ns). On success stores ns and the number of
+// characters consumed.
 bool parseRfc3339(std::string_view text, int64_t* time_ns, size_t* consumed = nullptr);
 
 // Parses a duration such as "90s", "10m", "1h", "500ms", "2d" or "1h30m". Returns false on

@@ -1,6 +1,7 @@
 #include "ingest/archive/archive_source.h"
 
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -58,14 +59,18 @@ void ArchiveSource::run(const BatchHandler& handle, std::stop_token stop) {
     if (stop.stop_requested()) {
       return;
     }
-    runOne(inputs_[current_], handle, stop);
+    try {
+      runOne(inputs_[current_], handle, stop);
+    } catch (const std::runtime_error& e) {
+      errors_.push_back({inputs_[current_].number, e.what()});
+    }
   }
 }
 
 void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle,
                            const std::stop_token& stop) {
   std::unique_ptr<ByteReader> reader =
-      input.from_memory ? openArchiveBytes(input.bytes) : openArchive(input.name);
+      input.from_memory ? openArchiveBytes(input.bytes, input.name) : openArchive(input.name);
   ++stats_.files;
   ParseOptions parse = options_.parse;
   if (parse.node.empty()) {
@@ -78,6 +83,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   std::vector<std::shared_ptr<Chunk>> pool;
   std::shared_ptr<Chunk> prev;
   std::shared_ptr<Chunk> last;  // the chunk read last: its incomplete line starts the next one
+  std::exception_ptr error;     // the file fails midway: what it gave before is still delivered
   bool eof = false;
   while (!eof && !stop.stop_requested()) {
     const size_t keep = last ? last->filled - last->lines : 0;
@@ -85,7 +91,13 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     if (keep != 0) {
       std::memcpy(chunk->data.get(), last->data.get() + last->lines, keep);
     }
-    const size_t got = reader->read(chunk->data.get() + keep, kChunkBytes);
+    size_t got = 0;
+    try {
+      got = reader->read(chunk->data.get() + keep, kChunkBytes);
+    } catch (const std::runtime_error&) {
+      error = std::current_exception();
+      break;
+    }
     chunk->filled = keep + got;
     stats_.bytes_text += got;
     eof = got == 0;
@@ -145,6 +157,9 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   stats_.bytes_read += reader->compressedBytes();
   if (!batch.records.empty()) {
     handle(batch);
+  }
+  if (error) {
+    std::rethrow_exception(error);
   }
 }
 

@@ -25,6 +25,11 @@ struct ArchiveOptions {
   size_t batch_records = 8192;
 };
 
+struct ArchiveError {
+  uint32_t number = 0;  // the input's ArchiveInput::number
+  std::string message;  // names the file and the cause
+};
+
 struct ArchiveStats {
   uint64_t files = 0;
   uint64_t bytes_read = 0;  // as stored (compressed), bytes
@@ -38,11 +43,14 @@ class ArchiveSource : public Source {
  public:
   ArchiveSource(std::vector<ArchiveInput> inputs, ArchiveOptions options);
 
-  // Reads the inputs in order. Throws std::runtime_error naming the file when one cannot be
-  // opened, is corrupt, or its format cannot be detected; records read before stay delivered.
+  // Reads the inputs in order. A file that cannot be opened, is corrupt, or whose format cannot
+  // be detected is recorded in errors() and the next one is read: the whole lines it gave before
+  // the error are delivered, its cut last line is not.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   const ArchiveStats& stats() const { return stats_; }
+  // One per failed input, in the order read.
+  const std::vector<ArchiveError>& errors() const { return errors_; }
   // The input being read; valid in the handler that run() calls.
   const ArchiveInput& current() const { return inputs_[current_]; }
 
@@ -52,6 +60,7 @@ class ArchiveSource : public Source {
   std::vector<ArchiveInput> inputs_;
   ArchiveOptions options_;
   ArchiveStats stats_;
+  std::vector<ArchiveError> errors_;
   size_t current_ = 0;
 };
 

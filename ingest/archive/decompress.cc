@@ -24,7 +24,7 @@ class RawInput {
       owned_ = true;
     }
   }
-  explicit RawInput(const std::string* bytes) : name_("(memory)"), memory_(bytes) {}
+  RawInput(const std::string* bytes, std::string name) : name_(std::move(name)), memory_(bytes) {}
   RawInput(const RawInput&) = delete;
   RawInput& operator=(const RawInput&) = delete;
   RawInput(RawInput&&) = delete;
@@ -126,6 +126,16 @@ class GzipReader : public Reader {
         }
         break;
       }
+      if (member_ended_ && (padded_ || in_[in_pos_] == '\0')) {
+        // Zeros after a complete member (tape padding) end the data, as gzip(1) reads them.
+        if (in_.find_first_not_of('\0', in_pos_) != std::string::npos) {
+          throw std::runtime_error(raw_->name() + ": corrupt gzip data (non-zero bytes after the " +
+                                   "trailing zeros)");
+        }
+        padded_ = true;
+        in_pos_ = in_.size();
+        continue;
+      }
       z_.next_in = reinterpret_cast<Bytef*>(in_.data() + in_pos_);
       z_.avail_in = static_cast<uInt>(in_.size() - in_pos_);
       const int rc = inflate(&z_, Z_NO_FLUSH);
@@ -146,6 +156,7 @@ class GzipReader : public Reader {
  private:
   z_stream z_{};
   bool member_ended_ = false;
+  bool padded_ = false;  // zeros followed the last member: only zeros may follow
 };
 
 class ZstdReader : public Reader {
@@ -211,8 +222,8 @@ std::unique_ptr<ByteReader> openArchive(const std::string& path) {
   return open(std::make_unique<RawInput>(path));
 }
 
-std::unique_ptr<ByteReader> openArchiveBytes(const std::string& bytes) {
-  return open(std::make_unique<RawInput>(&bytes));
+std::unique_ptr<ByteReader> openArchiveBytes(const std::string& bytes, const std::string& name) {
+  return open(std::make_unique<RawInput>(&bytes, name));
 }
 
 }  // namespace faultline

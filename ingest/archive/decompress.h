@@ -1,5 +1,5 @@
-// Streaming readers for plain, gzip (RFC 1952, concatenated members allowed) and zstd (RFC 8878)
-// input, chosen by the first bytes.
+// Streaming readers for plain, gzip (RFC 1952, concatenated members allowed, then trailing zero
+// bytes as gzip(1) allows them) and zstd (RFC 8878) input, chosen by the first bytes.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +21,7 @@ class ByteReader {
 // Opens `path` ("-" = stdin) and picks the decoder from its magic bytes. Throws
 // std::runtime_error if the file cannot be opened.
 std::unique_ptr<ByteReader> openArchive(const std::string& path);
-// The same over bytes in memory.
-std::unique_ptr<ByteReader> openArchiveBytes(const std::string& bytes);
+// The same over bytes in memory; `name` names them in errors.
+std::unique_ptr<ByteReader> openArchiveBytes(const std::string& bytes, const std::string& name);
 
 }  // namespace faultline

@@ -1,6 +1,7 @@
 // The kernel ring buffer as dmesg(1) and /dev/kmsg print it (util-linux dmesg(1),
 // Documentation/ABI/testing/dev-kmsg).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -51,17 +52,32 @@ bool parseCtime(std::string_view s, int64_t* ns) {
       s[19] != ' ') {
     return false;
   }
+  static constexpr std::array<size_t, 11> kDigits = {9, 11, 12, 14, 15, 17, 18, 20, 21, 22, 23};
+  if ((s[8] != ' ' && !isDigit(s[8])) ||
+      !std::all_of(kDigits.begin(), kDigits.end(), [&](size_t i) { return isDigit(s[i]); })) {
+    return false;
+  }
   const int month = monthFromAbbrev(s.substr(4, 3));
   const int day = (s[8] == ' ' ? 0 : (s[8] - '0') * 10) + (s[9] - '0');
   const int hour = (s[11] - '0') * 10 + (s[12] - '0');
   const int min = (s[14] - '0') * 10 + (s[15] - '0');
   const int sec = (s[17] - '0') * 10 + (s[18] - '0');
   const int year = std::atoi(std::string(s.substr(20, 4)).c_str());
-  if (month == 0 || day < 1 || year < 1970 || year > 2261) {  // int64 ns ends in 2262
+  if (year < 1970 || year > 2261 ||  // int64 ns ends in 2262
+      !isValidCivil(year, month, day, hour, min, sec)) {
     return false;
   }
   *ns = civilToNanos(year, month, day, hour, min, sec);
   return true;
+}
+
+// "KEY=value", KEY in capitals, digits and '_': a line of a /dev/kmsg record's dictionary
+// (Documentation/ABI/testing/dev-kmsg), such as "SUBSYSTEM=pci" or "DEVICE=+pci:0000:44:00.0".
+bool isDictionaryEntry(std::string_view s) {
+  const size_t eq = s.find('=');
+  return eq != 0 && eq != std::string_view::npos &&
+         std::all_of(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(eq),
+                     [](char c) { return (c >= 'A' && c <= 'Z') || isDigit(c) || c == '_'; });
 }
 
 enum class Stamp { kNone, kUptime, kDelta, kAbsolute };
@@ -70,6 +86,7 @@ struct Head {
   Stamp stamp = Stamp::kNone;
   int64_t ns = 0;
   std::string_view msg;
+  bool kmsg = false;  // a /dev/kmsg record, whose indented lines are its dictionary
 };
 
 // Recognises the head of a record in any dmesg form; Stamp::kNone if `line` is not a head.
@@ -90,7 +107,7 @@ Head parseHead(std::string_view line) {
         for (char c : us) {
           v = v * 10 + (c - '0');
         }
-        h = {Stamp::kUptime, v * 1000, s.substr(semi + 1)};
+        h = {Stamp::kUptime, v * 1000, s.substr(semi + 1), true};
       }
     }
     return h;
@@ -152,6 +169,9 @@ class DmesgParser : public LineParser {
       // A printk continuation: indented, no stamp of its own. It belongs to the record before.
       const std::string_view cont = trimLeft(line);
       if (has_pending_ && cont.size() < line.size() && !cont.empty()) {
+        if (pending_kmsg_ && isDictionaryEntry(cont)) {
+          return true;  // udev metadata (SUBSYSTEM=pci), not part of the message
+        }
         if (joined_.empty()) {
           joined_.assign(pending_line_);
         }
@@ -165,7 +185,9 @@ class DmesgParser : public LineParser {
     int64_t t = h.ns;
     if (h.stamp == Stamp::kUptime) {
       if (boot_ns_) {
-        t = *boot_ns_ + h.ns;
+        if (__builtin_add_overflow(*boot_ns_, h.ns, &t)) {
+          return false;  // past the year 2262: not a real uptime
+        }
       } else {
         if (!first_uptime_ns_) {
           first_uptime_ns_ = h.ns;
@@ -180,6 +202,7 @@ class DmesgParser : public LineParser {
     }
     last_ns_ = t;
     has_pending_ = true;
+    pending_kmsg_ = h.kmsg;
     pending_time_ = t;
     pending_line_ = h.msg;
     return true;
@@ -208,6 +231,7 @@ class DmesgParser : public LineParser {
   int64_t last_ns_ = 0;
   std::string node_;
   bool has_pending_ = false;
+  bool pending_kmsg_ = false;
   int64_t pending_time_ = 0;
   std::string_view pending_line_;
   std::string joined_;

@@ -34,7 +34,7 @@ struct ParseOptions {
   std::string node;                     // dmesg: the node; others take it from the line
   std::optional<int64_t> boot_time_ns;  // dmesg: boot time for `[uptime]` stamps; else the first
                                         // stamp of the file is taken as time 0 (the epoch)
-  int year = 1970;                      // syslog: the year, which `Mon DD` lines lack
+  int year = 1970;                      // syslog: the year of a file's first `Mon DD` line
   StreamRules streams;                  // which labels name the node and the stream kind
 };
 

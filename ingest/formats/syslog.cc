@@ -1,6 +1,12 @@
 // Syslog text as rsyslog writes /var/log/syslog (RFC 3164 `Mon DD HH:MM:SS host tag: msg`, also
 // with fractional seconds) and as `journalctl -o short-iso` / `short-iso-precise` print it
 // (`2024-02-14T05:03:41+0000 host tag[pid]: msg`).
+//
+// `Mon DD` stamps carry no year: ParseOptions::year is the year of a file's first such stamp, and
+// a later stamp whose month is over 6 months before the previous one's (Dec -> Jan) starts the
+// next year, as a log crossing New Year does. A stamp that names no real date or time
+// (`Feb 30`, `Feb 29` outside a leap year, `25:00:00`) makes its line malformed.
+#include <optional>
 #include <string>
 
 #include "core/time.h"
@@ -13,47 +19,62 @@ bool isDigit(char c) {
   return c >= '0' && c <= '9';
 }
 
-// "Feb 14 05:03:41[.ffffff] " at the start of s; sets ns (in `year`) and the length consumed.
-bool parseBsdStamp(std::string_view s, int year, int64_t* ns, size_t* used) {
+// A `Mon DD HH:MM:SS[.ffffff]` stamp, without its year.
+struct BsdStamp {
+  int month = 0;
+  int day = 0;
+  int hour = 0;
+  int min = 0;
+  int sec = 0;
+  int64_t frac = 0;
+};
+
+// "Feb 14 05:03:41[.ffffff] " at the start of s; sets the stamp and the length consumed. Checks
+// every field but the day against the year (Feb 29), which the caller knows.
+bool parseBsdStamp(std::string_view s, BsdStamp* t, size_t* used) {
   if (s.size() < 16 || s[3] != ' ' || s[6] != ' ' || s[9] != ':' || s[12] != ':') {
     return false;
   }
-  const int month = monthFromAbbrev(s.substr(0, 3));
-  if (month == 0 || !isDigit(s[5]) || !isDigit(s[7]) || !isDigit(s[8]) || !isDigit(s[10]) ||
-      !isDigit(s[11]) || !isDigit(s[13]) || !isDigit(s[14])) {
+  t->month = monthFromAbbrev(s.substr(0, 3));
+  if (t->month == 0 || (s[4] != ' ' && !isDigit(s[4])) || !isDigit(s[5]) || !isDigit(s[7]) ||
+      !isDigit(s[8]) || !isDigit(s[10]) || !isDigit(s[11]) || !isDigit(s[13]) || !isDigit(s[14])) {
     return false;
   }
-  const int day = (s[4] == ' ' ? 0 : (s[4] - '0') * 10) + (s[5] - '0');
-  const int hour = (s[7] - '0') * 10 + (s[8] - '0');
-  const int min = (s[10] - '0') * 10 + (s[11] - '0');
-  const int sec = (s[13] - '0') * 10 + (s[14] - '0');
+  t->day = (s[4] == ' ' ? 0 : (s[4] - '0') * 10) + (s[5] - '0');
+  t->hour = (s[7] - '0') * 10 + (s[8] - '0');
+  t->min = (s[10] - '0') * 10 + (s[11] - '0');
+  t->sec = (s[13] - '0') * 10 + (s[14] - '0');
   size_t i = 15;
-  int64_t frac = 0;
   if (s[i] == '.') {
     int64_t scale = kNanosPerSecond;
     for (++i; i < s.size() && isDigit(s[i]); ++i) {
       scale /= 10;
-      frac += (s[i] - '0') * scale;
+      t->frac += (s[i] - '0') * scale;
     }
   }
-  if (i >= s.size() || s[i] != ' ' || day < 1) {
+  // 2000 is a leap year: only the caller can refuse Feb 29.
+  if (i >= s.size() || s[i] != ' ' ||
+      !isValidCivil(2000, t->month, t->day, t->hour, t->min, t->sec)) {
     return false;
   }
-  *ns = civilToNanos(year, month, day, hour, min, sec, frac);
   *used = i + 1;
   return true;
 }
 
 struct Parsed {
+  std::optional<BsdStamp> bsd;  // a `Mon DD` stamp, whose year the parser sets; else ns is set
   int64_t ns = 0;
   std::string_view host;
   std::string_view tag;
   std::string_view msg;
 };
 
-bool parseLine(std::string_view line, int year, Parsed* p) {
+bool parseLine(std::string_view line, Parsed* p) {
   size_t used = 0;
-  if (!parseBsdStamp(line, year, &p->ns, &used)) {
+  BsdStamp bsd;
+  if (parseBsdStamp(line, &bsd, &used)) {
+    p->bsd = bsd;
+  } else {
     if (!parseRfc3339(line, &p->ns, &used) || used >= line.size() || line[used] != ' ') {
       return false;
     }
@@ -92,8 +113,22 @@ class SyslogParser : public LineParser {
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     Parsed p;
-    if (!parseLine(line, year_, &p)) {
+    if (!parseLine(line, &p)) {
       return false;
+    }
+    if (p.bsd) {
+      const BsdStamp& t = *p.bsd;
+      int year = year_;
+      if (last_month_ != 0 && t.month < last_month_ - 6) {
+        ++year;  // the log crossed New Year
+      }
+      // int64 ns end in 2262.
+      if (year > 2261 || !isValidCivil(year, t.month, t.day, t.hour, t.min, t.sec)) {
+        return false;
+      }
+      year_ = year;
+      last_month_ = t.month;
+      p.ns = civilToNanos(year, t.month, t.day, t.hour, t.min, t.sec, t.frac);
     }
     LogRecord& r = batch->records.emplace_back();
     r.time_ns = p.ns;
@@ -107,14 +142,15 @@ class SyslogParser : public LineParser {
   }
 
  private:
-  int year_;
+  int year_;            // of the last `Mon DD` stamp read
+  int last_month_ = 0;  // of the last `Mon DD` stamp read; 0 before the first
 };
 
 }  // namespace
 
 bool looksLikeSyslog(std::string_view line) {
   Parsed p;
-  return parseLine(line, 1970, &p);
+  return parseLine(line, &p);
 }
 
 std::unique_ptr<LineParser> makeSyslogParser(const ParseOptions& options) {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/time.h"
 
@@ -36,8 +37,9 @@ std::string decisionToJson(const Decision& d) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-DecisionLog::DecisionLog(const std::string& path) : out_(stdout) {
+DecisionLog::DecisionLog(const std::string& path) : name_("stdout"), out_(stdout) {
   if (!path.empty() && path != "-") {
+    name_ = path;
     out_ = std::fopen(path.c_str(), "a");
     if (out_ == nullptr) {
       throw std::runtime_error(path + ": " + std::strerror(errno));
@@ -56,12 +58,19 @@ DecisionLog::~DecisionLog() {
 
 void DecisionLog::write(const Decision& decision) {
   const std::string line = decisionToJson(decision) + '\n';
-  std::fwrite(line.data(), 1, line.size(), out_);
-  std::fflush(out_);  // decisions are rare and operators tail this log: never hold one back
+  // Decisions are rare and operators tail this log: never hold one back.
+  check(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0);
 }
 
 void DecisionLog::flush() {
-  std::fflush(out_);
+  check(std::fflush(out_) == 0);
+}
+
+void DecisionLog::check(bool ok) {
+  if (!ok) {
+    spdlog::error("decision log {}: write failed: {}", name_, std::strerror(errno));
+    failed_ = true;
+  }
 }
 
 }  // namespace faultline

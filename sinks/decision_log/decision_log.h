@@ -1,6 +1,7 @@
 // The decision log: one JSON object per decision, one per line.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -25,13 +26,21 @@ class DecisionLog : public DecisionSink {
   DecisionLog& operator=(DecisionLog&&) = delete;
   ~DecisionLog() override;
 
-  // DecisionSink
+  // DecisionSink. A write error (a full disk) is logged, naming the file and the
+  // cause, and remembered in failed().
   void write(const Decision& decision) override;
   void flush() override;
 
+  // Whether a decision may be lost: some write or flush failed.
+  bool failed() const { return failed_; }
+
  private:
+  void check(bool ok);
+
+  std::string name_;  // the path, or "stdout"
   std::FILE* out_;
   bool owned_ = false;
+  std::atomic<bool> failed_ = false;  // write() may run on the taint sink's thread too
 };
 
 }  // namespace faultline

@@ -26,6 +26,29 @@ TEST(Time, ParsesRfc3339Forms) {
   EXPECT_FALSE(parseRfc3339("Feb 14 05:03:41", &ns));
 }
 
+TEST(Time, Rfc3339RefusesDatesAndOffsetsThatDoNotExist) {
+  int64_t ns = 0;
+  EXPECT_FALSE(parseRfc3339("2024-04-31T00:00:00Z", &ns));
+  EXPECT_FALSE(parseRfc3339("2025-02-29T00:00:00Z", &ns));
+  EXPECT_FALSE(parseRfc3339("2024-02-30T00:00:00Z", &ns));
+  ASSERT_TRUE(parseRfc3339("2024-02-29T00:00:00Z", &ns));
+  EXPECT_EQ(ns, civilToNanos(2024, 2, 29, 0, 0, 0));
+  EXPECT_FALSE(parseRfc3339("2024-02-14T05:03:41+24:00", &ns));
+  EXPECT_FALSE(parseRfc3339("2024-02-14T05:03:41-2400", &ns));
+  EXPECT_FALSE(parseRfc3339("2024-02-14T05:03:41+23:60", &ns));
+  ASSERT_TRUE(parseRfc3339("2024-02-14T05:03:41-23:59", &ns));
+  EXPECT_EQ(ns, civilToNanos(2024, 2, 15, 5, 2, 41));
+}
+
+TEST(Time, ValidCivilDates) {
+  EXPECT_TRUE(isValidCivil(2000, 2, 29, 0, 0, 0));   // divisible by 400
+  EXPECT_FALSE(isValidCivil(2100, 2, 29, 0, 0, 0));  // by 100 only
+  EXPECT_TRUE(isValidCivil(2025, 12, 31, 23, 59, 60));
+  EXPECT_FALSE(isValidCivil(2025, 11, 31, 0, 0, 0));
+  EXPECT_FALSE(isValidCivil(2025, 13, 1, 0, 0, 0));
+  EXPECT_FALSE(isValidCivil(2025, 1, 0, 0, 0, 0));
+}
+
 TEST(Time, ParsesDurations) {
   int64_t ns = 0;
   ASSERT_TRUE(parseDuration("1h30m", &ns));

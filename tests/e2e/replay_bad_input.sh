@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `faultline replay` over bad input: a truncated, corrupt or unrecognised file is reported, naming
+# it, after the decisions of everything read (the same with any --threads), and replay exits 2; a
+# decision log that cannot be written and a --year out of range exit non-zero too; syslog lines
+# crossing New Year stay in order.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+a=$tmp/archive
+mkdir "$a"
+xid() { printf '[%s] NVRM: Xid (PCI:0000:44:00): 79, pid=1, GPU has fallen off the bus.\n' "$1"; }
+filler() { seq "$1" | awk '{ printf "[%d.%06d] usb 1-%d: new device strings: Mfr=%x\n", 200 + $1, $1 % 999983, $1 % 97, $1 * 7919 }'; }
+# The first $1 bytes of standard input, which holds more.
+truncate_to() { local all; all=$(mktemp -p "$tmp"); cat >"$all"; [[ $(stat -c %s "$all") -gt $1 ]]; head -c "$1" "$all"; }
+xid 100.0 >"$a/gpu-a.dmesg"
+# Cut short: the fault comes before the cut and counts.
+{ xid 100.0; filler 200000; } >"$tmp/long.dmesg"
+gzip -c "$tmp/long.dmesg" | truncate_to 100000 >"$a/gpu-b.dmesg.gz"
+zstd -qc "$tmp/long.dmesg" | truncate_to 100000 >"$a/gpu-c.dmesg.zst"
+# Tape padding after a complete gzip member, which gzip(1) accepts.
+{ xid 100.0 | gzip; head -c 4096 /dev/zero; } >"$a/gpu-d.dmesg.gz"
+gzip -t "$a/gpu-d.dmesg.gz" 2>/dev/null || fail "gzip -t refuses the padded file"
+printf 'no log format at all\n' >"$a/gpu-e.txt"
+filler 1000 | gzip >"$a/gpu-f.dmesg.gz"
+printf '\xff%.0s' {1..16} | dd of="$a/gpu-f.dmesg.gz" bs=1 seek=2000 conv=notrunc status=none
+files=("$a"/* "$a/gpu-g.dmesg")  # gpu-g does not exist
+
+for t in 1 2 3; do
+  rc=0
+  "$FAULTLINE" replay --threads $t --decisions "$tmp/t$t.jsonl" "${files[@]}" 2>"$tmp/t$t.err" || rc=$?
+  [[ $rc == 2 ]] || fail "--threads $t: exit code $rc, want 2"
+  for e in "gpu-b.dmesg.gz: gzip stream truncated" "gpu-c.dmesg.zst: zstd stream truncated" \
+    "gpu-e.txt: unknown log format" "gpu-f.dmesg.gz: corrupt gzip data" \
+    "gpu-g.dmesg: No such file or directory"; do
+    grep -qF "$e" "$tmp/t$t.err" || fail "--threads $t: no '$e' in: $(cat "$tmp/t$t.err")"
+  done
+  # The errors come last, after the summary of what was read.
+  tail -6 "$tmp/t$t.err" | grep -q "replay incomplete: 5 file(s)" ||
+    fail "--threads $t: $(cat "$tmp/t$t.err")"
+  cmp "$tmp/t1.jsonl" "$tmp/t$t.jsonl" || fail "--threads $t changed the decisions"
+done
+[[ "$(decided "$tmp/t1.jsonl" | tr '\n' ' ')" == "gpu-a xid-fatal gpu-b xid-fatal gpu-c xid-fatal gpu-d xid-fatal " ]] ||
+  fail "decisions: $(decided "$tmp/t1.jsonl")"
+
+# Decisions that cannot be written are not lost in silence.
+rc=0
+"$FAULTLINE" replay --decisions /dev/full "$a/gpu-a.dmesg" 2>"$tmp/full.err" || rc=$?
+[[ $rc == 2 ]] || fail "--decisions /dev/full: exit code $rc"
+grep -q "decision log /dev/full: write failed: No space left on device" "$tmp/full.err" ||
+  fail "--decisions /dev/full: $(cat "$tmp/full.err")"
+rc=0
+"$FAULTLINE" replay "$a/gpu-a.dmesg" >/dev/full 2>"$tmp/stdout.err" || rc=$?
+[[ $rc == 2 ]] || fail "> /dev/full: exit code $rc"
+grep -q "decision log stdout: write failed" "$tmp/stdout.err" || fail "> /dev/full: $(cat "$tmp/stdout.err")"
+
+# --year: what int64 nanoseconds hold.
+for y in 0 1677 2262; do
+  rc=0
+  "$FAULTLINE" replay --year $y "$a/gpu-a.dmesg" >/dev/null 2>"$tmp/year.err" || rc=$?
+  [[ $rc == 2 ]] || fail "--year $y: exit code $rc"
+  grep -q "^faultline: --year must be within 1678..2261, got $y$" "$tmp/year.err" ||
+    fail "--year $y: $(cat "$tmp/year.err")"
+done
+
+# --year is the year of the first line; a log crossing New Year goes on into the next.
+for t in "Dec 31 22:00:00" "Dec 31 23:00:00" "Dec 31 23:59:00" "Jan  1 00:30:00" "Jan  1 01:00:00"; do
+  echo "$t gpu-n1 kernel: ib0: lost carrier"
+done >"$tmp/rollover.syslog"
+"$FAULTLINE" replay --year 2025 --decisions "$tmp/rollover.jsonl" "$tmp/rollover.syslog" 2>>"$tmp/replay.log"
+[[ "$(jq -r '"\(.time) \(.node) \(.action)"' "$tmp/rollover.jsonl")" == "2026-01-01T01:00:00.000000000Z gpu-n1 taint" ]] ||
+  fail "rollover: $(cat "$tmp/rollover.jsonl")"
+echo "PASS"

@@ -1,0 +1,50 @@
+// The decision log: one JSON line per decision, and write errors that are not lost in silence.
+#include "sinks/decision_log/decision_log.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace faultline {
+namespace {
+
+Decision decision() {
+  Decision d;
+  d.node = "gpu-node-7";
+  d.rule = "xid-fatal";
+  d.evidence.push_back({0, "xid-79", "NVRM: Xid (PCI:0000:44:00): 79", {{"pci", "0000:44:00"}}});
+  return d;
+}
+
+TEST(DecisionLog, AppendsOneLinePerDecision) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("decision_log_test." + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  {
+    DecisionLog log(path);
+    log.write(decision());
+    log.write(decision());
+    log.flush();
+    EXPECT_FALSE(log.failed());
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string line = decisionToJson(decision()) + "\n";
+  EXPECT_EQ(text.str(), line + line);
+  std::filesystem::remove(path);
+}
+
+TEST(DecisionLog, AWriteErrorIsReported) {
+  DecisionLog log("/dev/full");  // every write fails with ENOSPC
+  EXPECT_FALSE(log.failed());
+  log.write(decision());
+  EXPECT_TRUE(log.failed());
+}
+
+}  // namespace
+}  // namespace faultline

@@ -1,0 +1,63 @@
+// dmesg records: /dev/kmsg dictionaries, and stamps out of the int64 range or naming no real time.
+#include <gtest/gtest.h>
+
+#include "core/time.h"
+#include "ingest/formats/formats.h"
+
+namespace faultline {
+namespace {
+
+TEST(Dmesg, KmsgDictionaryLinesAreDroppedNotJoined) {
+  // /work/scratch/h3/kmsgdict.kmsg
+  auto parser = makeParser(Format::kDmesg, {});
+  const std::vector<std::string> lines = {
+      "6,100,5000000,-;NVRM: Xid (PCI:0000:44:00): 79, pid=1, GPU has fallen off the bus.",
+      " SUBSYSTEM=pci", " DEVICE=+pci:0000:44:00.0", "6,101,6000000,-;hello"};
+  RecordBatch b;
+  for (const std::string& l : lines) {
+    EXPECT_TRUE(parser->parse(l, &b)) << l;  // part of a record: not malformed
+  }
+  parser->finish(&b);
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].line,
+            "NVRM: Xid (PCI:0000:44:00): 79, pid=1, GPU has fallen off the bus.");
+  EXPECT_EQ(b.records[1].line, "hello");
+}
+
+TEST(Dmesg, IndentedKeyValueLinesOfOtherFormsAreStillContinuations) {
+  auto parser = makeParser(Format::kDmesg, {});
+  RecordBatch b;
+  EXPECT_TRUE(parser->parse("[ 1.0] mlx5_core: settings", &b));
+  EXPECT_TRUE(parser->parse("        MODE=fast", &b));
+  parser->finish(&b);
+  ASSERT_EQ(b.records.size(), 1U);
+  EXPECT_EQ(b.records[0].line, "mlx5_core: settings\nMODE=fast");
+}
+
+TEST(Dmesg, UptimeAfterBootTimePastInt64IsMalformed) {
+  // /work/scratch/h3/t.dmesg and o2.dmesg with --boot-time 2261-12-31T00:00:00Z
+  ParseOptions o;
+  o.boot_time_ns = civilToNanos(2261, 12, 31, 0, 0, 0);
+  auto parser = makeParser(Format::kDmesg, o);
+  RecordBatch b;
+  EXPECT_FALSE(parser->parse("[999999999.999999] NVRM: Xid (PCI:0000:a1:00): 79, x", &b));
+  EXPECT_FALSE(parser->parse("6,1,999999999999999,-;NVRM: Xid (PCI:0000:a1:00): 79, x", &b));
+  EXPECT_TRUE(parser->parse("[8000000.0] NVRM: Xid (PCI:0000:a1:00): 79, x", &b));  // 2262-04
+  parser->finish(&b);
+  ASSERT_EQ(b.records.size(), 1U);
+  EXPECT_EQ(b.records[0].time_ns, *o.boot_time_ns + 8000000 * kNanosPerSecond);
+}
+
+TEST(Dmesg, CtimeStampThatNamesNoRealTimeIsNoStamp) {
+  auto parser = makeParser(Format::kDmesg, {});
+  RecordBatch b;
+  for (const char* line : {"[Sat Feb 31 21:29:39 2024] x", "[Thu Feb 29 21:29:39 2023] x",
+                           "[Fri Apr  x 21:29:39 2024] x", "[Fri Apr  5 2x:29:39 2024] x",
+                           "[Fri Apr  5 24:29:39 2024] x"}) {
+    EXPECT_FALSE(parser->parse(line, &b)) << line;
+  }
+  EXPECT_TRUE(parser->parse("[Thu Feb 29 21:29:39 2024] x", &b));
+}
+
+}  // namespace
+}  // namespace faultline

@@ -1,0 +1,74 @@
+// Syslog `Mon DD` stamps: the year they lack, and stamps that name no real time.
+#include <gtest/gtest.h>
+
+#include "core/time.h"
+#include "ingest/formats/formats.h"
+
+namespace faultline {
+namespace {
+
+// Parses `lines` with one parser (one file); the times of the records, and how many were refused.
+std::vector<int64_t> times(const std::vector<std::string>& lines, int year, int* refused) {
+  ParseOptions o;
+  o.year = year;
+  auto parser = makeParser(Format::kSyslog, o);
+  RecordBatch batch;
+  *refused = 0;
+  for (const std::string& l : lines) {
+    if (!parser->parse(l, &batch)) {
+      ++*refused;
+    }
+  }
+  std::vector<int64_t> out;
+  for (const LogRecord& r : batch.records) {
+    out.push_back(r.time_ns);
+  }
+  return out;
+}
+
+TEST(Syslog, AStampWhoseMonthGoesBackStartsTheNextYear) {
+  // /work/scratch/h3/rollover.syslog: a log crossing New Year.
+  const std::vector<std::string> lines = {"Dec 31 23:59:00 gpu-n1 kernel: ib0: lost carrier",
+                                          "Jan  1 00:30:00 gpu-n1 kernel: ib0: lost carrier",
+                                          "Feb 29 01:00:00 gpu-n1 kernel: ib0: lost carrier",
+                                          "Jan  5 01:00:00 gpu-n1 kernel: out of order"};
+  int refused = 0;
+  EXPECT_EQ(times(lines, 2023, &refused),
+            (std::vector<int64_t>{civilToNanos(2023, 12, 31, 23, 59, 0),
+                                  civilToNanos(2024, 1, 1, 0, 30, 0),
+                                  civilToNanos(2024, 2, 29, 1, 0, 0),  // 2024 is a leap year
+                                  civilToNanos(2024, 1, 5, 1, 0, 0)}));
+  EXPECT_EQ(refused, 0);
+  // Each parser (file) starts at the year given: the first line's.
+  EXPECT_EQ(times({lines[1]}, 2023, &refused),
+            std::vector<int64_t>{civilToNanos(2023, 1, 1, 0, 30, 0)});
+  // Half a year back is out of order, not a new year.
+  EXPECT_EQ(times({"Jul  1 00:00:00 h k: a", "Jan  1 00:00:00 h k: b"}, 2025, &refused)[1],
+            civilToNanos(2025, 1, 1, 0, 0, 0));
+  // No year past 2261: int64 ns end in April 2262.
+  EXPECT_EQ(times({"Dec 31 00:00:00 h k: a", "Jan  1 00:00:00 h k: b"}, 2261, &refused).size(), 1U);
+  EXPECT_EQ(refused, 1);
+}
+
+TEST(Syslog, AStampThatNamesNoRealTimeIsMalformed) {
+  // /work/scratch/h3/bad.syslog and leap.syslog
+  for (const char* line : {"Feb 31 10:00:00 gpu-n1 kernel: x", "Feb x9 10:00:00 gpu-n1 kernel: x",
+                           "Feb 14 99:99:99 gpu-n1 kernel: x", "Feb 14 24:00:00 gpu-n1 kernel: x",
+                           "Feb 14 23:60:00 gpu-n1 kernel: x", "Feb 14 23:00:61 gpu-n1 kernel: x",
+                           "Feb  0 10:00:00 gpu-n1 kernel: x", "Apr 31 10:00:00 gpu-n1 kernel: x",
+                           "Feb 29 10:00:00 gpu-n1 kernel: x"}) {
+    int refused = 0;
+    EXPECT_TRUE(times({line}, 2025, &refused).empty()) << line;
+    EXPECT_EQ(refused, 1) << line;
+  }
+  int refused = 0;
+  EXPECT_EQ(times({"Feb 29 10:00:00 gpu-n1 kernel: x", "Dec 31 23:59:60 gpu-n1 kernel: leap"}, 2024,
+                  &refused),
+            (std::vector<int64_t>{civilToNanos(2024, 2, 29, 10, 0, 0),
+                                  civilToNanos(2024, 12, 31, 23, 59, 60)}));
+  // Format detection knows no year: Feb 29 still looks like syslog.
+  EXPECT_EQ(detectFormat("Feb 29 10:00:00 gpu-n1 kernel: x\n"), Format::kSyslog);
+}
+
+}  // namespace
+}  // namespace faultline
