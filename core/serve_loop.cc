@@ -143,7 +143,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                       "Records accepted, by source and format");
       metrics.declare("faultline_kafka_messages_total", T::kCounter, "Kafka messages, by topic");
       metrics.declare("faultline_kafka_malformed_total", T::kCounter,
-                      "Kafka messages that did not decode, by topic");
+                      "Kafka messages that did not decode or named no node for a record, by topic");
       metrics.declare("faultline_kafka_errors_total", T::kCounter,
                       "librdkafka errors, failed polls, offset store and commit failures");
       metrics.onRender([source = kafka.get()](Metrics& m) {

@@ -35,11 +35,12 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
       }
     }
   }
-  const bool pod =
-      std::any_of(rules.pod_labels.begin(), rules.pod_labels.end(), [&](const auto& n) {
-        const auto it = find(n);
-        return it != end && !it->value.empty();
-      });
+  // Every label of a pod name counts, not only the first: a pod's own fields can come first in
+  // a merged record (Fluent Bit's Merge_Log) and must not mask the shipper's.
+  const bool pod = std::any_of(begin, end, [&](const Label& l) {
+    return !l.value.empty() && std::find(rules.pod_labels.begin(), rules.pod_labels.end(),
+                                         l.name) != rules.pod_labels.end();
+  });
   if (pod) {
     rec->stream = StreamKind::kPod;
     return;

@@ -58,8 +58,8 @@ class LabelFilter {
 };
 
 // Sets rec->node (if still empty) and rec->stream from the batch labels [rec->labels_begin,
-// rec->labels_end): pod if a pod label is present, else kernel if a kernel label matches, else
-// other.
+// rec->labels_end): pod if any label of a pod name (any one of them, if a name occurs twice) is
+// non-empty, else kernel if a kernel label matches, else other.
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec);
 
 }  // namespace faultline

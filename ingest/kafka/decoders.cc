@@ -4,10 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include <simdjson.h>
+#include <spdlog/spdlog.h>
 
 #include "core/time.h"
 #include "ingest/formats/formats.h"
@@ -115,7 +117,20 @@ std::string_view headerOrKeyNode(const KafkaMessage& msg) {
 }
 
 int64_t messageTime(const KafkaMessage& msg, int64_t receive_ns) {
-  return msg.timestamp_ms >= 0 ? msg.timestamp_ms * 1'000'000 : receive_ns;
+  // A producer that writes µs or ns where Kafka means ms would overflow int64 ns.
+  return msg.timestamp_ms >= 0 && msg.timestamp_ms <= INT64_MAX / 1'000'000
+             ? msg.timestamp_ms * 1'000'000
+             : receive_ns;
+}
+
+// Whether two occurrences of one path in a message agree: equal strings, or both null.
+bool sameValue(element a, element b) {
+  std::string_view x;
+  std::string_view y;
+  if (a.get(x) == simdjson::SUCCESS && b.get(y) == simdjson::SUCCESS) {
+    return x == y;
+  }
+  return a.is_null() && b.is_null();
 }
 
 }  // namespace
@@ -123,15 +138,18 @@ int64_t messageTime(const KafkaMessage& msg, int64_t receive_ns) {
 // The json encoding's field paths, found in one walk over each message. A path "a.b.c" matches
 // the flat key "a.b.c" (OTel-style attribute names) and any nesting of it ({"a": {"b.c": ..}},
 // {"a": {"b": {"c": ..}}}): the walk joins nested keys with '.' and descends only into objects
-// that some path continues below. Where a message holds a path twice, the first in document
-// order is taken.
+// that some path continues below. Where a message holds a line or time path twice, the first in
+// document order is taken. A node or label path twice with different values makes the message's
+// attribution ambiguous: with Fluent Bit's Merge_Log a pod's own JSON keys come before the
+// shipper's `kubernetes` map, and a first-wins pick would let the pod name any node and pass for
+// kernel output.
 class KafkaDecoder::JsonFields {
  public:
   JsonFields(const KafkaJsonFields& fields, const std::vector<std::string>& label_fields) {
-    line = slots(fields.line);
-    node = slots(fields.node);
-    time = slots(fields.time);
-    labels = slots(label_fields);
+    line = slots(fields.line, false);
+    node = slots(fields.node, true);
+    time = slots(fields.time, false);
+    labels = slots(label_fields, true);
   }
 
   simdjson::dom::parser parser;  // keeps its buffers from one message to the next
@@ -139,10 +157,13 @@ class KafkaDecoder::JsonFields {
   std::vector<uint32_t> line, node, time, labels;
 
   // Finds every path in `doc`; then at(slot) is the value at that slot's path, or nullptr.
-  void walk(element doc) {
+  // Returns false if a node or label path occurs twice with different values.
+  bool walk(element doc) {
     std::fill(has_.begin(), has_.end(), false);
     path_.clear();
+    ambiguous_ = false;
     walkObject(doc);
+    return !ambiguous_;
   }
   const element* at(uint32_t slot) const { return has_[slot] ? &found_[slot] : nullptr; }
 
@@ -160,14 +181,16 @@ class KafkaDecoder::JsonFields {
 
  private:
   struct Path {
-    int slot = -1;        // index into found_, or -1: only a prefix of configured paths
-    bool prefix = false;  // some configured path continues below it
+    int slot = -1;            // index into found_, or -1: only a prefix of configured paths
+    bool prefix = false;      // some configured path continues below it
+    bool attributes = false;  // a node or label path: its occurrences must agree
   };
 
-  std::vector<uint32_t> slots(const std::vector<std::string>& paths) {
+  std::vector<uint32_t> slots(const std::vector<std::string>& paths, bool attributes) {
     std::vector<uint32_t> out;
     for (const std::string& p : paths) {
       Path& path = paths_[p];
+      path.attributes = path.attributes || attributes;
       if (path.slot < 0) {
         path.slot = static_cast<int>(found_.size());
         found_.emplace_back();
@@ -193,9 +216,14 @@ class KafkaDecoder::JsonFields {
       }
       path_ += field.key;
       if (const Path* p = paths_.find(path_)) {
-        if (p->slot >= 0 && !has_[static_cast<size_t>(p->slot)]) {
-          found_[static_cast<size_t>(p->slot)] = field.value;
-          has_[static_cast<size_t>(p->slot)] = true;
+        if (p->slot >= 0) {
+          const auto slot = static_cast<size_t>(p->slot);
+          if (!has_[slot]) {
+            found_[slot] = field.value;
+            has_[slot] = true;
+          } else if (p->attributes && !sameValue(found_[slot], field.value)) {
+            ambiguous_ = true;
+          }
         }
         if (p->prefix) {
           walkObject(field.value);
@@ -209,6 +237,7 @@ class KafkaDecoder::JsonFields {
   std::vector<element> found_;
   std::vector<bool> has_;
   std::string path_;  // the walk's current path
+  bool ambiguous_ = false;
 };
 
 KafkaDecoder::KafkaDecoder(KafkaDecoder&&) noexcept = default;
@@ -258,26 +287,44 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
     batch->records.resize(first);
     return false;
   }
-  if (msg.owner && config_.encoding == KafkaEncoding::kOtlpProto) {
-    batch->hold(msg.owner, msg.value.size() + msg.key.size());  // the records point into it
-  }
-  std::string_view fallback_node;
+  std::optional<std::string_view> fallback_node;  // read once, for the first record without one
+  size_t kept = first;
   for (size_t i = first; i < batch->records.size(); ++i) {
     LogRecord& rec = batch->records[i];
-    if (rec.time_ns == 0) {
-      rec.time_ns = messageTime(msg, receive_ns);
-    }
     if (rec.node.empty()) {
-      if (fallback_node.empty()) {
+      if (!fallback_node) {
         fallback_node = batch->copy(headerOrKeyNode(msg));  // the message may not outlive us
       }
-      rec.node = fallback_node;
+      if (fallback_node->empty()) {
+        continue;
+      }
+      rec.node = *fallback_node;
+    }
+    if (rec.time_ns == 0) {
+      rec.time_ns = messageTime(msg, receive_ns);
     }
     if (rec.stream == StreamKind::kOther) {
       rec.stream = config_.stream;
     }
+    batch->records[kept++] = rec;
   }
-  return true;
+  const bool nodeless = kept < batch->records.size();
+  batch->records.resize(kept);
+  if (kept > first && msg.owner && config_.encoding == KafkaEncoding::kOtlpProto) {
+    batch->hold(msg.owner, msg.value.size() + msg.key.size());  // the records point into it
+  }
+  return nodeless ? refuseNodeless() : true;
+}
+
+bool KafkaDecoder::refuseNodeless() const {
+  if (!warned_nodeless_) {
+    warned_nodeless_ = true;
+    spdlog::warn(
+        "kafka: topic {}: a message names no node (in its fields or attributes, node header or "
+        "key); such records are skipped and their messages counted as malformed",
+        config_.name);
+  }
+  return false;
 }
 
 bool KafkaDecoder::pointsIntoMessages() const {
@@ -304,9 +351,13 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
   if (line.empty()) {
     return false;
   }
+  const std::string_view node = headerOrKeyNode(msg);
+  if (node.empty()) {
+    return refuseNodeless();
+  }
   LogRecord& rec = batch->records.emplace_back();
   rec.time_ns = messageTime(msg, receive_ns);
-  rec.node = batch->copy(headerOrKeyNode(msg));
+  rec.node = batch->copy(node);
   rec.line = batch->copy(line);
   rec.labels_begin = rec.labels_end = static_cast<uint32_t>(batch->labels.size());
   rec.stream = config_.stream;
@@ -320,10 +371,19 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
       !doc.is_object()) {
     return false;
   }
-  json_->walk(doc);
+  if (!json_->walk(doc)) {
+    return false;
+  }
   const std::string_view line = trimNewline(json_->firstString(json_->line));
   if (line.empty()) {
     return false;
+  }
+  std::string_view node = json_->firstString(json_->node);
+  if (node.empty()) {
+    node = headerOrKeyNode(msg);
+  }
+  if (node.empty()) {
+    return refuseNodeless();
   }
   LogRecord rec;
   rec.line = batch->copy(line);
@@ -333,8 +393,7 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
       break;
     }
   }
-  std::string_view node = json_->firstString(json_->node);
-  rec.node = batch->copy(node.empty() ? headerOrKeyNode(msg) : node);
+  rec.node = batch->copy(node);
   // Label views must point into the batch, so names are copied as well as values.
   rec.labels_begin = static_cast<uint32_t>(batch->labels.size());
   for (size_t i = 0; i < label_fields_.size(); ++i) {

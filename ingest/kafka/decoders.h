@@ -31,8 +31,11 @@ namespace faultline {
 enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
 
 // Dotted field paths for the json encoding, each list tried in order; the first present wins.
-// A path "a.b" matches a flat key "a.b" as well as the nested {"a": {"b": ...}}; of two such
-// spellings in one message, the first in document order.
+// A path "a.b" matches a flat key "a.b" as well as the nested {"a": {"b": ...}}. Of two such
+// spellings of a line or time path in one message, the first in document order is taken; a node
+// or pod path (or a kernel marker) found twice with different values (null or "" against a value
+// counts) leaves the record's node and stream ambiguous, and the message is refused as malformed:
+// with Fluent Bit's Merge_Log a pod's own JSON keys come first and could pass for the shipper's.
 struct KafkaJsonFields {
   std::vector<std::string> line = {"message", "log", "msg", "MESSAGE", "body"};
   std::vector<std::string> node = {"kubernetes.pod_node_name",
@@ -90,14 +93,17 @@ class KafkaDecoder {
 
   // Appends the message's records (none for a malformed one) to `batch`: one for raw and json,
   // one per LogRecord for the otlp encodings. Time: for json the first parseable time field,
-  // for otlp the record's time; else (and always for raw) the message timestamp, else
-  // `receive_ns` (ns since the epoch). Node: for json the first node field, for otlp the first
-  // of StreamRules::node_labels among the attributes; else the node header, else the key if it
-  // looks like a node name (OTel's resource-hash keys are binary). Stream: pod if a pod field
-  // or attribute is present; kernel if journald's _TRANSPORT or SYSLOG_IDENTIFIER (json also:
-  // rsyslog's programname) is "kernel"; else the topic's `stream`. Returns false if the message
-  // is malformed (empty value; json: not an object, or no string line field; otlp: does not
-  // decode); the caller counts it. OTLP LogRecords without a line are skipped.
+  // for otlp the record's time; else (and always for raw) the message timestamp if it fits int64
+  // ns (not a producer's µs), else `receive_ns` (ns since the epoch). Node: for json the first
+  // node field, for otlp the first of StreamRules::node_labels among the attributes; else the
+  // node header, else the key if it looks like a node name (OTel's resource-hash keys are
+  // binary). Stream: pod if a pod field or attribute is present; kernel if journald's _TRANSPORT
+  // or SYSLOG_IDENTIFIER (json also: rsyslog's programname) is "kernel"; else the topic's
+  // `stream`. Returns false if the message is malformed (empty value; json: not an object, no
+  // string line field, or a node or label path twice with different values (KafkaJsonFields);
+  // otlp: does not decode), or if a record names no node: such a record cannot be attributed to
+  // any node and is skipped (an otlp message's other records are kept), and the topic is logged
+  // once. The caller counts the message. OTLP LogRecords without a line are skipped.
   bool decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   // Whether records point into the message (otlp_proto), so that decode() needs its `owner`;
   // the other encodings copy what they keep. A raw message is one short line: copying it lets
@@ -109,6 +115,8 @@ class KafkaDecoder {
   bool decodeRaw(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   bool decodeJson(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   bool decodeOtlp(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
+  // Returns false for a message with a record that names no node, logging the topic once.
+  bool refuseNodeless() const;
 
   KafkaTopicConfig config_;
   StreamRules rules_;                      // pod labels = fields.pod; kernel labels + programname
@@ -118,6 +126,7 @@ class KafkaDecoder {
   // json (and quoted raw values): simdjson's parser and the field paths, found in one walk.
   class JsonFields;
   std::unique_ptr<JsonFields> json_;
+  mutable bool warned_nodeless_ = false;  // refuseNodeless() logs a topic once
 };
 
 }  // namespace faultline

@@ -7,6 +7,7 @@
 #include <future>
 #include <initializer_list>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include <librdkafka/rdkafka.h>
@@ -49,7 +50,15 @@ constexpr size_t kPollBatch = 256;
 // A handler that has not returned by then is waited for with the partitions paused. Pausing
 // drops prefetched messages, so it is kept for real stalls.
 constexpr std::chrono::seconds kPauseAfter{1};
-constexpr const char kOffsetStore[] = "enable.auto.offset.store";
+// Properties faultline sets itself, and why a `properties` entry must not replace them.
+constexpr std::pair<std::string_view, std::string_view> kReservedProperties[] = {
+    {"enable.auto.offset.store", "offsets are stored after each batch is handled"},
+    {"enable.auto.commit",
+     "the offsets stored after each batch is handled are committed every "
+     "auto.commit.interval.ms (set that instead)"},
+    {"group.id",
+     "the group is kafka.group_id, suffixed with the pod name under leader election so that each "
+     "replica reads every partition"}};
 
 // Builds the consumer configuration; throws naming the property librdkafka rejects.
 ConfPtr makeConf(const KafkaConfig& config) {
@@ -67,13 +76,15 @@ ConfPtr makeConf(const KafkaConfig& config) {
   set("enable.auto.commit", "true");
   set("auto.offset.reset", "earliest");
   for (const auto& [key, value] : config.properties) {
-    if (key == kOffsetStore) {
-      throw std::runtime_error(std::string("kafka.properties.") + kOffsetStore +
-                               ": must not be set; offsets are stored after each batch is handled");
+    for (const auto& [reserved, why] : kReservedProperties) {
+      if (key == reserved) {
+        throw std::runtime_error("kafka.properties." + key + ": must not be set; " +
+                                 std::string(why));
+      }
     }
     set(key, value);
   }
-  set(kOffsetStore, "false");
+  set("enable.auto.offset.store", "false");
   return conf;
 }
 
@@ -297,10 +308,13 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   const QueuePtr consumer_queue(rd_kafka_queue_get_consumer(rk.get()));
   // The handler may block for long (the pipeline queue is full). Past kPauseAfter the consumer
   // pauses its partitions and keeps polling, so that it stays in its group
-  // (max.poll.interval.ms) without fetching more.
+  // (max.poll.interval.ms) without fetching more. An exception from the handler propagates from
+  // here, so that flush() stores no offsets for the batch and run() throws: the group reads the
+  // batch again.
   auto handleWhilePolling = [&] {
     auto done = std::async(std::launch::async, [&] { handle(batch); });
     if (done.wait_for(kPauseAfter) == std::future_status::ready) {
+      done.get();
       return;
     }
     auto setPaused = [&](bool paused) {
@@ -324,6 +338,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     setPaused(false);
     spdlog::info("kafka: partitions resumed");
+    done.get();
   };
 
   auto flush = [&] {

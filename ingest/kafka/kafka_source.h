@@ -27,9 +27,10 @@ struct KafkaConfig {
   std::string group_id = "faultline";
   std::vector<KafkaTopicConfig> topics;
   // Extra librdkafka properties (CONFIGURATION.md), e.g. security.protocol, session.timeout.ms.
-  // fromYaml adds them to these defaults, overriding them; enable.auto.offset.store must not be
-  // set (it stays false). The defaults differ from librdkafka's (bench/README.md, "Kafka fetches
-  // under glibc's mmap threshold"):
+  // fromYaml adds them to these defaults, overriding them. enable.auto.offset.store,
+  // enable.auto.commit and group.id must not be set: offsets are stored after each batch is
+  // handled and then auto-committed, and the group is group_id. The defaults differ from
+  // librdkafka's (bench/README.md, "Kafka fetches under glibc's mmap threshold"):
   //   fetch.max.bytes 24 MiB, not 50: glibc maps each block of 32 MiB or more afresh
   //     (keepFreedMemory, core/commands.h), so each full fetch response faulted its pages in again;
   //   queued.max.messages.kbytes 88 MiB, not 64, and queued.min.messages 200,000, not 100,000:
@@ -67,6 +68,7 @@ struct KafkaTopicStats {
   std::string topic;
   uint64_t messages = 0;
   uint64_t bytes = 0;  // sum of message value sizes
+  // Messages that did not decode or that name no node for a record (KafkaDecoder::decode).
   uint64_t malformed = 0;
 };
 
@@ -93,7 +95,7 @@ class KafkaSource : public Source {
   // offsets are committed synchronously and the consumer leaves the group. otlp_proto records point
   // into librdkafka messages that the batch holds, so a handler that moves the batch out must
   // release it before run() returns. Throws std::runtime_error if the consumer cannot be created or
-  // subscribed.
+  // subscribed, and rethrows what `handle` throws, without storing that batch's offsets.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   // Safe to call from any thread while run() is active.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End to end on real parts: a librdkafka mock cluster (a real Kafka-protocol broker), lines
 # produced into it with kcat, `faultline serve` consuming them as a consumer group, and the fake
-# API server on 127.0.0.1 receiving the taint PATCH. A pod's fake kernel line taints nothing;
-# offsets are committed, so a restarted service does not decide again; SIGTERM stops it cleanly.
+# API server on 127.0.0.1 receiving the taint PATCH. A pod's fake kernel line taints nothing, nor
+# does one posing as kernel output with JSON keys merged ahead of the `kubernetes` map, nor a
+# line that names no node; offsets are committed, so a restarted service does not decide again;
+# SIGTERM stops it cleanly.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v kcat >/dev/null || fail "kcat not installed"
@@ -46,6 +48,12 @@ taints() { curl -fsS "$api/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.
 } | kcat -P -b "$brokers" -t kernel -K: 2>>"$tmp/kcat.log"
 echo '{"log":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus","stream":"stdout","kubernetes":{"pod_name":"evil-0","namespace_name":"train","host":"gpu-2"},"@timestamp":1741000000.5}' |
   kcat -P -b "$brokers" -t pods 2>>"$tmp/kcat.log"
+# Fluent Bit's Merge_Log puts the pod's own JSON keys first: refused, its node being ambiguous.
+echo '{"kubernetes.pod_name":null,"kubernetes.namespace_name":null,"kubernetes.container_name":null,"kubernetes.host":"gpu-2","_TRANSPORT":"kernel","message":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus","kubernetes":{"pod_name":"evil-1","namespace_name":"train","host":"gpu-1"}}' |
+  kcat -P -b "$brokers" -t pods 2>>"$tmp/kcat.log"
+# Neither key nor header: skipped, not decided for a node "".
+echo "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus" |
+  kcat -P -b "$brokers" -t kernel 2>>"$tmp/kcat.log"
 
 start_serve
 for _ in $(seq 300); do [[ $(taints gpu-1) != "[]" ]] && break; sleep 0.1; done
@@ -54,6 +62,7 @@ for _ in $(seq 300); do [[ $(taints gpu-1) != "[]" ]] && break; sleep 0.1; done
 sleep 1
 [[ $(taints gpu-2) == "[]" ]] || fail "gpu-2 tainted by a pod's stdout"
 [[ $(decided "$tmp/decisions.jsonl") == "gpu-1 xid-fatal" ]] || fail "decisions: $(cat "$tmp/decisions.jsonl")"
+grep -q 'topic kernel: a message names no node' "$tmp/serve.log" || fail "no warning of the nodeless line"
 
 # SIGTERM: the service commits its offsets, leaves the group and exits 0.
 kill -TERM "$serve_pid"

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -19,9 +20,11 @@ KafkaTopicConfig topic(KafkaEncoding encoding, StreamKind stream = StreamKind::k
   return config;
 }
 
+// Keyed by a node, as a message must name one somewhere to be decoded.
 KafkaMessage message(std::string_view value) {
   KafkaMessage msg;
   msg.value = value;
+  msg.key = "gpu-0";
   return msg;
 }
 
@@ -81,10 +84,6 @@ TEST(KafkaRawDecoder, NodeFromHeaderThenKey) {
   EXPECT_EQ(decodeOne(decoder, msg, &batch).node, "key-node");
   msg.node_header = nullptr;  // the topic reads no header
   EXPECT_EQ(decodeOne(decoder, msg, &batch).node, "key-node");
-  // The OTel exporter's partition_logs_by_resource_attributes key is a binary hash.
-  const std::string hash("\x01\x9f\x00 z\x7f\xee", 7);
-  msg.key = hash;
-  EXPECT_EQ(decodeOne(decoder, msg, &batch).node, "");
 }
 
 TEST(KafkaRawDecoder, MessageTimestampInNanoseconds) {
@@ -93,6 +92,55 @@ TEST(KafkaRawDecoder, MessageTimestampInNanoseconds) {
   KafkaMessage msg = message("line");
   msg.timestamp_ms = 1'740'327'858'123;
   EXPECT_EQ(decodeOne(decoder, msg, &batch).time_ns, 1'740'327'858'123'000'000);
+}
+
+// A producer that writes µs where Kafka means ms: in ns that overflows int64.
+TEST(KafkaRawDecoder, TimestampBeyondInt64NanosecondsTakesReceiveTime) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kRaw));
+  RecordBatch batch;
+  KafkaMessage msg = message("line");
+  msg.timestamp_ms = 1'741'000'000'000'000;
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).time_ns, kReceiveNs);
+  msg.timestamp_ms = INT64_MAX / 1'000'000;  // the last that fits
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).time_ns, INT64_MAX / 1'000'000 * 1'000'000);
+}
+
+// A record no message part attributes to a node would be correlated as a node "": it is
+// skipped, and the message counted (decode returns false).
+TEST(KafkaDecoder, RecordWithoutNodeIsSkipped) {
+  RecordBatch batch;
+  KafkaMessage raw = message("NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus");
+  raw.key = "";
+  const KafkaDecoder raw_decoder(topic(KafkaEncoding::kRaw, StreamKind::kKernel));
+  EXPECT_FALSE(raw_decoder.decode(raw, kReceiveNs, &batch));
+  raw.node_header = [] { return std::string_view(); };  // the message has no such header
+  EXPECT_FALSE(raw_decoder.decode(raw, kReceiveNs, &batch));
+  // The OTel exporter's partition_logs_by_resource_attributes key is a binary hash.
+  const std::string hash("\x01\x9f\x00 z\x7f\xee", 7);
+  raw.key = hash;
+  EXPECT_FALSE(raw_decoder.decode(raw, kReceiveNs, &batch));
+
+  KafkaMessage json = message(R"({"message": "NVRM: Xid 79", "_TRANSPORT": "kernel"})");
+  json.key = "";
+  EXPECT_FALSE(KafkaDecoder(topic(KafkaEncoding::kJson)).decode(json, kReceiveNs, &batch));
+  EXPECT_TRUE(batch.records.empty());
+
+  // One export batch, two resources: only the one that names its node is kept.
+  const std::string doc = R"({"resourceLogs":[
+      {"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-1"}}]},
+       "scopeLogs":[{"logRecords":[{"body":{"stringValue":"named"}}]}]},
+      {"scopeLogs":[{"logRecords":[{"body":{"stringValue":"unnamed"}}]}]}]})";
+  KafkaMessage otlp = message(doc);
+  otlp.key = "";
+  const KafkaDecoder otlp_decoder(topic(KafkaEncoding::kOtlpJson));
+  EXPECT_FALSE(otlp_decoder.decode(otlp, kReceiveNs, &batch));
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].line, "named");
+  EXPECT_EQ(batch.records[0].node, "gpu-1");
+  otlp.key = "gpu-2";  // names the other resource's node
+  EXPECT_TRUE(otlp_decoder.decode(otlp, kReceiveNs, &batch));
+  ASSERT_EQ(batch.records.size(), 3u);
+  EXPECT_EQ(batch.records[2].node, "gpu-2");
 }
 
 // The source allocates an owner only for decoders whose records point into the message; the
@@ -203,6 +251,45 @@ TEST(KafkaJsonDecoder, PodRecordIsNeverKernel) {
       "kubernetes": {"pod_name": "prank"}})"),
                                    &batch);
   EXPECT_EQ(rec.stream, StreamKind::kPod);
+}
+
+// Fluent Bit with Merge_Log On puts a pod's own JSON keys at the top level, before the
+// `kubernetes` map: a pod printing these must not pass for kernel output of a node it names.
+TEST(KafkaJsonDecoder, PathTwiceWithDifferentValuesIsRefused) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
+  RecordBatch batch;
+  for (const char* bad : {
+           // Flat keys first: an empty pod name, another node.
+           R"({"kubernetes.pod_name":null,"kubernetes.host":"gpu-1","_TRANSPORT":"kernel",
+               "message":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",
+               "kubernetes":{"pod_name":"evil-0","namespace_name":"train","host":"gpu-3"}})",
+           // The same with every pod path empty: first-wins took it for gpu-1's kernel output.
+           R"({"kubernetes.pod_name":null,"kubernetes.namespace_name":null,
+               "kubernetes.container_name":null,"kubernetes.host":"gpu-1","_TRANSPORT":"kernel",
+               "message":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",
+               "kubernetes":{"pod_name":"evil-0","namespace_name":"train","container_name":"c",
+                             "host":"gpu-3"}})",
+           // A `kubernetes` map of the pod's own, all null, before the shipper's.
+           R"({"log":"{...}","stream":"stdout",
+               "kubernetes":{"pod_name":null,"namespace_name":null,"container_name":null},
+               "_TRANSPORT":"kernel",
+               "message":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",
+               "kubernetes":{"pod_name":"evil-0","namespace_name":"train","container_name":"c",
+                             "host":"gpu-3"}})",
+           R"({"message":"x","kubernetes.pod_name":"","kubernetes":{"pod_name":"p"}})",
+           R"({"message":"x","host":"gpu-1","host":"gpu-2"})",
+           R"({"message":"x","_TRANSPORT":"journal","_TRANSPORT":"kernel"})",
+       }) {
+    EXPECT_FALSE(decoder.decode(message(bad), kReceiveNs, &batch)) << bad;
+  }
+  EXPECT_TRUE(batch.records.empty());
+  // The same value twice is no ambiguity.
+  const LogRecord& rec = decodeOne(
+      decoder, message(R"({"message":"x","kubernetes.host":"gpu-1","kubernetes":{"host":"gpu-1"},
+                  "_TRANSPORT":"kernel","_TRANSPORT":"kernel"})"),
+      &batch);
+  EXPECT_EQ(rec.node, "gpu-1");
+  EXPECT_EQ(rec.stream, StreamKind::kKernel);
 }
 
 TEST(KafkaJsonDecoder, UnmarkedRecordTakesTopicStream) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -99,6 +100,22 @@ TEST(KafkaConfig, FromYamlNamesTheBadKey) {
             std::string::npos);
   EXPECT_NE(error("brokers: b\nbatch_max_bytes: 0\n" + topics).find("kafka.batch_max_bytes"),
             std::string::npos);
+}
+
+// faultline sets these itself; a property that replaced one would break the offset handling or
+// the group (one per replica under leader election) without a word.
+TEST(KafkaConfig, PropertiesMustNotSetTheGroupOrTheCommit) {
+  for (const char* key : {"group.id", "enable.auto.commit", "enable.auto.offset.store"}) {
+    try {
+      KafkaConfig::fromYaml(YAML::Load(std::string("brokers: b\nproperties: {") + key +
+                                       ": x}\ntopics: [{name: t}]\n"));
+      ADD_FAILURE() << key << " accepted";
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(std::string("kafka.properties.") + key + ": must not be set; ", 0), 0u)
+          << what;
+    }
+  }
 }
 
 // An in-process librdkafka mock cluster (/work/shared/protocols.md section 5).
@@ -362,6 +379,59 @@ TEST(KafkaSource, BatchClosesAtBatchMaxBytes) {
   EXPECT_TRUE(std::any_of(batches.begin(), batches.end(), [](const auto& b) {
     return b.first == 3;
   })) << ::testing::PrintToString(batches);
+}
+
+// A handler that throws (the pipeline cannot take the batch): run() throws the same, and the
+// batch's offsets are neither stored nor committed, so the group reads it again.
+TEST(KafkaSource, HandlerExceptionPropagatesAndCommitsNothing) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 1);
+  cluster.produce("kern", {"line 0", "line 1", "line 2"}, "gpu-1");
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = "throws";
+  KafkaTopicConfig topic;
+  topic.name = "kern";
+  config.topics.push_back(topic);
+
+  KafkaSource source(config);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool returned = false;
+  std::string error;
+  std::jthread thread([&](std::stop_token stop) {
+    try {
+      source.run([](RecordBatch&) { throw std::runtime_error("pipeline gone"); }, stop);
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    std::lock_guard lock(mu);
+    returned = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return returned; });
+  }
+  thread.request_stop();
+  thread.join();
+  EXPECT_EQ(error, "pipeline gone");
+
+  // The group's committed offset, asked of the coordinator without joining the group.
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [k, v] :
+       {std::pair{"bootstrap.servers", config.brokers}, std::pair{"group.id", config.group_id}}) {
+    ASSERT_EQ(rd_kafka_conf_set(conf, k, v.c_str(), err, sizeof(err)), RD_KAFKA_CONF_OK) << err;
+  }
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+  ASSERT_NE(rk, nullptr) << err;
+  rd_kafka_topic_partition_list_t* partitions = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(partitions, "kern", 0);
+  EXPECT_EQ(rd_kafka_committed(rk, partitions, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  EXPECT_EQ(partitions->elems[0].offset, RD_KAFKA_OFFSET_INVALID);
+  rd_kafka_topic_partition_list_destroy(partitions);
+  rd_kafka_destroy(rk);
 }
 
 // Runs a KafkaSource on a thread. Its handler records each batch's lines and holds the first

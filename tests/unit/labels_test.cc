@@ -1,0 +1,49 @@
+#include "ingest/formats/labels.h"
+
+#include <cstdint>
+#include <initializer_list>
+
+#include <gtest/gtest.h>
+
+namespace faultline {
+namespace {
+
+// A record whose labels are `labels`, in that order.
+LogRecord withLabels(RecordBatch* batch, std::initializer_list<Label> labels) {
+  LogRecord rec;
+  rec.labels_begin = static_cast<uint32_t>(batch->labels.size());
+  batch->labels.insert(batch->labels.end(), labels);
+  rec.labels_end = static_cast<uint32_t>(batch->labels.size());
+  return rec;
+}
+
+TEST(Classify, PodKernelOther) {
+  const StreamRules rules;
+  RecordBatch batch;
+  LogRecord pod = withLabels(&batch, {{"_TRANSPORT", "kernel"}, {"k8s.pod.name", "train-0"}});
+  classify(rules, batch, &pod);
+  EXPECT_EQ(pod.stream, StreamKind::kPod);
+  LogRecord kernel = withLabels(&batch, {{"host.name", "gpu-1"}, {"_TRANSPORT", "kernel"}});
+  classify(rules, batch, &kernel);
+  EXPECT_EQ(kernel.stream, StreamKind::kKernel);
+  EXPECT_EQ(kernel.node, "gpu-1");
+  LogRecord other = withLabels(&batch, {{"k8s.pod.name", ""}, {"_TRANSPORT", "journal"}});
+  classify(rules, batch, &other);
+  EXPECT_EQ(other.stream, StreamKind::kOther);
+}
+
+// A pod name label given twice, empty first (a pod's own field merged ahead of the shipper's):
+// the record is still a pod's, never kernel output.
+TEST(Classify, AnyLabelOfAPodNameMakesAPod) {
+  const StreamRules rules;
+  RecordBatch batch;
+  LogRecord rec = withLabels(&batch, {{"kubernetes.pod_name", ""},
+                                      {"_TRANSPORT", "kernel"},
+                                      {"node", "gpu-1"},
+                                      {"kubernetes.pod_name", "evil-0"}});
+  classify(rules, batch, &rec);
+  EXPECT_EQ(rec.stream, StreamKind::kPod);
+}
+
+}  // namespace
+}  // namespace faultline
