@@ -38,8 +38,9 @@ struct ServeSources {
 
 // Runs until `stop` is requested: then the Kafka source processes the batch it holds, commits and
 // leaves its group, the HTTP server stops accepting (pushes answered meanwhile are queued), the
-// pipeline drains the queue (so nothing answered with a 2xx is lost), and the sinks are flushed. `ready` tells whether the sinks are reachable (for /readyz).
-// Throws std::runtime_error if a source cannot start (HTTP port taken, bad Kafka settings).
+// pipeline drains the queue (so nothing answered with a 2xx is lost), and the sinks are flushed.
+// `ready` tells whether the sinks are reachable (for /readyz). Throws std::runtime_error if a
+// source cannot start (HTTP port taken, bad Kafka settings).
 void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
               const std::function<bool()>& ready, const std::stop_token& stop);
 
