@@ -716,7 +716,13 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   std::vector<std::pair<std::string, YAML::Node>> docs;
   for (const RuleFile& f : files) {
     try {
-      docs.emplace_back(f.name, YAML::Load(f.text));
+      // Load() would read the first document only, and drop what follows a `---` unread.
+      std::vector<YAML::Node> all = YAML::LoadAll(f.text);
+      if (all.size() > 1) {
+        problems.add(f.name, all[1], "more than one YAML document (---): one per file");
+        continue;
+      }
+      docs.emplace_back(f.name, all.empty() ? YAML::Node() : all[0]);
     } catch (const YAML::ParserException& e) {
       problems.addAt(f.name, e.mark.line + 1, "YAML: " + e.msg);
     }

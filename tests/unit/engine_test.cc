@@ -354,6 +354,13 @@ TEST(Bank, AFileOfCommentsOnlyIsEmpty) {
   EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "rules:\n#  - id: r1\n"}}), "");
 }
 
+// yaml-cpp's Load() reads the first document only: what follows a `---` would be lost unread.
+TEST(Bank, RefusesAFileOfSeveralDocuments) {
+  // kOneSignature is 6 lines; the second document starts on line 8.
+  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\nrules: []\n"}}),
+            "a.yaml:8: more than one YAML document (---): one per file\n");
+}
+
 TEST(Bank, LiteralPrefixIsWhatEveryMatchStartsWith) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"(NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-f:]+)\): (?P<code>\d+))", "NVRM: Xid ("},
