@@ -233,21 +233,18 @@ int replay(const ReplayArgs& a) {
     std::cerr << "faultline: replay incomplete: " << failed.size()
               << " file(s) could not be read in full; the decisions come from the lines read\n";
   }
+  taints.reset();  // its last refusals reach the log before the log's state is read
   return failed.empty() && !log.failed() ? 0 : 2;
 }
 
 int rulesTest(const std::string& dir) {
-  const auto bank = loadRules(dir);  // loadBank checks every example: a failing one throws
-  size_t checks = 0;
+  const auto bank = loadRules(dir);  // checks every example (loadBank): a failing one throws
+  size_t examples = 0;
   for (const Signature& sig : bank->signatures) {
-    for (int k = 0; k < kStreamKinds; ++k) {
-      if (sig.appliesTo(static_cast<StreamKind>(k))) {
-        checks += sig.match_examples.size() + sig.no_match_examples.size();
-      }
-    }
+    examples += sig.match_examples.size() + sig.no_match_examples.size();
   }
   std::cout << "rules test: " << bank->signatures.size() << " signatures, " << bank->rules.size()
-            << " rules, " << checks << " example checks, 0 problems\n";
+            << " rules, " << examples << " example lines, all pass\n";
   return 0;
 }
 

@@ -718,8 +718,12 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
     try {
       // Load() would read the first document only, and drop what follows a `---` unread.
       std::vector<YAML::Node> all = YAML::LoadAll(f.text);
-      if (all.size() > 1) {
-        problems.add(f.name, all[1], "more than one YAML document (---): one per file");
+      // A bare trailing `---` starts an empty document, not a second rule file.
+      const auto more = all.empty() ? all.end()
+                                    : std::find_if(all.begin() + 1, all.end(),
+                                                   [](const YAML::Node& d) { return !d.IsNull(); });
+      if (more != all.end()) {
+        problems.add(f.name, *more, "more than one YAML document (---): one per file");
         continue;
       }
       docs.emplace_back(f.name, all.empty() ? YAML::Node() : all[0]);

@@ -229,7 +229,8 @@ void TaintSink::run() {
         lock.unlock();
         refresh();
         lock.lock();
-        if (!deferred_.empty() && Clock::now() - deferred_tried_ >= options_.node_list_period) {
+        if (!stopping_ && !deferred_.empty() &&
+            Clock::now() - deferred_tried_ >= options_.node_list_period) {
           spdlog::info("kubernetes: handling {} deferred decisions again", deferred_.size());
           for (auto& [key, d] : deferred_) {
             queue_.push_back(std::move(d));
@@ -419,15 +420,13 @@ void TaintSink::suppress(const Decision& d, const std::string& reason) {
 std::string TaintSink::guard(const Decision& d) {
   const std::string cm = options_.breaker_namespace + "/" + options_.breaker_configmap;
   switch (breaker_) {
-    case Breaker::kUnknown:
-      return "blast-radius breaker " + breaker_reason_ + "; no node is tainted until ConfigMap " +
-             cm + " can be read";
     case Breaker::kTripped:
       return "blast-radius breaker is tripped (" + breaker_reason_ + "); delete ConfigMap " + cm +
              " to reset it";
     case Breaker::kUnrecorded:
       return "blast-radius breaker is tripped (" + breaker_reason_ +
              "); not yet recorded in ConfigMap " + cm + " (retrying at the next LIST)";
+    case Breaker::kUnknown:  // taint() defers the decision before asking
     case Breaker::kClosed:
       break;
   }
@@ -513,6 +512,13 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     // LIST keeps the snapshot.
     listed_ = {};
     refresh();
+    if (listed_ == Clock::time_point{}) {
+      spdlog::error(
+          "kubernetes: cannot taint {} yet: node {} is not in the last node list, and "
+          "the API server did not answer a new one",
+          what, d.node);
+      return Outcome::kRetry;
+    }
     found = nodes_.find(d.node);
   }
   if (found == nodes_.end()) {

@@ -8,7 +8,7 @@
 //                                          metadata.continue (client-go's ListPager); any failed
 //                                          page keeps the previous snapshot until the next LIST,
 //                                          except on becoming leader: the snapshot is dropped and
-//                                          taints fail until a LIST succeeds.
+//                                          taints are deferred until a LIST succeeds.
 //   PATCH /api/v1/nodes/{node}?fieldManager=faultline
 //         Content-Type: application/strategic-merge-patch+json
 //         {"metadata":{"resourceVersion":"<snapshot's>","annotations":{"faultline.dev/taint":A}},
@@ -34,13 +34,13 @@
 // Per taint decision, in order (a refusal becomes a kSuppressed decision, see Hooks):
 //   * dry run (global or the rule's): logged and counted, nothing written;
 //   * node not in the snapshot (not eligible or gone), nor in a new LIST when the snapshot is
-//     older than 1 s (a node that just joined): suppressed;
+//     older than 1 s (a node that just joined): suppressed; deferred if that LIST fails;
 //   * node labelled opt_out_label=true: suppressed;
 //   * taint (same key and effect) already on the node: nothing written;
 //   * the node's annotation says faultline tainted it for this rule, with a decision time within
 //     reapply_after, and the taint is gone: an operator removed it by hand: suppressed;
-//   * breaker tripped or its state unknown, or the taint would exceed a limit (which trips it):
-//     suppressed;
+//   * breaker state unknown (not read yet, or its GET failed): deferred;
+//   * breaker tripped, or the taint would exceed a limit (which trips it): suppressed;
 //   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
 //     response → retry after jittered exponential backoff; 404 and other statuses → failed.
 // Untaint removes faultline's taint only where the annotation says faultline set it.

@@ -359,6 +359,7 @@ TEST(Bank, RefusesAFileOfSeveralDocuments) {
   // kOneSignature is 6 lines; the second document starts on line 8.
   EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\nrules: []\n"}}),
             "a.yaml:8: more than one YAML document (---): one per file\n");
+  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\n"}}), "");  // a bare end
 }
 
 TEST(Bank, LiteralPrefixIsWhatEveryMatchStartsWith) {

@@ -370,6 +370,24 @@ TEST_F(TaintSinkTest, ANodeThatJoinedSinceTheLastListIsListedAgain) {
   EXPECT_EQ(suppressed().size(), 0u);
 }
 
+// The new LIST for a node missing from the snapshot fails: the node may well exist, so the taint
+// is deferred, not refused as "not eligible".
+TEST_F(TaintSinkTest, ANodeMissingWhileTheListFailsIsDeferredNotRefused) {
+  createNode("n1");
+  TaintSink sink(config(), options(/*max_attempts=*/2), hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  createNode("n2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  server_.failNext("GET", "/api/v1/nodes", 503, /*count=*/2);
+  sink.write(decision("n2"));
+  sink.flush();
+  EXPECT_FALSE(tainted("n2"));
+  EXPECT_TRUE(suppressed().empty());
+  EXPECT_EQ(sink.counters().deferred, 1u);
+}
+
 TEST_F(TaintSinkTest, ServerErrorsAreRetried) {
   createNode("n1");
   server_.failNext("GET", "/api/v1/nodes", 503);

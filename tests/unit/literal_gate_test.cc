@@ -119,7 +119,7 @@ TEST(LiteralGate, OpenWhenAPatternNamesARuneBeyondAscii) {
     }
   }
   // Escapes of ASCII runes, and an escaped backslash before an x, keep their literals.
-  for (const std::string& p :
+  for (const char* p :
        {R"(NVRM\x3a Xid)", R"(NVRM\x{3A} Xid)", R"(NVRM\072 Xid)", R"(NVRM: Xid \\x{212A})"}) {
     EXPECT_FALSE(LiteralGate({p}, "").open()) << p;
   }
