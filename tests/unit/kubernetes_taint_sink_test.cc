@@ -107,6 +107,12 @@ class TaintSinkTest : public ::testing::Test {
     }
     return n;
   }
+  // Sets faultline's taint on `node` as another writer would (another leader, an operator).
+  bool taintByHand(const std::string& node) {
+    return server_.mutate(
+        node,
+        {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}});
+  }
   bool tainted(const std::string& node) {
     for (const json& t : server_.node(node).value("/spec/taints"_json_pointer, json::array())) {
       if (t["key"] == "faultline.dev/faulty") {
@@ -588,9 +594,7 @@ TEST_F(GuardTest, CountLimitTripsTheBreaker) {
 TEST_F(GuardTest, PercentageLimitCountsTaintsFaultlineDidNotWrite) {
   createCluster(20);
   // Someone else's copy of faultline's taint counts too: it is what the cluster carries.
-  ASSERT_TRUE(server_.mutate(
-      "g5",
-      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  ASSERT_TRUE(taintByHand("g5"));
   TaintSink sink(config(), guarded({0, 10, 0, std::chrono::seconds(60)}), hooks());
   sink.write(decision("g0"));
   sink.write(decision("g1"));
@@ -608,9 +612,7 @@ TEST_F(GuardTest, PercentageLimitCountsTaintsFaultlineDidNotWrite) {
 TEST_F(GuardTest, ListsEligibleNodesInPages) {
   createCluster(5);
   for (const char* n : {"g0", "g2"}) {  // on pages 1 and 2
-    ASSERT_TRUE(server_.mutate(
-        n,
-        {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+    ASSERT_TRUE(taintByHand(n));
   }
   TaintSinkOptions o = guarded({3, 0, 0, std::chrono::seconds(60)});
   o.node_list_limit = 2;
@@ -917,9 +919,7 @@ TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
   EXPECT_TRUE(server_.requests().empty());
 
   // The old leader wrote n2's taint before it died; n1's it never did.
-  ASSERT_TRUE(server_.mutate(
-      "n2",
-      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  ASSERT_TRUE(taintByHand("n2"));
   sink.write(decision("n2"));
   term = 1;
   for (int i = 0; i < 100 && !tainted("n1"); ++i) {
@@ -949,9 +949,7 @@ TEST_F(GuardTest, ListsAgainOnBecomingLeader) {
   sink.write(decision("g0"));  // held: the sink saw it lead no more
   sink.flush();
   // Meanwhile the other leader taints g1.
-  ASSERT_TRUE(server_.mutate(
-      "g1",
-      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  ASSERT_TRUE(taintByHand("g1"));
   term = 2;
   sink.write(decision("g2"));
   sink.flush();
@@ -973,9 +971,7 @@ TEST_F(GuardTest, ListsAgainInANewTermItNeverSawEnd) {
   sink.write(decision("g0"));
   sink.flush();
   ASSERT_TRUE(tainted("g0"));
-  ASSERT_TRUE(server_.mutate(
-      "g1",
-      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  ASSERT_TRUE(taintByHand("g1"));
   term = 2;
   sink.write(decision("g2"));
   sink.flush();
