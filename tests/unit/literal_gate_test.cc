@@ -263,8 +263,9 @@ TEST(LiteralGate, TuningSamplesTheStartOfEachLine) {
   EXPECT_EQ(hits.size(), 10U);
   // Tuned on the lines' first bytes, which lack the common `mlx5_core `: it stays the literal.
   EXPECT_TRUE(has(m.gate(StreamKind::kKernel).literals(), "mlx5_core "));
+  const std::string late = head + head + hit;  // records view their lines: it must outlive them
   RecordBatch after;
-  after.records.push_back({0, "n1", head + head + hit, 0, 0, StreamKind::kKernel});
+  after.records.push_back({0, "n1", late, 0, 0, StreamKind::kKernel});
   hits.clear();
   m.match(after, &hits);
   ASSERT_EQ(hits.size(), 1U);
