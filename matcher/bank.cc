@@ -56,6 +56,36 @@ std::string scalar(const YAML::Node& n) {
   return n.IsDefined() && n.IsScalar() ? n.as<std::string>() : "";
 }
 
+// The line of a `---` that starts a second document (one with content after it), or 0. Load()
+// reads the first document only, so a second would be dropped unread; LoadAll() would find it, but
+// yaml-cpp 0.7's hangs on some inputs (a bank_fuzz finding). A `---` (or `--- ...`) line is a
+// document marker only at the start of a line, where no scalar's content can be.
+int secondDocument(std::string_view text) {
+  bool content = false;  // the first document has some
+  int marker = 0;        // the line of a `---` after it
+  int line = 0;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view l = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    ++line;
+    const bool is_marker =
+        l.substr(0, 3) == "---" && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    if (is_marker && content && marker == 0) {
+      marker = line;
+    }
+    const std::string_view rest = is_marker ? l.substr(3) : l;
+    const size_t first = rest.find_first_not_of(" \t\r");
+    if (first != std::string_view::npos && rest[first] != '#') {
+      if (marker != 0) {
+        return marker;
+      }
+      content = true;
+    }
+  }
+  return 0;
+}
+
 // Refuses a key of the map `n` given twice: yaml-cpp keeps both, and a lookup takes the first.
 // `what` names the map in messages ("rule r1: where").
 bool uniqueKeys(const YAML::Node& n, const std::string& file, const std::string& what,
@@ -716,17 +746,11 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   std::vector<std::pair<std::string, YAML::Node>> docs;
   for (const RuleFile& f : files) {
     try {
-      // Load() would read the first document only, and drop what follows a `---` unread.
-      std::vector<YAML::Node> all = YAML::LoadAll(f.text);
-      // A bare trailing `---` starts an empty document, not a second rule file.
-      const auto more = all.empty() ? all.end()
-                                    : std::find_if(all.begin() + 1, all.end(),
-                                                   [](const YAML::Node& d) { return !d.IsNull(); });
-      if (more != all.end()) {
-        problems.add(f.name, *more, "more than one YAML document (---): one per file");
+      if (const int line = secondDocument(f.text); line != 0) {
+        problems.addAt(f.name, line, "more than one YAML document (---): one per file");
         continue;
       }
-      docs.emplace_back(f.name, all.empty() ? YAML::Node() : all[0]);
+      docs.emplace_back(f.name, YAML::Load(f.text));
     } catch (const YAML::ParserException& e) {
       problems.addAt(f.name, e.mark.line + 1, "YAML: " + e.msg);
     }

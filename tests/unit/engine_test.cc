@@ -356,9 +356,13 @@ TEST(Bank, AFileOfCommentsOnlyIsEmpty) {
 
 // yaml-cpp's Load() reads the first document only: what follows a `---` would be lost unread.
 TEST(Bank, RefusesAFileOfSeveralDocuments) {
-  // kOneSignature is 6 lines; the second document starts on line 8.
+  // kOneSignature is 6 lines; the second document starts on line 7.
   EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\nrules: []\n"}}),
-            "a.yaml:8: more than one YAML document (---): one per file\n");
+            "a.yaml:7: more than one YAML document (---): one per file\n");
+  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "--- {rules: []}\n"}}),
+            "a.yaml:7: more than one YAML document (---): one per file\n");
+  // A `---` before the first document, and one followed by comments only, start no second one.
+  EXPECT_EQ(problemsOf({{"a.yaml", "# x\n---\n" + std::string(kOneSignature) + "---\n# y\n"}}), "");
   EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\n"}}), "");  // a bare end
 }
 
