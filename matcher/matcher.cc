@@ -129,8 +129,8 @@ std::vector<uint32_t> Matcher::matchLine(std::string_view line, StreamKind kind)
 }
 
 bool Matcher::extract(std::string_view line, const Signature& sig, Fields* fields) {
-  std::array<re2::StringPiece, kMaxCaptureGroups + 1> groups;
-  const int n = std::min(static_cast<int>(sig.fields.size()), kMaxCaptureGroups) + 1;
+  std::array<re2::StringPiece, kMaxCaptureGroups + 1> groups;  // loadBank refuses more groups
+  const int n = static_cast<int>(sig.fields.size()) + 1;
   // Every match starts with the prefix, so the leftmost match starts at its first occurrence if
   // any match starts there: a search anchored there skips the two DFA passes (forward, then
   // reverse) that an unanchored search spends finding where the match starts.

@@ -409,8 +409,7 @@ struct PushServer::Listener {
       res = server.answer(req);
     } catch (const std::exception& e) {  // e.g. out of memory: this request fails, not the server
       spdlog::error("http: {} {}: {}", req.method, req.path, e.what());
-      server.metrics_->add("faultline_push_requests_rejected_total",
-                           Metrics::label("reason", "internal"));
+      server.countRejected("internal");
       res = {500, "text/plain", std::string("internal error: ") + e.what() + "\n", {}};
     }
     // An unread body leaves the connection unusable.
@@ -434,8 +433,7 @@ struct PushServer::Listener {
   // Answers 400 to what is not HTTP (the connection is closed after), and counts it.
   static void refuseMalformed(PushServer& server, tcp::socket& socket, unsigned version,
                               const std::string& reason) {
-    server.metrics_->add("faultline_push_requests_rejected_total",
-                         Metrics::label("reason", "malformed"));
+    server.countRejected("malformed");
     writeAnswer(socket, version, false, {400, "text/plain", reason + "\n", {}});
     closeAfterAnswer(socket);
   }
@@ -517,7 +515,7 @@ void PushServer::stop() {
 PushServer::Response PushServer::answer(Request& req) {
   if (req.path == "/loki/api/v1/push" || req.path == "/v1/logs") {
     if (req.method != "POST") {
-      metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", "method"));
+      countRejected("method");
       return {405, "text/plain", "use POST\n", {{"Allow", "POST"}}};
     }
     return handlePush(req.path == "/v1/logs" ? Protocol::kOtlp : Protocol::kLoki, req);
@@ -536,7 +534,7 @@ PushServer::Response PushServer::answer(Request& req) {
     return {200, "text/plain; version=0.0.4", metrics_->render(), {}};
   }
   // A shipper pointed at a wrong path shows here.
-  metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", "not_found"));
+  countRejected("not_found");
   return {404, "text/plain", "not found\n", {}};
 }
 
@@ -569,10 +567,14 @@ bool PushServer::authorized(const Request& req) {
          lower(header.substr(0, 7)) == "bearer " && header.compare(7, token.size(), token) == 0;
 }
 
+void PushServer::countRejected(const std::string& metric_reason) {
+  metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", metric_reason));
+}
+
 PushServer::Response PushServer::reject(Protocol protocol, bool json, int status,
                                         const std::string& reason,
                                         const std::string& metric_reason) {
-  metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", metric_reason));
+  countRejected(metric_reason);
   Response res;
   res.status = status;
   if (status == 429) {

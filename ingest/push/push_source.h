@@ -133,6 +133,8 @@ class PushServer {
   bool authorized(const Request& req);
   Response reject(Protocol protocol, bool json, int status, const std::string& reason,
                   const std::string& metric_reason);
+  // Counts an error answer in faultline_push_requests_rejected_total{reason}.
+  void countRejected(const std::string& metric_reason);
 
   PushConfig config_;
   LabelFilter keep_{config_.streams};          // the OTLP attributes kept as labels

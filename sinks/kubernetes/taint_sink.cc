@@ -402,6 +402,18 @@ void TaintSink::handle(const Decision& d) {
   }
 }
 
+TaintSink::Outcome TaintSink::requestFailed(const std::string& action, const std::string& request,
+                                            const KubeClient::Response& r) {
+  const bool later = retryable(r);
+  spdlog::error("kubernetes: {} {}: {}: {}", later ? "cannot yet" : "giving up:", action, request,
+                describe(r));
+  if (later) {
+    return Outcome::kRetry;
+  }
+  ++failed_;
+  return Outcome::kDone;
+}
+
 void TaintSink::suppress(const Decision& d, const std::string& reason) {
   spdlog::warn("kubernetes: suppressed taint of node {} (rule {}): {}", d.node, d.rule, reason);
   ++suppressed_;
@@ -600,27 +612,17 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       return Outcome::kDone;
     }
     if (patched.status != 409) {
-      spdlog::error("kubernetes: {} taint {}: PATCH {}: {}",
-                    retryable(patched) ? "cannot yet" : "dropping", what, path, describe(patched));
-      if (retryable(patched)) {
-        return Outcome::kRetry;
-      }
-      ++failed_;
-      return Outcome::kDone;
+      return requestFailed("taint " + what, "PATCH " + path, patched);
     }
     spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
     ++conflicts_retried_;
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
     node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
-      spdlog::error("kubernetes: {} taint {}: GET {}: {}",
-                    retryable(got) ? "cannot yet" : "dropping", what, path, describe(got));
-      if (retryable(got)) {
-        return Outcome::kRetry;
+      if (!retryable(got)) {
+        nodes_.erase(d.node);  // unreadable for good (a 404: gone): out of the snapshot
       }
-      nodes_.erase(d.node);
-      ++failed_;
-      return Outcome::kDone;
+      return requestFailed("taint " + what, "GET " + path, got);
     }
     nodes_[d.node] = node;
   }
@@ -635,14 +637,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
     const json node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
-      spdlog::error("kubernetes: {} node {}: GET {}: {}",
-                    retryable(got) ? "cannot yet untaint" : "not untainting", d.node, path,
-                    describe(got));
-      if (retryable(got)) {
-        return Outcome::kRetry;
-      }
-      ++failed_;
-      return Outcome::kDone;
+      return requestFailed("untaint node " + d.node, "GET " + path, got);
     }
     const std::optional<TaintMark> mark = taintMark(node);
     if (!mark || mark->key != d.taint.key || mark->effect != d.taint.effect) {
@@ -679,14 +674,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       return Outcome::kDone;
     }
     if (patched.status != 409) {
-      spdlog::error("kubernetes: {} node {}: PATCH: {}",
-                    retryable(patched) ? "cannot yet untaint" : "not untainting", d.node,
-                    describe(patched));
-      if (retryable(patched)) {
-        return Outcome::kRetry;
-      }
-      ++failed_;
-      return Outcome::kDone;
+      return requestFailed("untaint node " + d.node, "PATCH " + path, patched);
     }
     ++conflicts_retried_;
   }

@@ -170,6 +170,10 @@ class TaintSink : public DecisionSink {
   void handle(const Decision& decision);
   Outcome taint(const Decision& decision);
   Outcome untaint(const Decision& decision);
+  // A request of `action` ("taint X on node N") that failed after its tries: logged; kRetry when
+  // the answer may change (retryable()), else counted as failed and kDone.
+  Outcome requestFailed(const std::string& action, const std::string& request,
+                        const KubeClient::Response& r);
   void suppress(const Decision& decision, const std::string& reason);
   // Refreshes the node snapshot and the breaker when older than node_list_period or when there
   // is no snapshot (at start, on becoming leader). False if there is still no snapshot.
