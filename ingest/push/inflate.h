@@ -13,10 +13,12 @@ enum class InflateResult { kOk, kTooLarge, kCorrupt };
 
 // Decompresses `in` into *out, with room for `padding` more bytes (out->capacity() is at least
 // out->size() + padding: appending simdjson's padding does not copy the body). `in` is in gzip
-// format (RFC 1952) when it starts with the magic bytes 1f 8b, else in zlib format (RFC 1950;
-// HTTP's `deflate`). Several gzip members in sequence are one body, as zlib's gunzip reads them;
-// each member's CRC32 is checked, and a header's CRC16 (FHCRC) is skipped unchecked, as
-// libdeflate and Python's gzip module do.
+// format (RFC 1952) when it starts with the magic bytes 1f 8b, in zlib format (RFC 1950; HTTP's
+// `deflate`) when it starts with a zlib header, else raw deflate (RFC 1951: how Loki reads
+// `deflate`, with Go's compress/flate, so what clients written for Loki send); a zlib-looking
+// start that does not inflate as zlib is tried as raw deflate too. Several gzip members in
+// sequence are one body, as zlib's gunzip reads them; each member's CRC32 is checked, and a
+// header's CRC16 (FHCRC) is skipped unchecked, as libdeflate and Python's gzip module do.
 // Never holds more than max_bytes + padding bytes of output, whatever the input claims: the
 // output buffer starts at the size a gzip trailer states (ISIZE, RFC 1952 2.3.1) or four times
 // the input, and grows fourfold up to max_bytes.

@@ -103,6 +103,35 @@ bool readQuoted(std::string_view s, size_t* i, std::string_view* value, std::str
       case 'r':
         buf->push_back('\r');
         break;
+      // Go's strconv.Quote (Prometheus' labels.String(), which clients use) writes these for
+      // control characters, and its Unquote (Loki's selector lexer) reads them.
+      case 'a':
+        buf->push_back('\a');
+        break;
+      case 'b':
+        buf->push_back('\b');
+        break;
+      case 'f':
+        buf->push_back('\f');
+        break;
+      case 'v':
+        buf->push_back('\v');
+        break;
+      case '0':
+      case '1':
+      case '2':
+      case '3': {  // octal \ooo, a byte (Go's Unquote: at most \377)
+        uint32_t v = static_cast<uint32_t>(e - '0');
+        for (int d = 0; d < 2; ++d) {
+          if (*i >= s.size() || s[*i] < '0' || s[*i] > '7') {
+            *error = "bad octal escape in a label value";
+            return false;
+          }
+          v = v * 8 + static_cast<uint32_t>(s[(*i)++] - '0');
+        }
+        buf->push_back(static_cast<char>(v));
+        break;
+      }
       case '\\':
       case '"':
       case '\'':

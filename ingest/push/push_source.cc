@@ -522,6 +522,7 @@ PushServer::Response PushServer::answer(Request& req) {
   }
   if (req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics") {
     if (req.method != "GET") {
+      countRejected("method");  // every error answer is counted (README), not only the pushes'
       return {405, "text/plain", "use GET\n", {{"Allow", "GET"}}};
     }
     if (req.path == "/healthz") {

@@ -18,9 +18,9 @@
 // its body within read_timeout plus 1 s per 64 KiB received (512 kbit/s, a slow link), with no
 // pause as long as read_timeout; else the connection is dropped unanswered. So a client trickling
 // bytes holds a thread for at most about 20 s, and one holding it longer must keep sending 64
-// KiB/s. Content-Encoding gzip and deflate (zlib or gzip format; inflated whole with libdeflate:
-// ingest/push/inflate.h), identity, and snappy (a no-op) on both push paths; chunked request
-// bodies are read like any other; `Expect: 100-continue` is answered.
+// KiB/s. Content-Encoding gzip and deflate (zlib, raw deflate as Loki reads it, or gzip format;
+// inflated whole with libdeflate: ingest/push/inflate.h), identity, and snappy (a no-op) on both
+// push paths; chunked request bodies are read like any other; `Expect: 100-continue` is answered.
 // Errors carry a one-line reason: text/plain for Loki, a google.rpc.Status
 // in the request's encoding for OTLP (opentelemetry-proto docs/specification.md "OTLP/HTTP
 // Response"):

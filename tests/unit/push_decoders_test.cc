@@ -210,11 +210,17 @@ TEST(LokiSelector, ParsesQuotesEscapesAndSpaces) {
   batch.labels.clear();
   EXPECT_TRUE(parseLokiSelector("{}", &batch, &error));
   EXPECT_TRUE(batch.labels.empty());
+  // Go's strconv.Quote writes control characters as \a \b \f \v (Prometheus' labels.String()),
+  // and Loki's selector lexer (strconv.Unquote) also reads octal escapes.
+  ASSERT_TRUE(parseLokiSelector(R"({file="a\fb\vc\ad\be\101\377"})", &batch, &error)) << error;
+  ASSERT_EQ(batch.labels.size(), 1u);
+  EXPECT_EQ(batch.labels[0].value, "a\fb\vc\ad\beA\xff");
 }
 
 TEST(LokiSelector, RefusesMalformedSelectors) {
-  for (const char* bad : {"", "job=\"x\"", "{job=\"x\"", "{job=x}", "{job=\"x}", "{=\"x\"}",
-                          "{a=\"1\" b=\"2\"}", "{a=\"\\q\"}", "{a=\"1\"} trailing"}) {
+  for (const char* bad :
+       {"", "job=\"x\"", "{job=\"x\"", "{job=x}", "{job=\"x}", "{=\"x\"}", "{a=\"1\" b=\"2\"}",
+        "{a=\"\\q\"}", "{a=\"\\400\"}", "{a=\"\\01\"}", "{a=\"1\"} trailing"}) {
     RecordBatch batch;
     std::string error;
     EXPECT_FALSE(parseLokiSelector(bad, &batch, &error)) << bad;

@@ -254,15 +254,15 @@ class RawConnection {
 
 TEST(PushServer, CompressedBodiesInEveryFormHttpAllows) {
   Fixture f(1 << 20);
-  // gzip, and deflate in zlib format (RFC 9110 8.4.1.2) and in gzip format (cpp-httplib's and
-  // some clients' reading of it).
+  // gzip, and deflate in zlib format (RFC 9110 8.4.1.2), in gzip format (cpp-httplib's and
+  // some clients' reading of it) and raw (RFC 1951: Loki's reading of it, Go's compress/flate).
   for (const auto& [encoding, window_bits] : std::vector<std::pair<std::string, int>>{
-           {"gzip", 31}, {"x-gzip", 31}, {"deflate", 15}, {"deflate", 31}}) {
+           {"gzip", 31}, {"x-gzip", 31}, {"deflate", 15}, {"deflate", 31}, {"deflate", -15}}) {
     auto res = f.lokiJson(zlibCompress(kLokiJson, window_bits), {{"Content-Encoding", encoding}});
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 204) << encoding << " " << window_bits << ": " << res->body;
-    auto item = f.queue.pop();
-    ASSERT_TRUE(item);
+    auto item = f.queue.tryPop();  // a refused body queues nothing: fail, not hang
+    ASSERT_TRUE(item) << encoding << " " << window_bits;
     ASSERT_EQ(item->batch.records.size(), 1u);
     EXPECT_EQ(item->batch.records[0].node, "gpu-1");
     f.queue.done(*item);
@@ -318,11 +318,15 @@ TEST(PushServer, HttpDetailsClientsRelyOn) {
   ASSERT_TRUE(get_push);
   EXPECT_EQ(get_push->status, 405);
   EXPECT_EQ(get_push->get_header_value("Allow"), "POST");
+  auto post_health = f.client->Post("/healthz", "", "text/plain");
+  ASSERT_TRUE(post_health);
+  EXPECT_EQ(post_health->status, 405);
+  EXPECT_EQ(post_health->get_header_value("Allow"), "GET");
   const std::string metrics = f.metrics.render();
   EXPECT_NE(metrics.find(R"(faultline_push_requests_rejected_total{reason="not_found"} 1)"),
             std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find(R"(faultline_push_requests_rejected_total{reason="method"} 1)"),
+  EXPECT_NE(metrics.find(R"(faultline_push_requests_rejected_total{reason="method"} 2)"),
             std::string::npos)
       << metrics;
   EXPECT_EQ(f.lokiJson()->status, 204);  // still serving
