@@ -416,7 +416,13 @@ int runCli(int argc, char** argv) {
   CLI::App* rt = rules->add_subcommand("test", "Check every example line of the bank");
   rt->add_option("dir", rules_dir, "Rule directory (default: the embedded bank)");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own codes (104 a bad value, 106 a missing option, ...) are not runCli's: a usage
+    // error exits 2 like any refused configuration; --help still exits 0.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   spdlog::set_default_logger(spdlog::stderr_color_mt("faultline"));
   try {
     if (rp->parsed()) {

@@ -1,6 +1,13 @@
 #include "core/config.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
 #include <stdexcept>
+#include <string_view>
+#include <vector>
 
 #include <re2/re2.h>
 #include <yaml-cpp/yaml.h>
@@ -24,19 +31,71 @@ void validateTaint(const Taint& t) {
   }
 }
 
+namespace {
+
+// Refuses a key `map` does not know or repeats, naming its line: it would otherwise be ignored in
+// silence (`kubernets:` serves without ever tainting, `match_thread: 4` matches on one thread; of
+// two `http:` sections yaml-cpp reads the first).
+void checkKeys(const YAML::Node& map, std::string_view where,
+               std::initializer_list<std::string_view> known) {
+  std::vector<std::string> seen;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw YAML::ParserException(kv.first.Mark(), std::string(where) + key + ": repeated key");
+    }
+    seen.push_back(key);
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string list;
+      for (std::string_view k : known) {
+        list += list.empty() ? "" : ", ";
+        list += k;
+      }
+      throw YAML::ParserException(kv.first.Mark(),
+                                  std::string(where) + key + ": unknown key (" + list + ")");
+    }
+  }
+}
+
+// An optional string key; a list or map there is refused rather than read as absent.
+std::string optionalString(const YAML::Node& map, std::string_view where, const char* key,
+                           const std::string& fallback) {
+  const YAML::Node n = map[key];
+  if (!n || n.IsNull()) {
+    return fallback;
+  }
+  if (!n.IsScalar()) {
+    throw YAML::ParserException(n.Mark(), std::string(where) + key + ": expected a string");
+  }
+  return n.Scalar();
+}
+
+}  // namespace
+
 ServiceConfig loadServiceConfig(const std::string& path) {
   try {
+    if (std::ifstream probe(path); !probe) {
+      // yaml-cpp's BadFile names neither line nor cause.
+      throw std::runtime_error(std::strerror(errno));
+    }
     const YAML::Node root = YAML::LoadFile(path);
     if (!root.IsMap()) {
       throw std::runtime_error("the configuration is a YAML map");
     }
+    checkKeys(root, "",
+              {"rules", "decisions", "taint", "kubernetes", "kafka", "http", "queue_bytes",
+               "match_threads", "max_lag"});
     ServiceConfig cfg;
-    cfg.rules_dir = root["rules"].as<std::string>("");
-    cfg.decisions_path = root["decisions"].as<std::string>("");
-    if (const YAML::Node t = root["taint"]) {
-      cfg.taint.key = t["key"].as<std::string>(cfg.taint.key);
-      cfg.taint.value = t["value"].as<std::string>(cfg.taint.value);
-      cfg.taint.effect = t["effect"].as<std::string>(cfg.taint.effect);
+    cfg.rules_dir = optionalString(root, "", "rules", "");
+    cfg.decisions_path = optionalString(root, "", "decisions", "");
+    if (const YAML::Node t = root["taint"]; t && !t.IsNull()) {
+      if (!t.IsMap()) {
+        throw YAML::ParserException(t.Mark(), "taint: expected a mapping (key, value, effect)");
+      }
+      checkKeys(t, "taint.", {"key", "value", "effect"});
+      cfg.taint.key = optionalString(t, "taint.", "key", cfg.taint.key);
+      cfg.taint.value = optionalString(t, "taint.", "value", cfg.taint.value);
+      cfg.taint.effect = optionalString(t, "taint.", "effect", cfg.taint.effect);
     }
     validateTaint(cfg.taint);
     if (const YAML::Node k = root["kubernetes"]) {

@@ -13,7 +13,8 @@
 //   match_threads: 1                 # optional: match workers (core/serve_loop.h)
 //   max_lag: 10m                     # optional: how far one node's log may run behind the
 //                                    # newest (matcher/correlator.h, Correlator::advance)
-// At least one source (kafka, http) is required by `serve`.
+// At least one source (kafka, http) is required by `serve`. An unknown or repeated key (at the top
+// level, in taint) is refused with the file and its line, as kafka and http refuse theirs.
 #pragma once
 
 #include <optional>

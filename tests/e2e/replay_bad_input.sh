@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `faultline replay` over bad input: a truncated, corrupt or unrecognised file is reported, naming
 # it, after the decisions of everything read (the same with any --threads), and replay exits 2; a
-# decision log that cannot be written and a --year out of range exit non-zero too; syslog lines
-# crossing New Year stay in order.
+# decision log that cannot be written, a --year out of range and a usage error exit 2 too; syslog
+# lines crossing New Year stay in order.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -61,6 +61,18 @@ for y in 0 1677 2262; do
   grep -q "^faultline: --year must be within 1678..2261, got $y$" "$tmp/year.err" ||
     fail "--year $y: $(cat "$tmp/year.err")"
 done
+
+# A usage error exits 2, as a refused configuration does (core/commands.h), not with CLI11's own
+# codes (104, 106, 109).
+for args in "replay --year twenty" "replay --threads -x" "serve" "nonsense"; do
+  rc=0
+  # shellcheck disable=SC2086  # the words are the arguments
+  "$FAULTLINE" $args >/dev/null 2>"$tmp/usage.err" </dev/null || rc=$?
+  [[ $rc == 2 ]] || fail "faultline $args: exit code $rc, want 2: $(cat "$tmp/usage.err")"
+  grep -q "Run with --help for more information" "$tmp/usage.err" ||
+    fail "faultline $args: $(cat "$tmp/usage.err")"
+done
+"$FAULTLINE" replay --help >/dev/null || fail "replay --help exited $?"
 
 # --year is the year of the first line; a log crossing New Year goes on into the next.
 for t in "Dec 31 22:00:00" "Dec 31 23:00:00" "Dec 31 23:59:00" "Jan  1 00:30:00" "Jan  1 01:00:00"; do

@@ -2,12 +2,17 @@
 // interleave, the correlator sees the batches in queue order and decides as one worker would.
 #include "core/serve_loop.h"
 
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include "core/config.h"
 #include "core/time.h"
 #include "matcher/bank.h"
 
@@ -79,6 +84,62 @@ TEST(ServeWorkers, AnyNumberDecidesAsOneInQueueOrder) {
       ASSERT_FALSE(many[i].evidence.empty());
       EXPECT_EQ(many[i].evidence[0].line, one[i].evidence[0].line) << workers << " " << i;
     }
+  }
+}
+
+// What `faultline serve --config FILE` says of `text`: "" if it loads, else the refusal with the
+// file's path cut to "FILE".
+std::string refusal(const std::string& text) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("serve_config_test." + std::to_string(getpid())))
+          .string();
+  std::ofstream(path) << text;
+  std::string what;
+  try {
+    loadServiceConfig(path);
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+    if (what.rfind(path, 0) == 0) {
+      what.replace(0, path.size(), "FILE");
+    }
+  }
+  std::filesystem::remove(path);
+  return what;
+}
+
+// A key the service does not know, or a list where a path belongs, is refused with file, line and
+// cause: read as absent it would serve on in silence with another setting (`kubernets:` never
+// taints; `rules: [dir]` loads the embedded bank).
+TEST(ServeConfig, RefusesUnknownKeysAndNonStringPaths) {
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nmatch_threads: 2\nmax_lag: 5m\n"), "");
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nmatch_thread: 4\n"),
+            "FILE:2: match_thread: unknown key (rules, decisions, taint, kubernetes, kafka, http, "
+            "queue_bytes, match_threads, max_lag)");
+  EXPECT_EQ(refusal("kubernets: {}\nhttp: {listen: \"127.0.0.1:0\"}\n"),
+            "FILE:1: kubernets: unknown key (rules, decisions, taint, kubernetes, kafka, http, "
+            "queue_bytes, match_threads, max_lag)");
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\ntaint: {efect: NoExecute}\n"),
+            "FILE:2: taint.efect: unknown key (key, value, effect)");
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\ntaint: NoExecute\n"),
+            "FILE:2: taint: expected a mapping (key, value, effect)");
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nrules:\n  - /etc/faultline/rules\n"),
+            "FILE:3: rules: expected a string");
+  EXPECT_EQ(refusal("decisions: {path: /x}\nhttp: {listen: \"127.0.0.1:0\"}\n"),
+            "FILE:1: decisions: expected a string");
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\ntaint: {effect: [NoExecute]}\n"),
+            "FILE:2: taint.effect: expected a string");
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nmatch_threads: 2\nmatch_threads: 1\n"),
+            "FILE:3: match_threads: repeated key");
+  EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\ntaint: {key: a.b/c, key: d.e/f}\n"),
+            "FILE:2: taint.key: repeated key");
+}
+
+TEST(ServeConfig, AMissingFileIsRefusedWithItsCause) {
+  try {
+    loadServiceConfig("/nonexistent/faultline.yaml");
+    FAIL() << "loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/faultline.yaml: No such file or directory");
   }
 }
 
