@@ -330,7 +330,7 @@ int serve(const std::string& config_path) {
       }
     });
   }
-  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads, cfg.max_lag_ns);
+  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads, cfg.max_lag_ns, nowNanos);
   ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes};
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the

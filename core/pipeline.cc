@@ -13,8 +13,9 @@ namespace {
 constexpr unsigned kInputShift = 40;
 
 // Appends the batch's job runs to *runs. Records of one stream share their labels: the job is
-// looked up once per run of a stream's records, and the run's earliest and latest times bound it.
-void jobRuns(const RecordBatch& batch, std::vector<BatchMatch::JobRun>* runs) {
+// looked up once per run of a stream's records, and the run's earliest and latest times (at most
+// limit_ns: Pipeline::match) bound it.
+void jobRuns(const RecordBatch& batch, int64_t limit_ns, std::vector<BatchMatch::JobRun>* runs) {
   const LogRecord* run = nullptr;
   BatchMatch::JobRun cur;
   auto flush = [&] {
@@ -26,15 +27,16 @@ void jobRuns(const RecordBatch& batch, std::vector<BatchMatch::JobRun>* runs) {
     if (rec.stream != StreamKind::kPod || rec.labels_begin == rec.labels_end) {
       continue;
     }
+    const int64_t t = std::min(rec.time_ns, limit_ns);
     if (run != nullptr && run->labels_begin == rec.labels_begin &&
         run->labels_end == rec.labels_end && run->node == rec.node) {
-      cur.first_ns = std::min(cur.first_ns, rec.time_ns);
-      cur.last_ns = std::max(cur.last_ns, rec.time_ns);
+      cur.first_ns = std::min(cur.first_ns, t);
+      cur.last_ns = std::max(cur.last_ns, t);
       continue;
     }
     flush();
     run = &rec;
-    cur = {{}, rec.node, rec.time_ns, rec.time_ns};
+    cur = {{}, rec.node, t, t};
     for (std::string_view name : kJobLabels) {
       cur.job = batch.label(rec, name);
       if (!cur.job.empty()) {
@@ -48,8 +50,11 @@ void jobRuns(const RecordBatch& batch, std::vector<BatchMatch::JobRun>* runs) {
 }  // namespace
 
 Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
-                   std::vector<DecisionSink*> sinks, size_t matchers, int64_t max_lag_ns)
-    : correlator_(bank, std::move(taint), max_lag_ns), sinks_(std::move(sinks)) {
+                   std::vector<DecisionSink*> sinks, size_t matchers, int64_t max_lag_ns,
+                   std::function<int64_t()> clock)
+    : clock_(std::move(clock)),
+      correlator_(bank, std::move(taint), max_lag_ns),
+      sinks_(std::move(sinks)) {
   matchers_.reserve(std::max<size_t>(matchers, 1));
   for (size_t i = 0; i < std::max<size_t>(matchers, 1); ++i) {
     matchers_.emplace_back(bank);
@@ -72,17 +77,24 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
   out->hits.clear();
   out->runs.clear();
   matchers_[worker].match(batch, &out->hits);
+  const int64_t limit_ns = clock_ ? clock_() + kMaxAheadNs : INT64_MAX;
+  for (Hit& h : out->hits) {
+    h.time_ns = std::min(h.time_ns, limit_ns);
+  }
   // Read-only correlator settings: no lock needed beside a running correlate().
   if (correlator_.keepsMembers()) {
-    jobRuns(batch, &out->runs);
+    jobRuns(batch, limit_ns, &out->runs);
   }
   const bool hears = correlator_.hearsNodes();
   out->newest_ns = INT64_MIN;
+  out->ahead = 0;
   out->nodes.clear();
   out->node_slot.clear();
   size_t slot = 0;  // the previous record's node's: records come in runs of one node
   for (const LogRecord& rec : batch.records) {
-    out->newest_ns = std::max(out->newest_ns, rec.time_ns);
+    const int64_t t = std::min(rec.time_ns, limit_ns);
+    out->ahead += rec.time_ns > limit_ns ? 1 : 0;
+    out->newest_ns = std::max(out->newest_ns, t);
     if (!hears) {
       continue;
     }
@@ -94,7 +106,7 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
       }
       slot = found - 1;
     }
-    out->nodes[slot].second = std::max(out->nodes[slot].second, rec.time_ns);
+    out->nodes[slot].second = std::max(out->nodes[slot].second, t);
   }
 }
 

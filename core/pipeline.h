@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 
 #include "core/decision.h"
 #include "core/record.h"
+#include "core/time.h"
 #include "ingest/formats/labels.h"
 #include "matcher/bank.h"
 #include "matcher/correlator.h"
@@ -31,24 +33,37 @@ struct BatchMatch {
   std::vector<Hit> hits;
   std::vector<JobRun> runs;
   int64_t newest_ns = INT64_MIN;  // the batch's latest record time; INT64_MIN if empty
+  // Live: records whose time was beyond the service's clock plus kMaxAheadNs (Pipeline::match).
+  uint64_t ahead = 0;
   // Each node of the batch and its latest record time (Correlator::heard), if the pipeline has a
   // max_lag; node_slot maps a node to its place in `nodes`, plus one.
   std::vector<std::pair<std::string_view, int64_t>> nodes;
   FlatMap<uint32_t> node_slot;
 };
 
+// Live, how far past the service's clock a record's time is taken as it is (ns): later times are
+// taken as that bound (Pipeline::match). NTP keeps clocks within milliseconds; a minute leaves
+// room for a clock stepped late and stays well under max_lag's default.
+inline constexpr int64_t kMaxAheadNs = 60 * kNanosPerSecond;
+
 class Pipeline {
  public:
   // `matchers`: how many threads may call match() at once, each with its own Matcher. max_lag_ns:
   // live, how far one node's log may lag behind the others' (Correlator); replay leaves it 0.
+  // clock: live, the service's clock (ns since the epoch), which bounds record times in match();
+  // replay, whose inputs are history, leaves it empty.
   Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks,
-           size_t matchers = 1, int64_t max_lag_ns = 0);
+           size_t matchers = 1, int64_t max_lag_ns = 0, std::function<int64_t()> clock = {});
 
   // Live, one thread: match(0, batch) and correlate().
   void process(const RecordBatch& batch);
   // Live, several threads: worker `worker` (< matchers()) reads the batch with its own Matcher,
   // without a lock, replacing *out with what it found. Distinct workers may run at once. Every
   // per-record pass is here, so that correlate() costs per hit and per job run, not per record.
+  // With a clock, a record time later than clock() + kMaxAheadNs (a node whose clock runs ahead,
+  // or a line whose shipper took its time from the text) is taken as that bound, and counted in
+  // out->ahead: else one such record would move event time on for every node, and every other
+  // node would be silent, its timers due at once (Correlator::advance).
   void match(size_t worker, const RecordBatch& batch, BatchMatch* out);
   // Live, one batch at a time, in arrival order (each node's stream is in event-time order on the
   // wire): records the batch's job runs, correlates its hits, moves each node's time to its newest
@@ -90,6 +105,7 @@ class Pipeline {
   void emit(const std::vector<Decision>& decisions);
 
   std::vector<Matcher> matchers_;  // replay uses the first
+  std::function<int64_t()> clock_;
   Correlator correlator_;
   std::vector<DecisionSink*> sinks_;
   BatchMatch matched_;     // process() and collect(): the current batch's

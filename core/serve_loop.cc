@@ -67,6 +67,10 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   metrics.declare("faultline_queue_capacity_bytes", T::kGauge, "Bound of the pipeline queue");
   metrics.declare("faultline_lines_total", T::kCounter, "Lines matched by the pipeline");
   metrics.declare("faultline_hits_total", T::kCounter, "Signature hits, by signature");
+  metrics.declare("faultline_records_ahead_total", T::kCounter,
+                  "Records stamped more than a minute past this service's clock, taken as stamped "
+                  "a minute ahead (a node's clock runs ahead)");
+  metrics.set("faultline_records_ahead_total", "", 0);
   metrics.declare("faultline_matcher_set_errors_total", T::kCounter,
                   "Lines the RE2::Set could not match (DFA out of memory), matched pattern by "
                   "pattern instead");
@@ -94,6 +98,9 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                      // Counted once the batch's decisions are made: lines a scrape shows have
                      // been decided.
                      metrics.add("faultline_lines_total", "", item.batch.records.size());
+                     if (matched.ahead != 0) {
+                       metrics.add("faultline_records_ahead_total", "", matched.ahead);
+                     }
                      for (const Hit& h : matched.hits) {
                        batch_hits[h.signature] += 1 + h.repeats;
                      }

@@ -47,9 +47,10 @@ struct Line {
 
 // The decisions of a live pipeline over the shipped bank with max_lag_ns, fed `lines` in order,
 // one per batch.
-std::vector<std::string> live(int64_t max_lag_ns, const std::vector<Line>& lines) {
+std::vector<std::string> live(int64_t max_lag_ns, const std::vector<Line>& lines,
+                              std::function<int64_t()> clock = {}) {
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns);
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns, std::move(clock));
   for (const Line& l : lines) {
     p.process(one(l.time_ns, l.node, l.text, l.kind));
   }
@@ -336,6 +337,37 @@ TEST(CorrelatorTime, JobRunsAreKeptOnlyForSuspectsPeersAndOnlyForItsWindow) {
   with.process(one(kT + 60 * kMin, "n3", "systemd[1]: Started session 8."));
   with.process(one(kT + 61 * kMin, "n3", "systemd[1]: Started session 9."));
   EXPECT_EQ(with.correlator().jobRuns(), 0U);
+}
+
+// One pod line stamped in 2255 (its shipper took the time from the line's text) while gpu-2's
+// port is down for 30 s: live, its time is taken as a minute past the service's clock, so gpu-3's
+// log is not 230 years ahead of gpu-2's and gpu-2 is not silent, its DOWN not decided lasting.
+std::vector<std::string> farFuture(int64_t max_lag_ns, std::function<int64_t()> clock) {
+  return live(max_lag_ns,
+              {{kT, "gpu-2", kDown},
+               {9'000'000'000 * kNanosPerSecond, "gpu-3", "step 10 loss 0.1", StreamKind::kPod},
+               {kT + 30 * kNanosPerSecond, "gpu-2", kActive}},
+              std::move(clock));
+}
+
+TEST(CorrelatorTime, ARecordFarAheadOfTheClockIsTakenAsAMinuteAhead) {
+  const auto clock = [] { return kT + 30 * kNanosPerSecond; };
+  EXPECT_EQ(farFuture(10 * kMin, clock), std::vector<std::string>{});
+  EXPECT_EQ(farFuture(0, clock), std::vector<std::string>{});
+  // Without the clock (replay's setting) the line's own time decides.
+  EXPECT_EQ(farFuture(10 * kMin, {}), std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
+
+  Pipeline p(shipped(), Taint{}, {}, 1, 10 * kMin, clock);
+  BatchMatch m;
+  RecordBatch b = one(kT, "gpu-2", kDown);
+  b.records.push_back({kT + kMaxAheadNs + 31 * kNanosPerSecond, b.copy("gpu-3"),
+                       b.copy("mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN"), 0, 0,
+                       StreamKind::kKernel});
+  p.match(0, b, &m);
+  EXPECT_EQ(m.ahead, 1u);
+  EXPECT_EQ(m.newest_ns, kT + 30 * kNanosPerSecond + kMaxAheadNs);
+  ASSERT_EQ(m.hits.size(), 2u);
+  EXPECT_EQ(m.hits[1].time_ns, kT + 30 * kNanosPerSecond + kMaxAheadNs);
 }
 
 }  // namespace
