@@ -1,16 +1,15 @@
 #include "core/config.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <initializer_list>
 #include <stdexcept>
 #include <string_view>
-#include <vector>
 
 #include <re2/re2.h>
 #include <yaml-cpp/yaml.h>
+
+#include "core/yaml_keys.h"
 
 namespace faultline {
 
@@ -32,30 +31,6 @@ void validateTaint(const Taint& t) {
 }
 
 namespace {
-
-// Refuses a key `map` does not know or repeats, naming its line: it would otherwise be ignored in
-// silence (`kubernets:` serves without ever tainting, `match_thread: 4` matches on one thread; of
-// two `http:` sections yaml-cpp reads the first).
-void checkKeys(const YAML::Node& map, std::string_view where,
-               std::initializer_list<std::string_view> known) {
-  std::vector<std::string> seen;
-  for (const auto& kv : map) {
-    const std::string key = kv.first.Scalar();
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-      throw YAML::ParserException(kv.first.Mark(), std::string(where) + key + ": repeated key");
-    }
-    seen.push_back(key);
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string list;
-      for (std::string_view k : known) {
-        list += list.empty() ? "" : ", ";
-        list += k;
-      }
-      throw YAML::ParserException(kv.first.Mark(),
-                                  std::string(where) + key + ": unknown key (" + list + ")");
-    }
-  }
-}
 
 // An optional string key; a list or map there is refused rather than read as absent.
 std::string optionalString(const YAML::Node& map, std::string_view where, const char* key,
@@ -99,6 +74,12 @@ ServiceConfig loadServiceConfig(const std::string& path) {
     }
     validateTaint(cfg.taint);
     if (const YAML::Node k = root["kubernetes"]) {
+      // Three readers share the section: KubeConfig, TaintSinkOptions, LeaderElectionConfig.
+      checkKeys(k, "kubernetes.",
+                {"server", "token_file", "ca_file", "insecure_skip_tls_verify", "qps", "burst",
+                 "eligible", "opt_out_label", "node_list_period", "guard", "namespace",
+                 "breaker_configmap", "dry_run", "dry_run_rules", "reapply_after", "condition_type",
+                 "leader_election"});
       cfg.kubernetes = KubeConfig::fromYaml(k);
       cfg.taint_sink = TaintSinkOptions::fromYaml(k);
       if (const YAML::Node le = k["leader_election"]) {

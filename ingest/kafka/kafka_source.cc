@@ -15,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "core/yaml_keys.h"
 
 namespace faultline {
 namespace {
@@ -108,19 +109,6 @@ void onLog(const rd_kafka_t* /*rk*/, int level, const char* facility, const char
   throw std::runtime_error(path + ": " + what);
 }
 
-void checkKeys(const YAML::Node& node, const std::string& path,
-               std::initializer_list<std::string_view> allowed) {
-  if (!node.IsMap()) {
-    fail(path, "expected a mapping");
-  }
-  for (const auto& kv : node) {
-    const std::string key = kv.first.Scalar();
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      fail(path + "." + key, "unknown key");
-    }
-  }
-}
-
 std::string scalar(const YAML::Node& node, const std::string& path) {
   if (!node.IsScalar()) {
     fail(path, "expected a string");
@@ -149,7 +137,7 @@ std::vector<std::string> stringList(const YAML::Node& node, const std::string& p
 }
 
 KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) {
-  checkKeys(node, path, {"name", "encoding", "stream", "node_header", "fields"});
+  checkKeys(node, path + ".", {"name", "encoding", "stream", "node_header", "fields"});
   KafkaTopicConfig topic;
   if (!node["name"]) {
     fail(path + ".name", "required");
@@ -184,7 +172,7 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
   }
   if (const YAML::Node fields = node["fields"]) {
     const std::string fpath = path + ".fields";
-    checkKeys(fields, fpath, {"line", "node", "time", "pod"});
+    checkKeys(fields, fpath + ".", {"line", "node", "time", "pod"});
     KafkaJsonFields& f = topic.fields;
     for (auto [key, list] : {std::pair{"line", &f.line}, std::pair{"node", &f.node},
                              std::pair{"time", &f.time}, std::pair{"pod", &f.pod}}) {
@@ -199,7 +187,7 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
 }  // namespace
 
 KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
-  checkKeys(node, "kafka",
+  checkKeys(node, "kafka.",
             {"brokers", "group_id", "properties", "topics", "batch_max_messages", "batch_max_bytes",
              "batch_timeout_ms"});
   KafkaConfig config;

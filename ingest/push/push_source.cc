@@ -25,6 +25,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "core/yaml_keys.h"
 #include "ingest/formats/formats.h"
 #include "ingest/otlp/otlp.h"
 #include "ingest/push/inflate.h"
@@ -110,16 +111,8 @@ int rpcCode(int http_status) {
 }  // namespace
 
 PushConfig PushConfig::fromYaml(const YAML::Node& node) {
-  if (!node.IsMap()) {
-    fail("http", "expected a mapping");
-  }
-  static const std::vector<std::string> kKeys = {"listen",  "max_body_bytes", "max_line_bytes",
-                                                 "threads", "token_file",     "labels"};
-  for (const auto& kv : node) {
-    if (std::find(kKeys.begin(), kKeys.end(), kv.first.Scalar()) == kKeys.end()) {
-      fail("http." + kv.first.Scalar(), "unknown key");
-    }
-  }
+  checkKeys(node, "http.",
+            {"listen", "max_body_bytes", "max_line_bytes", "threads", "token_file", "labels"});
   PushConfig config;
   if (const YAML::Node n = node["listen"]) {
     std::string listen = scalar(n, "http.listen");
@@ -159,9 +152,7 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
     config.token_file = scalar(n, "http.token_file");
   }
   if (const YAML::Node labels = node["labels"]) {
-    if (!labels.IsMap()) {
-      fail("http.labels", "expected a mapping");
-    }
+    checkKeys(labels, "http.labels.", {"node", "pod", "kernel"});
     for (const auto& kv : labels) {
       const std::string key = kv.first.Scalar();
       const std::string path = "http.labels." + key;
@@ -169,7 +160,7 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
         config.streams.node_labels = names(kv.second, path);
       } else if (key == "pod") {
         config.streams.pod_labels = names(kv.second, path);
-      } else if (key == "kernel") {
+      } else {  // kernel
         if (!kv.second.IsSequence()) {
           fail(path, "expected a list of {name, value}");
         }
@@ -183,8 +174,6 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
           config.streams.kernel_labels.emplace_back(scalar(e["name"], at + ".name"),
                                                     scalar(e["value"], at + ".value"));
         }
-      } else {
-        fail(path, "unknown key (node, pod, kernel)");
       }
     }
   }

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "core/yaml_keys.h"
 #include "sinks/kubernetes/kube_objects.h"
 
 namespace faultline {
@@ -58,6 +59,8 @@ std::string podNamespace() {
 }
 
 LeaderElectionConfig LeaderElectionConfig::fromYaml(const YAML::Node& node) {
+  checkKeys(node, "kubernetes.leader_election.",
+            {"namespace", "name", "identity", "lease_duration", "renew_deadline", "retry_period"});
   LeaderElectionConfig c;
   c.lease_namespace = node["namespace"].as<std::string>("");
   if (c.lease_namespace.empty()) {

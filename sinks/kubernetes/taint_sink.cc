@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "core/yaml_keys.h"
 #include "sinks/kubernetes/kube_objects.h"
 #include "sinks/kubernetes/leader_elector.h"
 
@@ -122,6 +123,7 @@ TaintSinkOptions TaintSinkOptions::fromYaml(const YAML::Node& k) {
     o.node_list_period = std::chrono::milliseconds(ns / 1'000'000);
   }
   if (const YAML::Node g = k["guard"]) {
+    checkKeys(g, "kubernetes.guard.", {"max_tainted", "max_tainted_percent", "max_new", "window"});
     o.limits.max_tainted = g["max_tainted"].as<int>(o.limits.max_tainted);
     o.limits.max_tainted_percent =
         g["max_tainted_percent"].as<double>(o.limits.max_tainted_percent);

@@ -134,6 +134,31 @@ TEST(ServeConfig, RefusesUnknownKeysAndNonStringPaths) {
             "FILE:2: taint.key: repeated key");
 }
 
+// Every section checks its keys the same way (core/yaml_keys.h): a typo in kubernetes.guard
+// would otherwise lift a limit on how many nodes may be tainted.
+TEST(ServeConfig, EverySectionRefusesUnknownAndRepeatedKeys) {
+  const std::string k8s = "kubernetes:\n  server: http://127.0.0.1:1\n";
+  const std::string http = "http:\n  listen: \"127.0.0.1:0\"\n";
+  EXPECT_EQ(refusal(k8s + "  guard: {max_new: 1, window: 10m}\n  leader_election:\n" + http), "");
+  EXPECT_EQ(refusal(k8s + "  guard:\n    max_tainted_precent: 5\n" + http),
+            "FILE:4: kubernetes.guard.max_tainted_precent: unknown key (max_tainted, "
+            "max_tainted_percent, max_new, window)");
+  EXPECT_NE(refusal(k8s + "  dryrun: true\n" + http).find("FILE:3: kubernetes.dryrun: unknown key"),
+            std::string::npos);
+  EXPECT_NE(refusal(k8s + "  leader_election: {lease_duraton: 15s}\n" + http)
+                .find("FILE:3: kubernetes.leader_election.lease_duraton: unknown key"),
+            std::string::npos);
+  EXPECT_EQ(refusal(k8s + "  qps: 5\n  qps: 50\n" + http), "FILE:4: kubernetes.qps: repeated key");
+  EXPECT_EQ(refusal(http + "  thread: 4\n"),
+            "FILE:3: http.thread: unknown key (listen, max_body_bytes, max_line_bytes, threads, "
+            "token_file, labels)");
+  EXPECT_EQ(refusal(http + "  labels: {node: [host], node: [nodename]}\n"),
+            "FILE:3: http.labels.node: repeated key");
+  EXPECT_EQ(refusal("kafka:\n  brokers: 127.0.0.1:1\n  topics: [{name: t, encodng: json}]\n"),
+            "FILE:3: kafka.topics[0].encodng: unknown key (name, encoding, stream, node_header, "
+            "fields)");
+}
+
 TEST(ServeConfig, AMissingFileIsRefusedWithItsCause) {
   try {
     loadServiceConfig("/nonexistent/faultline.yaml");
