@@ -2,9 +2,9 @@
 // (https://protobuf.dev/programming-guides/encoding/) with the library's own wire parsers instead
 // of parsing into generated classes, so that lines and labels are views into the received bytes
 // and a record costs no allocation. Tags and varints go through libprotobuf's parse_context.h
-// (ReadTag, VarintParse: what its generated parsers use), not a CodedInputStream per message: a
-// stream's construction and out-of-line reads were half of the OTLP decoder's time (bench/README,
-// "OTLP protobuf with the library's inline parsers").
+// (ReadTag, VarintParse, ReadSize: what its generated parsers use), not a CodedInputStream per
+// message: a stream's construction and out-of-line reads were half of the OTLP decoder's time
+// (bench/README, "OTLP protobuf with the library's inline parsers").
 #pragma once
 
 #include <algorithm>
@@ -75,8 +75,13 @@ class WireReader {
         read = read && fixed<uint32_t>();
         break;
       case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+        // ReadSize, as the library's generated parsers read lengths: a length of 2^31 or more
+        // is refused, where a 32-bit varint parse would cut 2^32 + 2 to 2.
         uint32_t size = 0;
-        read = read && varint(&size);
+        read = read && parse(&size, [](const char* p, uint32_t* v) {
+                 *v = google::protobuf::internal::ReadSize(&p);
+                 return p;
+               });
         read = read && size <= static_cast<size_t>(end_ - p_);
         if (read) {
           bytes_value_ = std::string_view(p_, size);

@@ -583,6 +583,13 @@ TEST(WireReader, ReadsEveryWireTypeUpToTheMessagesLastByte) {
     EXPECT_EQ(readFields("\x0e\x01", after), V{"!"}) << where;
     EXPECT_EQ(readFields("\x0f\x01", after), V{"!"}) << where;
     EXPECT_EQ(readFields("\x0c", after), V{"!"}) << where;
+    // A length of 2^32 + 2 is refused, not read as 2 (cut to 32 bits).
+    EXPECT_EQ(readFields(std::string("\x22\x82\x80\x80\x80\x10"
+                                     "ab",
+                                     8),
+                         after),
+              V{"!"})
+        << where;
     // Every strict prefix of the valid message gives the fields wholly inside it, then a refusal
     // unless it ends between two fields.
     const std::vector<size_t> ends = {3, 8, 17, 21, 25, 28};  // where each field but the last ends
