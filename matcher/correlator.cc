@@ -436,9 +436,13 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
   for (auto& [key, flt] : node.faults) {
     const Rule& rule = bank_->rules[flt.rule];
     // A flap fault's last hit is a port going down or the up hit that completed it: the port up
-    // again is its recovery, however soon (`stable` then guards it).
+    // again is its recovery, however soon (`stable` then guards it). So is the state that would
+    // have ended an unless_followed_by hit (a port DOWN that lasted): after the port went down
+    // again during the fault, an ACTIVE within the guard would otherwise never recover it.
+    const bool state = !rule.flap_field.empty() || std::count(rule.unless_followed_by.begin(),
+                                                              rule.unless_followed_by.end(), ri);
     if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
-        (rule.flap_field.empty() && ev.time_ns - flt.last_ns < kRecoveryGuardNs)) {
+        (!state && ev.time_ns - flt.last_ns < kRecoveryGuardNs)) {
       continue;
     }
     const auto& entity = flt.entity;  // clang 14 cannot capture a structured binding
@@ -449,11 +453,14 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
     if (!same) {
       continue;
     }
+    if (flt.recovering) {
+      continue;  // the stable period runs from the first signal, which the untaint shows
+    }
     flt.recovery = ev;
     flt.recovered_by = by.id;
     if (rule.stable_ns == 0) {
       now.push_back(key);
-    } else if (!flt.recovering) {
+    } else {
       flt.recovering = true;
       schedule(node_name, key, flt, ev.time_ns + rule.stable_ns);
     }

@@ -45,9 +45,11 @@ namespace faultline {
 //   - a node's first fault taints it (one decision); later faults join silently;
 //   - a fault clears on a hit of a rule in its `recovery.by` with equal entity fields, at least
 //     a minute after the fault's last hit (a driver load printed with the failure is not a
-//     reboot), after `recovery.stable` with no new hit of the fault's rule, or after
-//     `recovery.quiet` without any hit; when the last fault of a tainted node clears, the node
-//     gets one untaint decision and is healthy again.
+//     reboot; the state that ends the fault's own hits, a `flap` rule's up or an
+//     `unless_followed_by` rule's hit, counts however soon), after `recovery.stable` (from the
+//     first such hit) with no new hit of the fault's rule, or after `recovery.quiet` without any
+//     hit; when the last fault of a tainted node clears, the node gets one untaint decision and is
+//     healthy again.
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {

@@ -196,6 +196,19 @@ TEST_F(CorrelatorSemantics, GpuResetOfTheAliasedUuidRecoversAfterStablePeriod) {
   EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kHealthy);
 }
 
+// The stable period runs from the first recovery signal; the untaint, when it ends, shows that
+// signal, not a later one that came while it ran.
+TEST_F(CorrelatorSemantics, UntaintShowsTheSignalTheStablePeriodRanFrom) {
+  feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 100, "Xid 0000:01:00 79");
+  feed("n1", 700, "reset GPU-1 true");
+  feed("n1", 1200, "reset GPU-1 true");  // a second reset while the first one's period runs
+  c_.advance((700 + 600) * kNanosPerSecond + 1, &out_);
+  ASSERT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 untaint xid-fatal"}));
+  EXPECT_EQ(out_.back().time_ns, (700 + 600) * kNanosPerSecond);
+  EXPECT_EQ(out_.back().evidence.at(0).time_ns, 700 * kNanosPerSecond);
+}
+
 TEST_F(CorrelatorSemantics, NewHitDuringStablePeriodCancelsRecovery) {
   feed("n1", 10, "GPU at 0000:01:00 GPU-1");
   feed("n1", 100, "Xid 0000:01:00 79");
