@@ -121,7 +121,7 @@ bool readQuoted(std::string_view s, size_t* i, std::string_view* value, std::str
       case '1':
       case '2':
       case '3': {  // octal \ooo, a byte (Go's Unquote: at most \377)
-        uint32_t v = static_cast<uint32_t>(e - '0');
+        auto v = static_cast<uint32_t>(e - '0');
         for (int d = 0; d < 2; ++d) {
           if (*i >= s.size() || s[*i] < '0' || s[*i] > '7') {
             *error = "bad octal escape in a label value";

@@ -1,7 +1,7 @@
-// Fuzzes inflateBody (ingest/push/inflate.h), the push server's gzip and deflate decoding, against
-// zlib's inflate as the reference: a body zlib reads whole within the limit must give the same
-// bytes, and one zlib finds over the limit or refuses must be refused; never more than the limit
-// is held.
+// Fuzzes inflateBody (ingest/push/inflate.h), the push server's gzip and deflate (zlib or raw)
+// decoding, against zlib's inflate as the reference: a body zlib reads whole within the limit must
+// give the same bytes, and one zlib finds over the limit or refuses must be refused; never more
+// than the limit is held.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,15 +16,17 @@ constexpr size_t kMax = 256 << 10;  // small, so that the output buffer's growth
 
 // kHeaderCrc: zlib refused a gzip header's optional CRC16 (FHCRC, RFC 1952 2.3.1), which
 // libdeflate skips unchecked, as Python's gzip module does; the member's CRC32 is still checked.
-enum class Reference { kOk, kTooLarge, kCorrupt, kHeaderCrc };
+// kRawCorrupt: zlib refused a raw deflate stream; libdeflate reads some of those (a code-length
+// repeat with no previous length, found by this target), and raw deflate has no checksum to
+// refuse them after, as zlib's and gzip's do.
+enum class Reference { kOk, kTooLarge, kCorrupt, kHeaderCrc, kRawCorrupt };
 
-// zlib's reading of `in` with inflateBody's rules: gzip members in sequence, else one zlib stream,
-// nothing after; output beyond kMax is not kept.
-Reference reference(std::string_view in, std::string* out) {
-  const bool gzip =
-      in.size() >= 2 && static_cast<uint8_t>(in[0]) == 0x1f && static_cast<uint8_t>(in[1]) == 0x8b;
+// zlib's reading of `in` as gzip members in sequence (window_bits 31), one zlib stream (15) or
+// one raw deflate stream (-15), nothing after; output beyond kMax is not kept.
+Reference readAs(std::string_view in, int window_bits, std::string* out) {
+  const bool gzip = window_bits > 15;
   z_stream z{};
-  if (inflateInit2(&z, gzip ? 15 + 16 : 15) != Z_OK) {
+  if (inflateInit2(&z, window_bits) != Z_OK) {
     __builtin_trap();
   }
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
@@ -61,6 +63,22 @@ Reference reference(std::string_view in, std::string* out) {
   return result;
 }
 
+// inflateBody's rules: gzip when the magic bytes lead, else zlib, else (a body zlib refuses, as
+// Loki reads `deflate`) raw deflate.
+Reference reference(std::string_view in, std::string* out) {
+  if (in.size() >= 2 && static_cast<uint8_t>(in[0]) == 0x1f &&
+      static_cast<uint8_t>(in[1]) == 0x8b) {
+    return readAs(in, 15 + 16, out);
+  }
+  const Reference zlib = readAs(in, 15, out);
+  if (zlib != Reference::kCorrupt) {
+    return zlib;
+  }
+  out->clear();
+  const Reference raw = readAs(in, -15, out);
+  return raw == Reference::kCorrupt ? Reference::kRawCorrupt : raw;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -88,6 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     case Reference::kHeaderCrc:  // either answer; the bound above still holds
+    case Reference::kRawCorrupt:
       break;
   }
   return 0;
