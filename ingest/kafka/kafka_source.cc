@@ -6,6 +6,7 @@
 #include <deque>
 #include <future>
 #include <initializer_list>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -214,8 +215,12 @@ KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
     if (!props.IsMap()) {
       fail("kafka.properties", "expected a mapping");
     }
+    std::set<std::string> given;  // a key given twice: which value would win is not obvious
     for (const auto& kv : props) {
       const std::string key = kv.first.Scalar();
+      if (!given.insert(key).second) {
+        fail("kafka.properties." + key, "repeated key");
+      }
       config.properties[key] = scalar(kv.second, "kafka.properties." + key);
     }
   }

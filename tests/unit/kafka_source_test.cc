@@ -67,6 +67,9 @@ TEST(KafkaConfig, PropertiesOverrideTheFetchSizeDefault) {
   EXPECT_EQ(config.properties.at("fetch.max.bytes"), "52428800");
   EXPECT_EQ(config.properties.at("queued.min.messages"), "200000");
   EXPECT_EQ(config.properties.size(), 3u);
+  EXPECT_THROW(KafkaConfig::fromYaml(YAML::Load("brokers: b\nproperties: {fetch.max.bytes: 1, "
+                                                "fetch.max.bytes: 2}\ntopics: [{name: t}]\n")),
+               std::runtime_error);
 }
 
 TEST(KafkaConfig, FromYamlNamesTheBadKey) {
