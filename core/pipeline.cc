@@ -36,13 +36,7 @@ void jobRuns(const RecordBatch& batch, int64_t limit_ns, std::vector<BatchMatch:
     }
     flush();
     run = &rec;
-    cur = {{}, rec.node, t, t};
-    for (std::string_view name : kJobLabels) {
-      cur.job = batch.label(rec, name);
-      if (!cur.job.empty()) {
-        break;
-      }
-    }
+    cur = {batch.job(rec), rec.node, t, t};
   }
   flush();
 }

@@ -69,6 +69,15 @@ std::string_view RecordBatch::label(const LogRecord& rec, std::string_view name)
   return {};
 }
 
+std::string_view RecordBatch::job(const LogRecord& rec) const {
+  for (std::string_view name : kJobLabels) {
+    if (const std::string_view value = label(rec, name); !value.empty()) {
+      return value;
+    }
+  }
+  return {};
+}
+
 size_t RecordBatch::memoryBytes() const {
   return arena_bytes_ + held_bytes_ + records.capacity() * sizeof(LogRecord) +
          labels.capacity() * sizeof(Label);

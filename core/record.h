@@ -34,6 +34,16 @@ struct LogRecord {
   StreamKind stream = StreamKind::kOther;
 };
 
+// Labels naming a pod's job, first found wins: the OTel k8sattributes processor, Loki/Promtail
+// relabelling conventions, the Job controller, Kubeflow training operators and JobSet. The
+// pipeline reads them to learn which nodes ran a job's pods, the matcher to name a pod hit's job.
+inline constexpr std::string_view kJobLabels[] = {"k8s.job.name",
+                                                  "job_name",
+                                                  "job-name",
+                                                  "batch.kubernetes.io/job-name",
+                                                  "training.kubeflow.org/job-name",
+                                                  "jobset.sigs.k8s.io/jobset-name"};
+
 // A batch of records and the bytes they point into. Moving a batch keeps every view valid;
 // copying is disabled so that bytes are never duplicated by accident.
 class RecordBatch {
@@ -59,6 +69,8 @@ class RecordBatch {
   }
 
   std::string_view label(const LogRecord& rec, std::string_view name) const;
+  // The record's job: the value of its first kJobLabels label that is not empty, else "".
+  std::string_view job(const LogRecord& rec) const;
   // Memory the batch keeps alive, in bytes: arena chunks, held buffers, record and label arrays.
   // The pipeline queue accounts batches by it (core/batch_queue.h).
   size_t memoryBytes() const;

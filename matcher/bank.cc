@@ -384,9 +384,26 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
   }
   const std::string where = "rule " + rule.id;
   if (!knownKeys(n,
-                 {"id", "signature", "severity", "where", "entity", "count", "window", "dedup",
-                  "burst", "attach_to", "suppressed_by", "corroborated_by", "unless_followed_by",
-                  "joins", "alias", "flap", "suspects_peers", "cluster", "recovery"},
+                 {"id",
+                  "signature",
+                  "severity",
+                  "where",
+                  "entity",
+                  "count",
+                  "distinct_jobs",
+                  "window",
+                  "dedup",
+                  "burst",
+                  "attach_to",
+                  "suppressed_by",
+                  "corroborated_by",
+                  "unless_followed_by",
+                  "joins",
+                  "alias",
+                  "flap",
+                  "suspects_peers",
+                  "cluster",
+                  "recovery"},
                  file, where, problems)) {
     return;
   }
@@ -445,6 +462,17 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     rule.count = n["count"].as<int>(0);
     if (rule.count < 1) {
       problems->add(file, n["count"], where + ": count must be a positive integer");
+      return;
+    }
+  }
+  if (const YAML::Node d = n["distinct_jobs"]) {
+    if (!d.IsScalar() || !YAML::convert<bool>::decode(d, rule.distinct_jobs)) {
+      problems->add(file, d, where + ": distinct_jobs is true or false");
+      return;
+    }
+    if (rule.distinct_jobs && (rule.count < 2 || !it->appliesTo(StreamKind::kPod))) {
+      problems->add(file, d,
+                    where + ": distinct_jobs needs a count of at least 2 and a pod signature");
       return;
     }
   }

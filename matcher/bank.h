@@ -74,6 +74,9 @@ struct Rule {
   std::vector<std::pair<std::string, std::vector<std::string>>> where;
   std::vector<std::string> entity;  // fields forming the entity key (empty: the node itself)
   int count = 1;                    // hits within `window_ns` needed (warning rules)
+  // Pod rules: the hits counted must come from `count` distinct jobs (the hit's "job" field,
+  // kJobLabels); a hit without a job does not count. One job hanging twice implicates no node.
+  bool distinct_jobs = false;
   int64_t window_ns = 0;
   int64_t dedup_ns = 0;  // repeats of (node, rule, entity) inside this window count once
   int64_t burst_ns = 0;  // a hit closer than this to the key's previous hit, counted or not, is

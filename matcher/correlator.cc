@@ -355,15 +355,24 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
   if (!rule.corroborated_by.empty() && corroborate(ri, node, node_name, f, ev, out)) {
     return;
   }
+  const std::string_view job = rule.distinct_jobs ? fieldOf(f, "job") : "";
+  if (rule.distinct_jobs && job.empty()) {
+    return;  // a pod without a job label: only corroboration decides
+  }
   Counter& c = node.counters[entityKey(ri, rule, f)];
-  c.times.push_back(ev.time_ns);
-  c.evidence.push_back(ev);
   const auto stale = std::find_if(c.times.begin(), c.times.end(), [&](int64_t t) {
     return rule.count <= 1 || ev.time_ns - t <= rule.window_ns;
   });
   c.times.erase(c.times.begin(), stale);
   c.evidence.erase(c.evidence.begin(),
                    c.evidence.end() - static_cast<std::ptrdiff_t>(c.times.size()));
+  if (rule.distinct_jobs &&
+      std::any_of(c.evidence.begin(), c.evidence.end(),
+                  [&](const Evidence& e) { return fieldOf(e.fields, "job") == job; })) {
+    return;  // this job's episode is counted already: one job implicates its nodes once
+  }
+  c.times.push_back(ev.time_ns);
+  c.evidence.push_back(ev);
   if (static_cast<int>(c.times.size()) < rule.count) {
     return;
   }

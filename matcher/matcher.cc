@@ -259,6 +259,12 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
     if (hits->size() > first_hit) {
       last = &rec;
       last_hits = first_hit;
+      if (const std::string_view job = rec.stream == StreamKind::kPod ? batch.job(rec) : "";
+          !job.empty()) {
+        for (size_t h = first_hit; h < hits->size(); ++h) {
+          (*hits)[h].fields.emplace_back("job", job);
+        }
+      }
     }
   }
 }

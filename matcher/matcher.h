@@ -28,7 +28,8 @@ struct Hit {
   StreamKind stream = StreamKind::kOther;
   std::string line;
   // The named captures that participated, then the columns of each of the signature's tables
-  // whose row the captures key (Bank::tables: an Xid code's catalog action and class).
+  // whose row the captures key (Bank::tables: an Xid code's catalog action and class), then for
+  // a pod record labelled with a job (kJobLabels) "job" and its name.
   std::vector<std::pair<std::string, std::string>> fields;
   // Arrival order, so that sorting by event time stays deterministic (replay: the input's number
   // in the high bits, Pipeline::collect).

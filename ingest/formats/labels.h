@@ -32,16 +32,6 @@ struct StreamRules {
       {"syslog_identifier", "kernel"}};
 };
 
-// Labels naming a pod's job, first found wins: the OTel k8sattributes processor, Loki/Promtail
-// relabelling conventions, the Job controller, Kubeflow training operators and JobSet. The
-// pipeline reads them to learn which nodes ran a job's pods.
-inline constexpr std::string_view kJobLabels[] = {"k8s.job.name",
-                                                  "job_name",
-                                                  "job-name",
-                                                  "batch.kubernetes.io/job-name",
-                                                  "training.kubeflow.org/job-name",
-                                                  "jobset.sigs.k8s.io/jobset-name"};
-
 // The label names some stage reads: the rules' node, pod and kernel labels, and kJobLabels.
 // Decoders of formats that carry many fields per record (a journal entry's, OTLP attributes) keep
 // only these: no stage reads the others, and turning them all into labels was most of an OTLP

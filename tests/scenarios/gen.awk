@@ -11,7 +11,7 @@ function emit(n, t, line,   f, kind, ns, parts, i, out_line) {
     f = out "/" n "." kind ".jsonl"
     ns = sprintf("%d%09d", base + int(t), (t - int(t)) * 1e9)
     if (kind == "pod")
-      printf "{\"labels\":{\"namespace\":\"train\",\"pod\":\"%s-worker\",\"node_name\":\"%s\"},\"line\":\"%s\",\"timestamp\":\"%s\"}\n", n, n, esc(line), ns >> f
+      printf "{\"labels\":{\"namespace\":\"train\",\"pod\":\"%s-worker\",\"node_name\":\"%s\"%s},\"line\":\"%s\",\"timestamp\":\"%s\"}\n", n, n, jobs[n] == "" ? "" : ",\"job_name\":\"" jobs[n] "\"", esc(line), ns >> f
     else if (kind == "host")
       printf "{\"labels\":{\"syslog_identifier\":\"systemd-networkd\",\"node_name\":\"%s\"},\"line\":\"%s\",\"timestamp\":\"%s\"}\n", n, esc(line), ns >> f
     else
@@ -34,6 +34,7 @@ $1 == "bg" {  # bg COUNT SPAN_SECONDS: background lines spread evenly over [0, S
     for (i = 0; i < $2; i++) emit(members[g], i * $3 / $2, bg[int(rand() * nbg) + 1])
   next
 }
+$1 == "job" { for (g = 1; g <= ngroup; g++) jobs[members[g]] = $2; next }
 $1 == "at" { line = rest(3); for (g = 1; g <= ngroup; g++) emit(members[g], $2, line); next }
 $1 == "rep" {  # rep COUNT START STEP LINE; {k} in LINE becomes i % 29
   for (g = 1; g <= ngroup; g++) for (i = 0; i < $2; i++) {

@@ -25,11 +25,15 @@ class Collect : public DecisionSink {
   std::vector<std::string> got;
 };
 
-// One record per batch, as a push of one line.
+// One record per batch, as a push of one line; `job` labels a pod's record with its job.
 RecordBatch one(int64_t time_ns, const std::string& node, const std::string& line,
-                StreamKind kind = StreamKind::kKernel) {
+                StreamKind kind = StreamKind::kKernel, const std::string& job = "") {
   RecordBatch b;
-  b.records.push_back({time_ns, b.copy(node), b.copy(line), 0, 0, kind});
+  if (!job.empty()) {
+    b.labels.push_back({"job_name", b.copy(job)});
+  }
+  b.records.push_back(
+      {time_ns, b.copy(node), b.copy(line), 0, static_cast<uint32_t>(b.labels.size()), kind});
   return b;
 }
 
@@ -43,6 +47,7 @@ struct Line {
   std::string node;
   std::string text;
   StreamKind kind = StreamKind::kKernel;
+  std::string job;
 };
 
 // The decisions of a live pipeline over the shipped bank with max_lag_ns, fed `lines` in order,
@@ -52,7 +57,7 @@ std::vector<std::string> live(int64_t max_lag_ns, const std::vector<Line>& lines
   Collect sink;
   Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns, std::move(clock));
   for (const Line& l : lines) {
-    p.process(one(l.time_ns, l.node, l.text, l.kind));
+    p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
   }
   return sink.got;
 }
@@ -112,14 +117,16 @@ std::vector<std::string> laggingClusterNode(int64_t max_lag_ns) {
       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
       "before timing out.";
   std::vector<Line> lines;
-  for (int64_t day = 0; day < 2; ++day) {  // two events: count 2 would taint each node
+  // Two events, of two jobs: counted, two distinct jobs would taint each node.
+  for (int64_t day = 0; day < 2; ++day) {
     const int64_t t0 = kT + day * 12 * kHour;
+    const std::string job = day == 0 ? "train-a" : "train-b";
     for (const char* node : {"n1", "n2", "n3"}) {
-      lines.push_back({t0, node, line, StreamKind::kPod});
+      lines.push_back({t0, node, line, StreamKind::kPod, job});
     }
-    lines.push_back({t0 + 12 * kMin, "n1", "step 1", StreamKind::kPod});
-    lines.push_back({t0 + kMin, "n4", line, StreamKind::kPod});
-    lines.push_back({t0 + 20 * kMin, "n1", "step 2", StreamKind::kPod});
+    lines.push_back({t0 + 12 * kMin, "n1", "step 1", StreamKind::kPod, job});
+    lines.push_back({t0 + kMin, "n4", line, StreamKind::kPod, job});
+    lines.push_back({t0 + 20 * kMin, "n1", "step 2", StreamKind::kPod, job});
   }
   return live(max_lag_ns, lines);
 }

@@ -649,5 +649,80 @@ TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
   EXPECT_EQ(p.decisions(), 0U);
 }
 
+// A pod hit names its pod's job; with distinct_jobs (the NCCL rules) a node taints only when
+// episodes of two jobs implicate it: one job's two episodes, and lines of pods without a job,
+// count for no node.
+TEST(Pipeline, DistinctJobsCountEachJobOnce) {
+  const std::string nccl =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled system error (run "
+      "with NCCL_DEBUG=INFO for details), NCCL version 2.18.1";
+  struct Collect : DecisionSink {
+    void write(const Decision& d) override { got.push_back(d.node + " " + d.rule); }
+    std::vector<std::string> got;
+  } sink;
+  Pipeline p(loadBank(embeddedRuleFiles()), Taint{}, {&sink});
+  // Each node's pod logs the line 1000 s and 12000 s in: n1 in jobs a then b, n2 in job a twice,
+  // n3 with no job label.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> nodes = {
+      {"n1", {"a", "b"}}, {"n2", {"a", "a"}}, {"n3", {"", ""}}};
+  for (int episode = 0; episode < 2; ++episode) {
+    RecordBatch b;
+    for (const auto& [node, jobs] : nodes) {
+      const auto first = static_cast<uint32_t>(b.labels.size());
+      b.labels.push_back({"k8s.pod.name", b.copy(node + "-worker")});
+      if (!jobs[episode].empty()) {
+        b.labels.push_back({"job_name", b.copy(jobs[episode])});
+      }
+      b.records.push_back({(episode == 0 ? 1000 : 12000) * kNanosPerSecond, b.copy(node),
+                           b.copy(nccl), first, static_cast<uint32_t>(b.labels.size()),
+                           StreamKind::kPod});
+    }
+    BatchMatch m;
+    p.match(0, b, &m);
+    ASSERT_EQ(m.hits.size(), 3u);
+    EXPECT_EQ(m.hits[0].field("job"), nodes[0].second[episode]);
+    EXPECT_EQ(m.hits[2].field("job"), "");
+    p.correlate(m);
+  }
+  // Hits wait while their cluster window (10 min) may still grow into a job-wide event.
+  RecordBatch later;
+  later.records.push_back(
+      {20000 * kNanosPerSecond, "n1", "systemd[1]: Started session 9.", 0, 0, StreamKind::kKernel});
+  p.process(later);
+  EXPECT_EQ(sink.got, std::vector<std::string>{"n1 nccl-error"});
+}
+
+TEST(Bank, DistinctJobsNeedsACountAndAPodSignature) {
+  const std::string sigs = R"(signatures:
+  - id: k
+    streams: [kernel]
+    severity: warning
+    pattern: 'kernel thing'
+    examples: {match: ['kernel thing']}
+  - id: p
+    streams: [pod]
+    severity: warning
+    pattern: 'pod thing'
+    examples: {match: ['pod thing']}
+rules:
+)";
+  EXPECT_EQ(problemsOf({{"a.yaml", sigs + "  - {id: r, signature: p, severity: warning, count: 2, "
+                                          "window: 1h, distinct_jobs: true}\n"}}),
+            "");
+  EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + "  - {id: r, signature: k, severity: "
+                                                    "warning, count: 2, distinct_jobs: true}\n"}}),
+                      "a.yaml:13: rule r: distinct_jobs needs a count of at least 2 and a pod "
+                      "signature"));
+  EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + "  - {id: r, signature: p, severity: "
+                                                    "warning, distinct_jobs: true}\n"}}),
+                      "a.yaml:13: rule r: distinct_jobs needs a count of at least 2 and a pod "
+                      "signature"));
+  EXPECT_TRUE(
+      reports(problemsOf({{"a.yaml", sigs + "  - {id: r, signature: p, severity: "
+                                            "warning, count: 2, distinct_jobs: yes please}\n"}}),
+              "a.yaml:13: rule r: distinct_jobs is true or false"));
+}
+
 }  // namespace
 }  // namespace faultline
