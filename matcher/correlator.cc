@@ -326,10 +326,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
              rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
     return;
   }
-  if (in_burst || (c.last_counted_ns != INT64_MIN && t - c.last_counted_ns < rule.dedup_ns)) {
+  if (in_burst || deduplicated(rule, c, f, t)) {
     return;
   }
-  c.last_counted_ns = t;
   if (!rule.unless_followed_by.empty()) {
     if (!node.pending.contains(key)) {
       const int64_t due = t + rule.unless_within_ns;
@@ -347,6 +346,26 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   count(ri, node, node_name, f, ev, t, out);
+}
+
+bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields, int64_t t) {
+  if (!rule.distinct_jobs) {
+    if (c.last_counted_ns != INT64_MIN && t - c.last_counted_ns < rule.dedup_ns) {
+      return true;
+    }
+    c.last_counted_ns = t;
+    return false;
+  }
+  // Per job: one job's prints must not hide another job's episode on the node, which is what
+  // such a rule counts.
+  std::erase_if(c.jobs_counted, [&](const auto& j) { return t - j.second >= rule.dedup_ns; });
+  const std::string_view job = fieldOf(fields, "job");
+  if (std::any_of(c.jobs_counted.begin(), c.jobs_counted.end(),
+                  [&](const auto& j) { return j.first == job; })) {
+    return true;
+  }
+  c.jobs_counted.emplace_back(job, t);
+  return false;
 }
 
 void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,

@@ -105,6 +105,8 @@ class Correlator {
   using Fields = std::vector<std::pair<std::string, std::string>>;
   struct Counter {
     int64_t last_counted_ns = INT64_MIN;
+    // distinct_jobs rules: each job's last counted hit inside dedup, for the job's own dedup.
+    std::vector<std::pair<std::string, int64_t>> jobs_counted;
     int64_t last_seen_ns = INT64_MIN;
     int64_t down_ns = INT64_MIN;  // flap rules: the pending down hit
     Evidence down;
@@ -161,6 +163,9 @@ class Correlator {
 
   void observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
                    const std::shared_ptr<const Evidence>& ev, std::vector<Decision>* out);
+  // Whether a hit of rule `rule` at t (ns since the epoch) falls inside the dedup of its key's
+  // last counted hit (for distinct_jobs rules, of its job's); if not, it is noted as counted.
+  static bool deduplicated(const Rule& rule, Counter& c, const Fields& fields, int64_t t);
   // Counts the hit `ev`; a fault it completes is decided at event time at_ns.
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              const Evidence& ev, int64_t at_ns, std::vector<Decision>* out);
