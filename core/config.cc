@@ -9,7 +9,7 @@
 #include <re2/re2.h>
 #include <yaml-cpp/yaml.h>
 
-#include "core/yaml_keys.h"
+#include "core/yaml_read.h"
 
 namespace faultline {
 
@@ -32,17 +32,11 @@ void validateTaint(const Taint& t) {
 
 namespace {
 
-// An optional string key; a list or map there is refused rather than read as absent.
-std::string optionalString(const YAML::Node& map, std::string_view where, const char* key,
+// The string at map[key]; `fallback` if the key is absent or null (`rules:` with no value).
+std::string optionalString(const YAML::Node& map, const std::string& where, const char* key,
                            const std::string& fallback) {
   const YAML::Node n = map[key];
-  if (!n || n.IsNull()) {
-    return fallback;
-  }
-  if (!n.IsScalar()) {
-    throw YAML::ParserException(n.Mark(), std::string(where) + key + ": expected a string");
-  }
-  return n.Scalar();
+  return !n || n.IsNull() ? fallback : stringAt(n, where + key);
 }
 
 }  // namespace
@@ -93,21 +87,15 @@ ServiceConfig loadServiceConfig(const std::string& path) {
       cfg.http = PushConfig::fromYaml(h);
     }
     if (const YAML::Node q = root["queue_bytes"]) {
-      if (!q.IsScalar() || !YAML::convert<size_t>::decode(q, cfg.queue_bytes) ||
-          cfg.queue_bytes == 0) {
-        throw std::runtime_error("queue_bytes: expected a positive integer");
-      }
+      cfg.queue_bytes = integerAt<size_t>(q, "queue_bytes", 1);
     }
     if (const YAML::Node t = root["match_threads"]) {
-      if (!t.IsScalar() || !YAML::convert<size_t>::decode(t, cfg.match_threads) ||
-          cfg.match_threads == 0 || cfg.match_threads > 256) {
-        throw std::runtime_error("match_threads: expected an integer from 1 to 256");
-      }
+      cfg.match_threads = integerAt<size_t>(t, "match_threads", 1, 256);
     }
     if (const YAML::Node l = root["max_lag"]) {
       if (!l.IsScalar() || !parseDuration(l.Scalar(), &cfg.max_lag_ns) ||
           cfg.max_lag_ns > 86400 * kNanosPerSecond) {
-        throw std::runtime_error("max_lag: expected a duration of at most 1d (like 5m)");
+        failAt(l, "max_lag", "expected a duration of at most 1d (like 5m)");
       }
     }
     return cfg;

@@ -16,7 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
-#include "core/yaml_keys.h"
+#include "core/yaml_read.h"
 
 namespace faultline {
 namespace {
@@ -106,49 +106,18 @@ void onLog(const rd_kafka_t* /*rk*/, int level, const char* facility, const char
 
 // --- YAML ---
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error(path + ": " + what);
-}
-
-std::string scalar(const YAML::Node& node, const std::string& path) {
-  if (!node.IsScalar()) {
-    fail(path, "expected a string");
-  }
-  return node.Scalar();
-}
-
-template <typename T>
-T number(const YAML::Node& node, const std::string& path, T min) {
-  T value{};
-  if (!node.IsScalar() || !YAML::convert<T>::decode(node, value) || value < min) {
-    fail(path, "expected an integer >= " + std::to_string(min));
-  }
-  return value;
-}
-
-std::vector<std::string> stringList(const YAML::Node& node, const std::string& path) {
-  if (!node.IsSequence() || node.size() == 0) {
-    fail(path, "expected a non-empty list of strings");
-  }
-  std::vector<std::string> out;
-  for (size_t i = 0; i < node.size(); ++i) {
-    out.push_back(scalar(node[i], path + "[" + std::to_string(i) + "]"));
-  }
-  return out;
-}
-
 KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) {
   checkKeys(node, path + ".", {"name", "encoding", "stream", "node_header", "fields"});
   KafkaTopicConfig topic;
   if (!node["name"]) {
-    fail(path + ".name", "required");
+    failAt(node, path + ".name", "required");
   }
-  topic.name = scalar(node["name"], path + ".name");
+  topic.name = stringAt(node["name"], path + ".name");
   if (topic.name.empty()) {
-    fail(path + ".name", "must not be empty");
+    failAt(node["name"], path + ".name", "must not be empty");
   }
   if (const YAML::Node n = node["encoding"]) {
-    const std::string encoding = scalar(n, path + ".encoding");
+    const std::string encoding = stringAt(n, path + ".encoding");
     if (encoding == "raw") {
       topic.encoding = KafkaEncoding::kRaw;
     } else if (encoding == "json") {
@@ -158,18 +127,18 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
     } else if (encoding == "otlp_json") {
       topic.encoding = KafkaEncoding::kOtlpJson;
     } else {
-      fail(path + ".encoding",
-           "expected raw, json, otlp_proto or otlp_json, got '" + encoding + "'");
+      failAt(n, path + ".encoding",
+             "expected raw, json, otlp_proto or otlp_json, got '" + encoding + "'");
     }
   }
   if (const YAML::Node n = node["stream"]) {
-    const std::string stream = scalar(n, path + ".stream");
+    const std::string stream = stringAt(n, path + ".stream");
     if (!parseStreamKind(stream, &topic.stream)) {
-      fail(path + ".stream", "expected kernel, pod or other, got '" + stream + "'");
+      failAt(n, path + ".stream", "expected kernel, pod or other, got '" + stream + "'");
     }
   }
   if (const YAML::Node n = node["node_header"]) {
-    topic.node_header = scalar(n, path + ".node_header");
+    topic.node_header = stringAt(n, path + ".node_header");
   }
   if (const YAML::Node fields = node["fields"]) {
     const std::string fpath = path + ".fields";
@@ -178,7 +147,7 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
     for (auto [key, list] : {std::pair{"line", &f.line}, std::pair{"node", &f.node},
                              std::pair{"time", &f.time}, std::pair{"pod", &f.pod}}) {
       if (const YAML::Node n = fields[key]) {
-        *list = stringList(n, fpath + "." + key);
+        *list = stringsAt(n, fpath + "." + key, true);
       }
     }
   }
@@ -193,47 +162,47 @@ KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
              "batch_timeout_ms"});
   KafkaConfig config;
   if (!node["brokers"]) {
-    fail("kafka.brokers", "required");
+    failAt(node, "kafka.brokers", "required");
   }
-  config.brokers = scalar(node["brokers"], "kafka.brokers");
+  config.brokers = stringAt(node["brokers"], "kafka.brokers");
   if (config.brokers.empty()) {
-    fail("kafka.brokers", "must not be empty");
+    failAt(node["brokers"], "kafka.brokers", "must not be empty");
   }
   if (const YAML::Node n = node["group_id"]) {
-    config.group_id = scalar(n, "kafka.group_id");
+    config.group_id = stringAt(n, "kafka.group_id");
   }
   if (const YAML::Node n = node["batch_max_messages"]) {
-    config.batch_max_messages = number<size_t>(n, "kafka.batch_max_messages", 1);
+    config.batch_max_messages = integerAt<size_t>(n, "kafka.batch_max_messages", 1);
   }
   if (const YAML::Node n = node["batch_max_bytes"]) {
-    config.batch_max_bytes = number<size_t>(n, "kafka.batch_max_bytes", 1);
+    config.batch_max_bytes = integerAt<size_t>(n, "kafka.batch_max_bytes", 1);
   }
   if (const YAML::Node n = node["batch_timeout_ms"]) {
-    config.batch_timeout_ms = number<int>(n, "kafka.batch_timeout_ms", 0);
+    config.batch_timeout_ms = integerAt<int>(n, "kafka.batch_timeout_ms", 0);
   }
   if (const YAML::Node props = node["properties"]) {
     if (!props.IsMap()) {
-      fail("kafka.properties", "expected a mapping");
+      failAt(props, "kafka.properties", "expected a mapping");
     }
     std::set<std::string> given;  // a key given twice: which value would win is not obvious
     for (const auto& kv : props) {
       const std::string key = kv.first.Scalar();
       if (!given.insert(key).second) {
-        fail("kafka.properties." + key, "repeated key");
+        failAt(kv.first, "kafka.properties." + key, "repeated key");
       }
-      config.properties[key] = scalar(kv.second, "kafka.properties." + key);
+      config.properties[key] = stringAt(kv.second, "kafka.properties." + key);
     }
   }
   const YAML::Node topics = node["topics"];
   if (!topics || !topics.IsSequence() || topics.size() == 0) {
-    fail("kafka.topics", "expected a non-empty list");
+    failAt(topics ? topics : node, "kafka.topics", "expected a non-empty list");
   }
   for (size_t i = 0; i < topics.size(); ++i) {
     const std::string path = "kafka.topics[" + std::to_string(i) + "]";
     KafkaTopicConfig topic = topicFromYaml(topics[i], path);
     for (const KafkaTopicConfig& t : config.topics) {
       if (t.name == topic.name) {
-        fail(path + ".name", "duplicate topic '" + topic.name + "'");
+        failAt(topics[i]["name"], path + ".name", "duplicate topic '" + topic.name + "'");
       }
     }
     config.topics.push_back(std::move(topic));

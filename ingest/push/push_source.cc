@@ -25,7 +25,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
-#include "core/yaml_keys.h"
+#include "core/yaml_read.h"
 #include "ingest/formats/formats.h"
 #include "ingest/otlp/otlp.h"
 #include "ingest/push/inflate.h"
@@ -33,36 +33,6 @@
 
 namespace faultline {
 namespace {
-
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error(path + ": " + what);
-}
-
-std::string scalar(const YAML::Node& node, const std::string& path) {
-  if (!node.IsScalar()) {
-    fail(path, "expected a string");
-  }
-  return node.Scalar();
-}
-
-size_t positive(const YAML::Node& node, const std::string& path) {
-  size_t v = 0;
-  if (!node.IsScalar() || !YAML::convert<size_t>::decode(node, v) || v == 0) {
-    fail(path, "expected a positive integer");
-  }
-  return v;
-}
-
-std::vector<std::string> names(const YAML::Node& node, const std::string& path) {
-  if (!node.IsSequence()) {
-    fail(path, "expected a list of strings");
-  }
-  std::vector<std::string> out;
-  for (size_t i = 0; i < node.size(); ++i) {
-    out.push_back(scalar(node[i], path + "[" + std::to_string(i) + "]"));
-  }
-  return out;
-}
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -115,7 +85,7 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
             {"listen", "max_body_bytes", "max_line_bytes", "threads", "token_file", "labels"});
   PushConfig config;
   if (const YAML::Node n = node["listen"]) {
-    std::string listen = scalar(n, "http.listen");
+    std::string listen = stringAt(n, "http.listen");
     const size_t colon = listen.rfind(':');
     int port = -1;
     if (colon != std::string::npos) {
@@ -130,7 +100,7 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
       }
     }
     if (port < 0 || port > 65535 || colon == 0) {
-      fail("http.listen", "expected host:port, got '" + listen + "'");
+      failAt(n, "http.listen", "expected host:port, got '" + listen + "'");
     }
     std::string host = listen.substr(0, colon);
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -140,16 +110,16 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
     config.port = port;
   }
   if (const YAML::Node n = node["max_body_bytes"]) {
-    config.max_body_bytes = positive(n, "http.max_body_bytes");
+    config.max_body_bytes = integerAt<size_t>(n, "http.max_body_bytes", 1);
   }
   if (const YAML::Node n = node["max_line_bytes"]) {
-    config.max_line_bytes = positive(n, "http.max_line_bytes");
+    config.max_line_bytes = integerAt<size_t>(n, "http.max_line_bytes", 1);
   }
   if (const YAML::Node n = node["threads"]) {
-    config.threads = positive(n, "http.threads");
+    config.threads = integerAt<size_t>(n, "http.threads", 1);
   }
   if (const YAML::Node n = node["token_file"]) {
-    config.token_file = scalar(n, "http.token_file");
+    config.token_file = stringAt(n, "http.token_file");
   }
   if (const YAML::Node labels = node["labels"]) {
     checkKeys(labels, "http.labels.", {"node", "pod", "kernel"});
@@ -157,22 +127,22 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
       const std::string key = kv.first.Scalar();
       const std::string path = "http.labels." + key;
       if (key == "node") {
-        config.streams.node_labels = names(kv.second, path);
+        config.streams.node_labels = stringsAt(kv.second, path, false);
       } else if (key == "pod") {
-        config.streams.pod_labels = names(kv.second, path);
+        config.streams.pod_labels = stringsAt(kv.second, path, false);
       } else {  // kernel
         if (!kv.second.IsSequence()) {
-          fail(path, "expected a list of {name, value}");
+          failAt(kv.second, path, "expected a list of {name, value}");
         }
         config.streams.kernel_labels.clear();
         for (size_t i = 0; i < kv.second.size(); ++i) {
           const YAML::Node e = kv.second[i];
           const std::string at = path + "[" + std::to_string(i) + "]";
           if (!e.IsMap() || !e["name"] || !e["value"] || e.size() != 2) {
-            fail(at, "expected {name: ..., value: ...}");
+            failAt(e, at, "expected {name: ..., value: ...}");
           }
-          config.streams.kernel_labels.emplace_back(scalar(e["name"], at + ".name"),
-                                                    scalar(e["value"], at + ".value"));
+          config.streams.kernel_labels.emplace_back(stringAt(e["name"], at + ".name"),
+                                                    stringAt(e["value"], at + ".value"));
         }
       }
     }

@@ -13,7 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
-#include "core/yaml_keys.h"
+#include "core/yaml_read.h"
 #include "sinks/kubernetes/kube_objects.h"
 
 namespace faultline {

@@ -10,7 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
-#include "core/yaml_keys.h"
+#include "core/yaml_read.h"
 #include "sinks/kubernetes/kube_objects.h"
 #include "sinks/kubernetes/leader_elector.h"
 

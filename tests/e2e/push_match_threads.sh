@@ -10,13 +10,13 @@
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# Out of range or not a number: serve refuses to start, naming the file and the key.
+# Out of range or not a number: serve refuses to start, naming the file, line and key.
 for bad in 0 257 two; do
   printf 'http: {listen: "127.0.0.1:0"}\nmatch_threads: %s\n' "$bad" >"$tmp/bad.yaml"
   if timeout 10 "$FAULTLINE" serve --config "$tmp/bad.yaml" 2>"$tmp/bad.err" </dev/null; then
     fail "serve started with match_threads: $bad"
   fi
-  grep -q "bad.yaml: match_threads: expected an integer from 1 to 256" "$tmp/bad.err" ||
+  grep -q "bad.yaml:2: match_threads: expected an integer from 1 to 256" "$tmp/bad.err" ||
     fail "match_threads: $bad refused without the reason: $(cat "$tmp/bad.err")"
 done
 

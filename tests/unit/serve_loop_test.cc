@@ -134,7 +134,7 @@ TEST(ServeConfig, RefusesUnknownKeysAndNonStringPaths) {
             "FILE:2: taint.key: repeated key");
 }
 
-// Every section checks its keys the same way (core/yaml_keys.h): a typo in kubernetes.guard
+// Every section checks its keys the same way (core/yaml_read.h): a typo in kubernetes.guard
 // would otherwise lift a limit on how many nodes may be tainted.
 TEST(ServeConfig, EverySectionRefusesUnknownAndRepeatedKeys) {
   const std::string k8s = "kubernetes:\n  server: http://127.0.0.1:1\n";
@@ -157,6 +157,35 @@ TEST(ServeConfig, EverySectionRefusesUnknownAndRepeatedKeys) {
   EXPECT_EQ(refusal("kafka:\n  brokers: 127.0.0.1:1\n  topics: [{name: t, encodng: json}]\n"),
             "FILE:3: kafka.topics[0].encodng: unknown key (name, encoding, stream, node_header, "
             "fields)");
+}
+
+// A value of the wrong type or range names its line too, in every section (core/yaml_read.h).
+TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
+  const std::string http = "http:\n  listen: \"127.0.0.1:0\"\n";
+  EXPECT_EQ(refusal(http + "queue_bytes: 0\n"), "FILE:3: queue_bytes: expected an integer >= 1");
+  EXPECT_EQ(refusal(http + "match_threads: many\n"),
+            "FILE:3: match_threads: expected an integer from 1 to 256");
+  EXPECT_EQ(refusal(http + "max_lag: 2d\n"),
+            "FILE:3: max_lag: expected a duration of at most 1d (like 5m)");
+  EXPECT_EQ(refusal(http + "  threads: -2\n"), "FILE:3: http.threads: expected an integer >= 1");
+  EXPECT_EQ(refusal("http:\n  listen: 3100\n"),
+            "FILE:2: http.listen: expected host:port, got '3100'");
+  EXPECT_EQ(refusal(http + "  labels:\n    node: host\n"),
+            "FILE:4: http.labels.node: expected a list of strings");
+  EXPECT_EQ(refusal(http + "  labels:\n    kernel: [{name: job}]\n"),
+            "FILE:4: http.labels.kernel[0]: expected {name: ..., value: ...}");
+  const std::string kafka = "kafka:\n  brokers: 127.0.0.1:1\n";
+  EXPECT_EQ(refusal(kafka + "  batch_timeout_ms: -1\n  topics: [{name: t}]\n"),
+            "FILE:3: kafka.batch_timeout_ms: expected an integer >= 0");
+  EXPECT_EQ(refusal(kafka + "  topics:\n    - name: t\n      encoding: xml\n"),
+            "FILE:5: kafka.topics[0].encoding: expected raw, json, otlp_proto or otlp_json, got "
+            "'xml'");
+  EXPECT_EQ(refusal(kafka + "  topics:\n    - name: t\n      fields: {line: []}\n"),
+            "FILE:5: kafka.topics[0].fields.line: expected a non-empty list of strings");
+  EXPECT_EQ(refusal(kafka + "  topics:\n    - {name: t}\n    - {name: t}\n"),
+            "FILE:5: kafka.topics[1].name: duplicate topic 't'");
+  EXPECT_EQ(refusal("kafka:\n  topics: [{name: t}]\n"), "FILE:2: kafka.brokers: required");
+  EXPECT_EQ(refusal(kafka), "FILE:2: kafka.topics: expected a non-empty list");
 }
 
 TEST(ServeConfig, AMissingFileIsRefusedWithItsCause) {

@@ -1,0 +1,99 @@
+// How every section of faultline's YAML configuration reads itself: its keys checked, its values
+// typed. Every error is a YAML::ParserException (a std::runtime_error) marked at the line of the
+// key or value at fault, which loadServiceConfig (core/config.h) reports as "<file>:<line>: ...".
+#pragma once
+
+#include <algorithm>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace faultline {
+
+// Refuses a key of the mapping `map` that is not in `known`, or that is given twice: yaml-cpp
+// ignores unknown keys and reads the first of two, so a typo (`max_tainted_precent`) would turn a
+// setting off in silence. `where` prefixes the key in the message ("kubernetes.guard."). Throws
+// YAML::ParserException (a std::runtime_error) marked at the key's line with "<where><key>:
+// unknown key (<known, comma-separated>)" or "<where><key>: repeated key", or at the node's line
+// with "<where without its last dot>: expected a mapping" when `map` is neither a mapping nor
+// null (an empty section).
+inline void checkKeys(const YAML::Node& map, std::string_view where,
+                      std::initializer_list<std::string_view> known) {
+  if (map.IsNull()) {
+    return;  // `guard:` with nothing after it: an empty section
+  }
+  if (!map.IsMap()) {
+    where.remove_suffix(where.ends_with('.') ? 1 : 0);
+    throw YAML::ParserException(map.Mark(), std::string(where) + ": expected a mapping");
+  }
+  std::vector<std::string> seen;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw YAML::ParserException(kv.first.Mark(), std::string(where) + key + ": repeated key");
+    }
+    seen.push_back(key);
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string list;
+      for (std::string_view k : known) {
+        list += list.empty() ? "" : ", ";
+        list += k;
+      }
+      throw YAML::ParserException(kv.first.Mark(),
+                                  std::string(where) + key + ": unknown key (" + list + ")");
+    }
+  }
+}
+
+// Throws YAML::ParserException marked at `node`'s line with "<path>: <what>". A key absent from
+// the document (map["key"]) has no line: pass its mapping instead.
+[[noreturn]] inline void failAt(const YAML::Node& node, const std::string& path,
+                                const std::string& what) {
+  throw YAML::ParserException(node.Mark(), path + ": " + what);
+}
+
+// The text of the scalar `node`. Throws (failAt) "<path>: expected a string" if it is a list, a
+// mapping or null (`key:` with nothing after it).
+inline std::string stringAt(const YAML::Node& node, const std::string& path) {
+  if (!node.IsScalar()) {
+    failAt(node, path, "expected a string");
+  }
+  return node.Scalar();
+}
+
+// The integer `node`, in [min, max]. Throws (failAt) "<path>: expected an integer >= <min>", or
+// "... from <min> to <max>" when max is given.
+template <typename T>
+T integerAt(const YAML::Node& node, const std::string& path, T min,
+            T max = std::numeric_limits<T>::max()) {
+  T value{};
+  if (!node.IsScalar() || !YAML::convert<T>::decode(node, value) || value < min || value > max) {
+    failAt(node, path,
+           "expected an integer " +
+               (max == std::numeric_limits<T>::max()
+                    ? ">= " + std::to_string(min)
+                    : "from " + std::to_string(min) + " to " + std::to_string(max)));
+  }
+  return value;
+}
+
+// The list of strings `node`. Throws (failAt) "<path>: expected a list of strings" (with
+// `non_empty`: "a non-empty list of strings"), or "<path>[i]: expected a string".
+inline std::vector<std::string> stringsAt(const YAML::Node& node, const std::string& path,
+                                          bool non_empty) {
+  if (!node.IsSequence() || (non_empty && node.size() == 0)) {
+    failAt(node, path,
+           non_empty ? "expected a non-empty list of strings" : "expected a list of strings");
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    out.push_back(stringAt(node[i], path + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+}  // namespace faultline
