@@ -12,6 +12,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/time.h"
+
 namespace faultline {
 
 // Refuses a key of the mapping `map` that is not in `known`, or that is given twice: yaml-cpp
@@ -79,6 +81,17 @@ T integerAt(const YAML::Node& node, const std::string& path, T min,
                     : "from " + std::to_string(min) + " to " + std::to_string(max)));
   }
   return value;
+}
+
+// The duration `node` (parseDuration, core/time.h: "10m", "1h30m") in ns, above 0. Throws
+// (failAt) "<path>: expected a duration like 10m, got '<text>'".
+inline int64_t durationAt(const YAML::Node& node, const std::string& path) {
+  int64_t ns = 0;
+  if (!node.IsScalar() || !parseDuration(node.Scalar(), &ns) || ns <= 0) {
+    failAt(node, path,
+           "expected a duration like 10m, got '" + (node.IsScalar() ? node.Scalar() : "") + "'");
+  }
+  return ns;
 }
 
 // The list of strings `node`. Throws (failAt) "<path>: expected a list of strings" (with

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/yaml_read.h"
+
 namespace faultline {
 namespace {
 
@@ -123,7 +125,7 @@ KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
   config.qps = node["qps"].as<double>(config.qps);
   config.burst = node["burst"].as<int>(config.burst);
   if (config.burst < 1) {
-    throw std::runtime_error("kubernetes.burst must be at least 1");
+    failAt(node["burst"], "kubernetes.burst", "must be at least 1");
   }
   if (server.empty()) {
     return config;

@@ -33,18 +33,14 @@ std::string nowMicroTime() {
   return ns.substr(0, ns.size() - 4) + "Z";
 }
 
-std::chrono::milliseconds durationAt(const YAML::Node& node, const char* key,
-                                     std::chrono::milliseconds fallback) {
-  if (!node[key]) {
+// The duration at map[key] in ms; `fallback` if the key is absent.
+std::chrono::milliseconds millisecondsAt(const YAML::Node& map, const char* key,
+                                         std::chrono::milliseconds fallback) {
+  if (!map[key]) {
     return fallback;
   }
-  int64_t ns = 0;
-  const auto text = node[key].as<std::string>();
-  if (!parseDuration(text, &ns) || ns <= 0) {
-    throw std::runtime_error(std::string("leader_election.") + key + ": '" + text +
-                             "' is not a duration like 15s");
-  }
-  return std::chrono::milliseconds(ns / 1'000'000);
+  return std::chrono::milliseconds(
+      durationAt(map[key], std::string("kubernetes.leader_election.") + key) / 1'000'000);
 }
 
 }  // namespace
@@ -74,19 +70,21 @@ LeaderElectionConfig LeaderElectionConfig::fromYaml(const YAML::Node& node) {
     gethostname(host, sizeof host - 1);
     c.identity = pod != nullptr && *pod != '\0' ? pod : host;
   }
-  c.lease_duration = durationAt(node, "lease_duration", c.lease_duration);
-  c.renew_deadline = durationAt(node, "renew_deadline", c.renew_deadline);
-  c.retry_period = durationAt(node, "retry_period", c.retry_period);
+  c.lease_duration = millisecondsAt(node, "lease_duration", c.lease_duration);
+  c.renew_deadline = millisecondsAt(node, "renew_deadline", c.renew_deadline);
+  c.retry_period = millisecondsAt(node, "retry_period", c.retry_period);
   // client-go NewLeaderElector's checks.
   if (c.lease_duration.count() % 1000 != 0) {
-    throw std::runtime_error("leader_election.lease_duration must be whole seconds");
+    failAt(node["lease_duration"], "kubernetes.leader_election.lease_duration",
+           "must be whole seconds");
   }
   if (c.lease_duration <= c.renew_deadline) {
-    throw std::runtime_error("leader_election: lease_duration must be greater than renew_deadline");
+    failAt(node, "kubernetes.leader_election",
+           "lease_duration must be greater than renew_deadline");
   }
   if (static_cast<double>(c.renew_deadline.count()) <=
       1.2 * static_cast<double>(c.retry_period.count())) {
-    throw std::runtime_error("leader_election: renew_deadline must exceed 1.2 * retry_period");
+    failAt(node, "kubernetes.leader_election", "renew_deadline must exceed 1.2 * retry_period");
   }
   return c;
 }

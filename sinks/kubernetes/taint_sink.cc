@@ -94,16 +94,13 @@ std::string evidenceText(const Decision& d) {
   return e.signature + ": " + e.line;
 }
 
-std::chrono::seconds secondsAt(const YAML::Node& node, const char* key,
+// The duration at map[key] in whole seconds (at least 1); `fallback` if the key is absent.
+std::chrono::seconds secondsAt(const YAML::Node& map, const std::string& where, const char* key,
                                std::chrono::seconds fallback) {
-  if (!node[key]) {
+  if (!map[key]) {
     return fallback;
   }
-  int64_t ns = 0;
-  const auto text = node[key].as<std::string>();
-  if (!parseDuration(text, &ns) || ns <= 0) {
-    throw std::runtime_error(std::string(key) + ": '" + text + "' is not a duration like 10m");
-  }
+  const int64_t ns = durationAt(map[key], where + key);
   return std::chrono::seconds(std::max<int64_t>(1, ns / kNanosPerSecond));
 }
 
@@ -116,11 +113,8 @@ TaintSinkOptions TaintSinkOptions::fromYaml(const YAML::Node& k) {
   }
   o.opt_out_label = k["opt_out_label"].as<std::string>(o.opt_out_label);
   if (k["node_list_period"]) {
-    int64_t ns = 0;
-    if (!parseDuration(k["node_list_period"].as<std::string>(), &ns) || ns <= 0) {
-      throw std::runtime_error("node_list_period is not a duration like 30s");
-    }
-    o.node_list_period = std::chrono::milliseconds(ns / 1'000'000);
+    o.node_list_period = std::chrono::milliseconds(
+        durationAt(k["node_list_period"], "kubernetes.node_list_period") / 1'000'000);
   }
   if (const YAML::Node g = k["guard"]) {
     checkKeys(g, "kubernetes.guard.", {"max_tainted", "max_tainted_percent", "max_new", "window"});
@@ -128,10 +122,10 @@ TaintSinkOptions TaintSinkOptions::fromYaml(const YAML::Node& k) {
     o.limits.max_tainted_percent =
         g["max_tainted_percent"].as<double>(o.limits.max_tainted_percent);
     o.limits.max_new = g["max_new"].as<int>(o.limits.max_new);
-    o.limits.window = secondsAt(g, "window", o.limits.window);
+    o.limits.window = secondsAt(g, "kubernetes.guard.", "window", o.limits.window);
     if (o.limits.max_tainted < 0 || o.limits.max_new < 0 || o.limits.max_tainted_percent < 0 ||
         o.limits.max_tainted_percent > 100) {
-      throw std::runtime_error("guard: limits are counts >= 0 and a percentage in [0, 100]");
+      failAt(g, "kubernetes.guard", "limits are counts >= 0 and a percentage in [0, 100]");
     }
   }
   o.breaker_namespace = k["namespace"].as<std::string>("");
@@ -143,7 +137,7 @@ TaintSinkOptions TaintSinkOptions::fromYaml(const YAML::Node& k) {
   if (k["dry_run_rules"]) {
     o.dry_run_rules = k["dry_run_rules"].as<std::vector<std::string>>();
   }
-  o.reapply_after = secondsAt(k, "reapply_after", o.reapply_after);
+  o.reapply_after = secondsAt(k, "kubernetes.", "reapply_after", o.reapply_after);
   o.condition_type = k["condition_type"].as<std::string>(o.condition_type);
   return o;
 }

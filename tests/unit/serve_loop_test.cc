@@ -186,6 +186,16 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
             "FILE:5: kafka.topics[1].name: duplicate topic 't'");
   EXPECT_EQ(refusal("kafka:\n  topics: [{name: t}]\n"), "FILE:2: kafka.brokers: required");
   EXPECT_EQ(refusal(kafka), "FILE:2: kafka.topics: expected a non-empty list");
+  const std::string k8s = "kubernetes:\n  server: http://127.0.0.1:1\n";
+  EXPECT_EQ(refusal(k8s + "  burst: 0\n" + http), "FILE:3: kubernetes.burst: must be at least 1");
+  EXPECT_EQ(refusal(k8s + "  guard:\n    window: soon\n" + http),
+            "FILE:4: kubernetes.guard.window: expected a duration like 10m, got 'soon'");
+  EXPECT_EQ(refusal(k8s + "  guard:\n    max_tainted_percent: 150\n" + http),
+            "FILE:4: kubernetes.guard: limits are counts >= 0 and a percentage in [0, 100]");
+  EXPECT_EQ(refusal(k8s + "  reapply_after: 0s\n" + http),
+            "FILE:3: kubernetes.reapply_after: expected a duration like 10m, got '0s'");
+  EXPECT_EQ(refusal(k8s + "  leader_election:\n    lease_duration: 1500ms\n" + http),
+            "FILE:4: kubernetes.leader_election.lease_duration: must be whole seconds");
 }
 
 TEST(ServeConfig, AMissingFileIsRefusedWithItsCause) {
