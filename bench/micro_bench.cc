@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include "bench/bench_bank.h"
 #include "bench/bench_records.h"
@@ -370,6 +371,66 @@ void BM_CorrelatorStorm(benchmark::State& state) {
   state.counters["decisions_per_pass"] = static_cast<double>(decisions) / state.iterations();
 }
 BENCHMARK(BM_CorrelatorStorm)->Arg(100)->Arg(10000)->Unit(benchmark::kMillisecond);
+
+// What the correlator keeps per node (bytes_per_node: heap in use, mallinfo2, after the hits less
+// before the correlator), which it holds for the service's life: a node that sent any hit keeps
+// its state, so node churn grows it. Each of 10000 nodes boots as a GPU node's kernel prints it
+// (Linux version, the NVIDIA driver load, 8 GPUs with their UUIDs: aliases), 1 s apart per line;
+// arg 1 adds an Xid 13 per node (a warning rule's counter holds it for its window).
+void BM_CorrelatorNodeState(benchmark::State& state) {
+  constexpr int kNodes = 10000;
+  std::vector<std::string> lines = {
+      // https://github.com/leptonai/gpud components/os/testdata, kernel boot and driver load
+      "Linux version 5.15.0-1053-nvidia (buildd@lcy02-amd64-089) (gcc (Ubuntu "
+      "11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #54-Ubuntu SMP",
+      "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:56:32 UTC 2023"};
+  for (int g = 0; g < 8; ++g) {
+    char line[96];
+    std::snprintf(line, sizeof line,
+                  "NVRM: GPU at PCI:0000:%02x:00: GPU-7f8e%04x-1c2b-4d5e-8f90-a1b2c3d4e5f6",
+                  0x18 + g * 0x10, g);
+    lines.emplace_back(line);
+  }
+  if (state.range(0) == 1) {
+    lines.emplace_back(kFaultLines[1]);
+  }
+  const std::vector<std::string> names = nodeNames(kNodes);
+  RecordBatch batch;
+  for (int n = 0; n < kNodes; ++n) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      LogRecord& r = batch.records.emplace_back();
+      r.time_ns = 1'741'000'000'000'000'000 + static_cast<int64_t>(i) * 1'000'000'000;
+      r.node = names[n];
+      r.line = lines[i];
+      r.stream = StreamKind::kKernel;
+    }
+  }
+  Matcher matcher(bank());
+  std::vector<Hit> hits;
+  matcher.match(batch, &hits);
+  if (hits.size() < batch.records.size()) {
+    state.SkipWithError("a line does not match the bank");
+    return;
+  }
+  std::vector<Decision> out;
+  double bytes_per_node = 0;
+  for (auto _ : state) {
+    const size_t before = mallinfo2().uordblks;
+    auto correlator = std::make_unique<Correlator>(bank(), Taint{});
+    for (const Hit& hit : hits) {
+      correlator->observe(hit, &out);
+      out.clear();
+    }
+    correlator->advance(hits.back().time_ns, &out);
+    bytes_per_node = static_cast<double>(mallinfo2().uordblks - before) / kNodes;
+    state.PauseTiming();
+    correlator.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(hits.size()));
+  state.counters["bytes_per_node"] = bytes_per_node;
+}
+BENCHMARK(BM_CorrelatorNodeState)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Serve's two parts per batch (core/serve_loop.cc): Pipeline::match, which the match workers run
 // at once, and Pipeline::correlate, which they run one batch at a time in queue order. Their
