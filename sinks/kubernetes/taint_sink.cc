@@ -307,6 +307,10 @@ bool TaintSink::refresh() {
   if (have_snapshot_ && Clock::now() - listed_ < options_.node_list_period) {
     return true;
   }
+  return list() || have_snapshot_;  // a failed LIST keeps the last snapshot
+}
+
+bool TaintSink::list() {
   std::map<std::string, json> nodes;
   const std::vector<std::string> selectors =
       options_.eligible.empty() ? std::vector<std::string>{""} : options_.eligible;
@@ -321,7 +325,7 @@ bool TaintSink::refresh() {
       // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
       if (r.status != 200 || !parseNodeList(r.body, &page)) {
         spdlog::error("kubernetes: cannot list eligible nodes: GET {}: {}", path, describe(r));
-        return have_snapshot_;  // keep the last snapshot; a taint without one is refused
+        return false;
       }
       for (auto& [name, node] : page.nodes) {
         nodes[name] = std::move(node);
@@ -518,9 +522,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
   if (found == nodes_.end() && Clock::now() - listed_ >= kRelistMissing) {
     // A node that joined since the last LIST (a new GPU node's faults tend to come early). A failed
     // LIST keeps the snapshot.
-    listed_ = {};
-    refresh();
-    if (listed_ == Clock::time_point{}) {
+    if (!list()) {
       spdlog::error(
           "kubernetes: cannot taint {} yet: node {} is not in the last node list, and "
           "the API server did not answer a new one",

@@ -178,6 +178,9 @@ class TaintSink : public DecisionSink {
   // Refreshes the node snapshot and the breaker when older than node_list_period or when there
   // is no snapshot (at start, on becoming leader). False if there is still no snapshot.
   bool refresh();
+  // Lists the eligible nodes into the snapshot, then reads the breaker; false if a LIST page
+  // failed (the last snapshot stays).
+  bool list();
   // "" if the taint is within the limits, else the reason it is not (and the breaker trips).
   std::string guard(const Decision& decision);
   void trip(const std::string& reason);
