@@ -373,10 +373,11 @@ void BM_CorrelatorStorm(benchmark::State& state) {
 BENCHMARK(BM_CorrelatorStorm)->Arg(100)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 // What the correlator keeps per node (bytes_per_node: heap in use, mallinfo2, after the hits less
-// before the correlator), which it holds for the service's life: a node that sent any hit keeps
-// its state, so node churn grows it. Each of 10000 nodes boots as a GPU node's kernel prints it
-// (Linux version, the NVIDIA driver load, 8 GPUs with their UUIDs: aliases), 1 s apart per line;
-// arg 1 adds an Xid 13 per node (a warning rule's counter holds it for its window).
+// before the correlator), and what it still keeps once the nodes were silent for forgetAfterNs()
+// (bytes_per_node_a_week_on), when it forgets them: node churn does not grow it. Each of 10000
+// nodes boots as a GPU node's kernel prints it (Linux version, the NVIDIA driver load, 8 GPUs with
+// their UUIDs: aliases), 1 s apart per line; arg 1 adds an Xid 13 per node (a warning rule's
+// counter holds it for its window).
 void BM_CorrelatorNodeState(benchmark::State& state) {
   constexpr int kNodes = 10000;
   std::vector<std::string> lines = {
@@ -414,6 +415,7 @@ void BM_CorrelatorNodeState(benchmark::State& state) {
   }
   std::vector<Decision> out;
   double bytes_per_node = 0;
+  double forgotten_bytes_per_node = 0;
   for (auto _ : state) {
     const size_t before = mallinfo2().uordblks;
     auto correlator = std::make_unique<Correlator>(bank(), Taint{});
@@ -424,11 +426,15 @@ void BM_CorrelatorNodeState(benchmark::State& state) {
     correlator->advance(hits.back().time_ns, &out);
     bytes_per_node = static_cast<double>(mallinfo2().uordblks - before) / kNodes;
     state.PauseTiming();
+    // A week later, with no word from the nodes: forgotten (Correlator::forgetAfterNs).
+    correlator->advance(hits.back().time_ns + correlator->forgetAfterNs() + 1, &out);
+    forgotten_bytes_per_node = static_cast<double>(mallinfo2().uordblks - before) / kNodes;
     correlator.reset();
     state.ResumeTiming();
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(hits.size()));
   state.counters["bytes_per_node"] = bytes_per_node;
+  state.counters["bytes_per_node_a_week_on"] = forgotten_bytes_per_node;
 }
 BENCHMARK(BM_CorrelatorNodeState)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 

@@ -16,6 +16,8 @@ constexpr size_t kRecentPerRule = 8;
 constexpr size_t kMaxEvidence = 8;
 // Distinct lines kept per node for telling repeats, beyond those of the node's latest second.
 constexpr size_t kSeenPerNode = 16;
+// How often, in event time, advance() looks for nodes to forget (forgetSilent).
+constexpr int64_t kForgetEveryNs = int64_t{3600} * 1'000'000'000;
 
 bool has(const std::vector<std::string>& values, std::string_view v) {
   return std::find(values.begin(), values.end(), v) != values.end();
@@ -57,6 +59,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   held_.resize(n);
   job_until_.assign(n, INT64_MIN);
   where_.resize(bank_->signatures.size());
+  int64_t longest = 0;  // of the rules' durations
   for (uint32_t i = 0; i < n; ++i) {
     const Rule& r = bank_->rules[i];
     rules_by_signature_[r.signature].push_back(i);
@@ -89,7 +92,15 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
       looked_up_[i] = true;
     }
     peers_within_ns_ = std::max(peers_within_ns_, r.peers_within_ns);
+    for (const int64_t d :
+         {r.window_ns, r.dedup_ns, r.burst_ns, r.attach_within_ns, r.suppress_within_ns,
+          r.join_within_ns, r.flap_within_ns, r.cluster_within_ns, r.corroborate_within_ns,
+          r.peers_within_ns, r.unless_within_ns, r.stable_ns, r.quiet_ns}) {
+      longest = std::max(longest, d);
+    }
   }
+  forget_after_ns_ = std::max(
+      kForgetAfterNs, longest > INT64_MAX - max_lag_ns_ ? INT64_MAX : longest + max_lag_ns_);
   for (uint32_t sig = 0; sig < rules_by_signature_.size(); ++sig) {
     const std::vector<uint32_t>& rules = rules_by_signature_[sig];
     const size_t words = (rules.size() + 63) / 64;
@@ -596,7 +607,7 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       }
     }
     if (due == INT64_MAX) {
-      return;
+      break;
     }
     if (held_rule >= 0) {
       flushHeld(static_cast<uint32_t>(held_rule), out);
@@ -619,6 +630,23 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       reason = "quiet: no " + rule.id + " hit" + describe(flt.entity) + " for the quiet period";
     }
     clearFault(node, node_name, key, at, std::move(reason), out);
+  }
+  if (now_ns_ >= forget_at_ns_ && now_ns_ >= INT64_MIN + forget_after_ns_) {
+    forgetSilent(now_ns_ - forget_after_ns_);
+    forget_at_ns_ = now_ns_ > INT64_MAX - kForgetEveryNs ? INT64_MAX : now_ns_ + kForgetEveryNs;
+  }
+}
+
+void Correlator::forgetSilent(int64_t before_ns) {
+  std::vector<std::string> gone;
+  for (const auto& [name, node] : nodes_) {
+    if (node->heard_ns < before_ns && !node->tainted && node->faults.empty() &&
+        node->pending.empty() && node->suspect_until_ns < now_ns_) {
+      gone.push_back(name);
+    }
+  }
+  for (const std::string& name : gone) {
+    nodes_.erase(name);
   }
 }
 

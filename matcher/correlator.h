@@ -78,7 +78,8 @@ class Correlator {
   // backlog, a slower Kafka partition) is not decided on the others' time. Only once the node has
   // sent nothing while the newest time moved on by max_lag do its timers fall due by the newest
   // time (a node gone silent). Held cluster windows close when the newest time is max_lag past
-  // their end, so that a lagging node's hits still join the window.
+  // their end, so that a lagging node's hits still join the window. Then forgets the nodes silent
+  // for forgetAfterNs().
   void advance(int64_t now_ns, std::vector<Decision>* out);
   // End of input (replay): decides every held cluster window.
   void finish(std::vector<Decision>* out);
@@ -94,6 +95,17 @@ class Correlator {
   bool keepsMembers() const { return peers_within_ns_ > 0; }
   // Whether advance() reads heard(): max_lag is above 0.
   bool hearsNodes() const { return max_lag_ns_ > 0; }
+
+  // How long (ns of event time) a node may send nothing before the correlator forgets it: the
+  // longer of kForgetAfterNs and the bank's longest duration plus max_lag, so that every window,
+  // dedup, burst and held cluster hit of the node has ended by then and forgetting changes no
+  // decision. Nodes that are tainted, hold a fault or a pending hit, or are suspect, are kept
+  // however long they are silent. What forgetting loses is the node's GPU UUID -> PCI aliases,
+  // learned again at its next driver load: a GPU reset naming only a UUID then recovers nothing.
+  // Without it, every node name ever seen would keep its state (BM_CorrelatorNodeState: 3.7 KB for
+  // a GPU node's boot) for the service's life, and node churn would grow memory without bound.
+  static constexpr int64_t kForgetAfterNs = int64_t{7} * 24 * 3600 * 1'000'000'000;
+  int64_t forgetAfterNs() const { return forget_after_ns_; }
 
   NodeState state(std::string_view node) const;
   const Stats& stats() const { return stats_; }
@@ -183,6 +195,9 @@ class Correlator {
   void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
   // Forgets the job runs that ended before before_ns (ns since the epoch).
   void pruneMembers(int64_t before_ns);
+  // Forgets the nodes last heard before before_ns (ns since the epoch) that hold nothing a later
+  // decision needs: no taint, fault, pending hit or suspect mark (forgetAfterNs()).
+  void forgetSilent(int64_t before_ns);
   NodeData& nodeOf(std::string_view name);
   // The node sent a record of time_ns: its own time, and when it was last heard (now_ns_).
   void hear(NodeData& node, int64_t time_ns) const;
@@ -214,7 +229,9 @@ class Correlator {
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
   int64_t peers_within_ns_ = 0;
   int64_t prune_at_ns_ = INT64_MIN;
-  std::vector<int64_t> job_until_;  // cluster rules: a job event lasts until then
+  int64_t forget_after_ns_ = kForgetAfterNs;
+  int64_t forget_at_ns_ = INT64_MIN;  // advance() looks for silent nodes once an hour of event time
+  std::vector<int64_t> job_until_;    // cluster rules: a job event lasts until then
   Timers timers_;
   int64_t max_lag_ns_ = 0;
   int64_t now_ns_ = INT64_MIN;

@@ -346,6 +346,47 @@ TEST(CorrelatorTime, JobRunsAreKeptOnlyForSuspectsPeersAndOnlyForItsWindow) {
   EXPECT_EQ(with.correlator().jobRuns(), 0U);
 }
 
+TEST(CorrelatorTime, ANodeSilentForForgetAfterIsForgottenUnlessItHoldsAFault) {
+  constexpr int64_t kDay = 24 * kHour;
+  Pipeline p(shipped(), Taint{}, {}, 1, 10 * kMin);
+  // The shipped bank's longest duration is under a week: nodes are forgotten after a week.
+  ASSERT_EQ(p.correlator().forgetAfterNs(), Correlator::kForgetAfterNs);
+  const char* xid13 =
+      "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp "
+      "Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter";
+  const char* xid79 = "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus";
+  p.process(one(kT, "counted", xid13));  // a warning rule's counter holds it
+  p.process(
+      one(kT, "aliased", "NVRM: GPU at PCI:0000:a1:00: GPU-979426f2-893a-7cbb-c4cf-81472f89a462"));
+  p.process(one(kT, "tainted", xid79));
+  p.process(one(kT, "heard", xid13));
+  ASSERT_EQ(p.correlator().nodes(), 4U);
+  for (int64_t day = 1; day <= 8; ++day) {  // "heard" keeps sending lines that hit nothing
+    p.process(one(kT + day * kDay, "heard", "systemd[1]: Started session 7."));
+    EXPECT_EQ(p.correlator().nodes(), day <= 7 ? 4U : 2U) << "day " << day;
+  }
+  EXPECT_EQ(p.correlator().state("tainted"), Correlator::NodeState::kTainted);
+  // A forgotten node starts afresh: its next fault taints it as it would any node.
+  Collect sink;
+  Pipeline q(shipped(), Taint{}, {&sink}, 1, 10 * kMin);
+  q.process(one(kT, "gpu-1", xid13));
+  q.process(one(kT + 8 * kDay, "gpu-2", "systemd[1]: Started session 7."));
+  EXPECT_EQ(q.correlator().nodes(), 0U);
+  q.process(one(kT + 8 * kDay + kMin, "gpu-1", xid79));
+  EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint xid-fatal"});
+}
+
+TEST(CorrelatorTime, NodesAreForgottenOnlyAfterTheBanksLongestDuration) {
+  const std::string bank = std::string(kBank) + R"(  - id: long
+    signature: nccl
+    severity: warning
+    count: 2
+    window: 10d
+)";
+  Pipeline p(loadBank({{"t.yaml", bank}}), Taint{}, {}, 1, 10 * kMin);
+  EXPECT_EQ(p.correlator().forgetAfterNs(), 240 * kHour + 10 * kMin);
+}
+
 // One pod line stamped in 2255 (its shipper took the time from the line's text) while gpu-2's
 // port is down for 30 s: live, its time is taken as a minute past the service's clock, so gpu-3's
 // log is not 230 years ahead of gpu-2's and gpu-2 is not silent, its DOWN not decided lasting.
