@@ -113,8 +113,11 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         format = detectFormat(whole);
       }
       if (!format) {
-        if (whole.empty() && !eof) {
-          continue;  // no whole line yet
+        if (!eof && (whole.empty() || chunk->filled < kChunkBytes)) {
+          // No whole line yet, or too little text to tell (a decoder's short read, or bytes
+          // before a corruption whose error the next read gives): read on, keeping it all.
+          chunk->lines = 0;
+          continue;
         }
         if (whole.find_first_not_of(" \t\r\n") == std::string::npos && eof) {
           return;  // empty file

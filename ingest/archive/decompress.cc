@@ -83,22 +83,30 @@ class Reader : public ByteReader {
     in_pos_ = 0;
     return !in_.empty();
   }
+  // Corrupt input: read() returns the bytes decoded before the error, then throws it (at once if
+  // there are none), so that the lines before a corruption are read.
+  void fail(std::string error) { pending_error_ = std::move(error); }
+  void throwPending() const {
+    if (!pending_error_.empty()) {
+      throw std::runtime_error(pending_error_);
+    }
+  }
   std::unique_ptr<RawInput> raw_;
   std::string in_;
   size_t in_pos_ = 0;
+  std::string pending_error_;
 };
 
 class PlainReader : public Reader {
  public:
   using Reader::Reader;
+  // The peeked bytes, then straight from the input, as much as `n` allows: the caller detects the
+  // format from the first read, which must not be only the 4 bytes peeked.
   size_t read(char* out, size_t n) override {
-    if (!fill()) {
-      return 0;
-    }
-    const size_t got = std::min(n, in_.size() - in_pos_);
-    std::memcpy(out, in_.data() + in_pos_, got);
-    in_pos_ += got;
-    return got;
+    const size_t peeked = std::min(n, in_.size() - in_pos_);
+    std::memcpy(out, in_.data() + in_pos_, peeked);
+    in_pos_ += peeked;
+    return peeked + (peeked < n ? raw_->read(out + peeked, n - peeked) : 0);
   }
 };
 
@@ -117,6 +125,7 @@ class GzipReader : public Reader {
   ~GzipReader() override { inflateEnd(&z_); }
 
   size_t read(char* out, size_t n) override {
+    throwPending();
     z_.next_out = reinterpret_cast<Bytef*>(out);
     z_.avail_out = static_cast<uInt>(n);
     while (z_.avail_out == n) {
@@ -144,11 +153,15 @@ class GzipReader : public Reader {
         member_ended_ = true;
         inflateReset(&z_);  // gzip files may hold several members, read them all
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        throw std::runtime_error(raw_->name() + ": corrupt gzip data (" +
-                                 (z_.msg != nullptr ? z_.msg : "inflate error") + ")");
+        fail(raw_->name() + ": corrupt gzip data (" +
+             (z_.msg != nullptr ? z_.msg : "inflate error") + ")");
+        break;  // return what this call decoded before the error
       } else {
         member_ended_ = false;
       }
+    }
+    if (z_.avail_out == n) {
+      throwPending();
     }
     return n - z_.avail_out;
   }
@@ -182,6 +195,7 @@ class ZstdReader : public Reader {
       const size_t rc = ZSTD_decompressStream(ctx_, &ob, &ib);
       in_pos_ = ib.pos;
       if (ZSTD_isError(rc) != 0) {
+        // No bytes of this call to return first: libzstd reports an error without them.
         throw std::runtime_error(raw_->name() + ": corrupt zstd data (" + ZSTD_getErrorName(rc) +
                                  ")");
       }

@@ -93,8 +93,17 @@ struct Head {
 Head parseHead(std::string_view line) {
   Head h;
   std::string_view s = line;
-  // /dev/kmsg: "prio,seq,usec,flags;msg"
+  // /dev/kmsg: "prio,seq,usec,flags;msg", or dmesg --time-format iso (util-linux):
+  // "2025-01-21T04:41:44,283302+00:00 msg". The comma before the microseconds tells the latter
+  // from a syslog or journalctl -o short-iso stamp, which never has one.
   if (!s.empty() && isDigit(s.front())) {
+    size_t used = 0;
+    if (s.size() > 20 && s[19] == ',' && parseRfc3339(s, &h.ns, &used) && used < s.size() &&
+        s[used] == ' ') {
+      h.stamp = Stamp::kAbsolute;
+      h.msg = s.substr(used + 1);
+      return h;
+    }
     const size_t semi = s.find(';');
     const size_t c1 = s.find(',');
     const size_t c2 = c1 == std::string_view::npos ? c1 : s.find(',', c1 + 1);
@@ -170,6 +179,7 @@ class DmesgParser : public LineParser {
       const std::string_view cont = trimLeft(line);
       if (has_pending_ && cont.size() < line.size() && !cont.empty()) {
         if (pending_kmsg_ && isDictionaryEntry(cont)) {
+          keepPending();
           return true;  // udev metadata (SUBSYSTEM=pci), not part of the message
         }
         if (joined_.empty()) {
@@ -179,6 +189,7 @@ class DmesgParser : public LineParser {
         joined_.append(cont);
         return true;
       }
+      keepPending();
       return false;
     }
     flush(batch);
@@ -211,6 +222,13 @@ class DmesgParser : public LineParser {
   void finish(RecordBatch* batch) override { flush(batch); }
 
  private:
+  // The held record's text outlives the line it views only as a copy (a line may be reused once
+  // the parse() after it returns).
+  void keepPending() {
+    if (has_pending_ && joined_.empty()) {
+      joined_.assign(pending_line_);
+    }
+  }
   void flush(RecordBatch* batch) {
     if (!has_pending_) {
       return;

@@ -15,7 +15,7 @@ namespace faultline {
 
 enum class Format : uint8_t {
   kDmesg,        // kernel ring buffer: `[12345.678901] msg`, `dmesg -T`, `<6>[..]`, /dev/kmsg
-                 // `6,1234,5678,-;msg`, `dmesg --decode --time-format iso`
+                 // `6,1234,5678,-;msg`, `dmesg --time-format iso` with or without --decode
   kSyslog,       // `Mon DD HH:MM:SS host tag: msg` and `journalctl -o short-iso`
   kJournalJson,  // `journalctl -o json`, one entry per line
   kOtlpJson,     // one OTLP ExportLogsServiceRequest (JSON mapping) per line, as the collector's

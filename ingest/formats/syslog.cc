@@ -1,11 +1,14 @@
 // Syslog text as rsyslog writes /var/log/syslog (RFC 3164 `Mon DD HH:MM:SS host tag: msg`, also
 // with fractional seconds) and as `journalctl -o short-iso` / `short-iso-precise` print it
-// (`2024-02-14T05:03:41+0000 host tag[pid]: msg`).
+// (`2024-02-14T05:03:41+0000 host tag[pid]: msg`; the further lines of a multi-line message,
+// which journalctl indents, are joined to it with newlines).
 //
 // `Mon DD` stamps carry no year: ParseOptions::year is the year of a file's first such stamp, and
 // a later stamp whose month is over 6 months before the previous one's (Dec -> Jan) starts the
 // next year, as a log crossing New Year does. A stamp that names no real date or time
 // (`Feb 30`, `Feb 29` outside a leap year, `25:00:00`) makes its line malformed.
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -61,6 +64,13 @@ bool parseBsdStamp(std::string_view s, BsdStamp* t, size_t* used) {
   return true;
 }
 
+// A syslog severity written as a word before the tag (SONiC: "INFO kernel:").
+bool isLevel(std::string_view word) {
+  constexpr std::string_view kLevels[] = {"EMERG",   "ALERT", "CRIT",   "ERR",  "ERROR",
+                                          "WARNING", "WARN",  "NOTICE", "INFO", "DEBUG"};
+  return std::find(std::begin(kLevels), std::end(kLevels), word) != std::end(kLevels);
+}
+
 struct Parsed {
   std::optional<BsdStamp> bsd;  // a `Mon DD` stamp, whose year the parser sets; else ns is set
   int64_t ns = 0;
@@ -96,9 +106,13 @@ bool parseLine(std::string_view line, Parsed* p) {
   }
   std::string_view tag = rest.substr(0, colon);
   p->msg = rest.substr(std::min(colon + 2, rest.size()));
-  // "INFO kernel" (a level before the tag, as SONiC writes it): the tag is the last word.
-  if (const size_t last_sp = tag.rfind(' '); last_sp != std::string_view::npos) {
-    tag.remove_prefix(last_sp + 1);
+  // "INFO kernel" (a level before the tag, as SONiC writes it): the tag is the second word. Other
+  // words before the colon are no tag: in a container runtime's log ("stdout F kernel: ...") they
+  // are a pod's own text, which must not name the kernel.
+  if (const size_t sp2 = tag.find(' '); sp2 != std::string_view::npos) {
+    if (isLevel(tag.substr(0, sp2))) {
+      tag.remove_prefix(sp2 + 1);
+    }
   }
   if (const size_t bracket = tag.find('['); bracket != std::string_view::npos) {
     tag = tag.substr(0, bracket);
@@ -114,6 +128,18 @@ class SyslogParser : public LineParser {
   bool parse(std::string_view line, RecordBatch* batch) override {
     Parsed p;
     if (!parseLine(line, &p)) {
+      // journalctl indents the further lines of a multi-line message under its first (the
+      // fallen-off-the-bus report): they belong to the record before.
+      const std::string_view cont = trimLeft(line);
+      if (held_ && cont.size() < line.size() && !cont.empty()) {
+        if (joined_.empty()) {
+          joined_.assign(held_->msg);
+        }
+        joined_ += '\n';
+        joined_.append(cont);
+        return true;
+      }
+      keepHeld();
       return false;
     }
     if (p.bsd) {
@@ -124,26 +150,60 @@ class SyslogParser : public LineParser {
       }
       // int64 ns end in 2262.
       if (year > 2261 || !isValidCivil(year, t.month, t.day, t.hour, t.min, t.sec)) {
+        keepHeld();
         return false;
       }
       year_ = year;
       last_month_ = t.month;
       p.ns = civilToNanos(year, t.month, t.day, t.hour, t.min, t.sec, t.frac);
     }
-    LogRecord& r = batch->records.emplace_back();
-    r.time_ns = p.ns;
-    r.node = p.host;
-    r.line = p.msg;
-    r.stream = p.tag == "kernel" ? StreamKind::kKernel : StreamKind::kOther;
-    r.labels_begin = static_cast<uint32_t>(batch->labels.size());
-    batch->labels.push_back({"syslog_identifier", p.tag});
-    r.labels_end = static_cast<uint32_t>(batch->labels.size());
+    flush(batch);
+    held_ = p;
     return true;
   }
 
+  void finish(RecordBatch* batch) override { flush(batch); }
+
  private:
-  int year_;            // of the last `Mon DD` stamp read
-  int last_month_ = 0;  // of the last `Mon DD` stamp read; 0 before the first
+  void flush(RecordBatch* batch) {
+    if (!held_) {
+      return;
+    }
+    LogRecord& r = batch->records.emplace_back();
+    r.time_ns = held_->ns;
+    r.node = owned_ ? batch->copy(held_->host) : held_->host;
+    r.line = joined_.empty() ? held_->msg : batch->copy(joined_);
+    r.stream = held_->tag == "kernel" ? StreamKind::kKernel : StreamKind::kOther;
+    r.labels_begin = static_cast<uint32_t>(batch->labels.size());
+    batch->labels.push_back({"syslog_identifier", owned_ ? batch->copy(held_->tag) : held_->tag});
+    r.labels_end = static_cast<uint32_t>(batch->labels.size());
+    held_.reset();
+    joined_.clear();
+    owned_ = false;
+  }
+  // The held record outlives the line it views only as a copy: a line may be reused once the
+  // parse() after it returns.
+  void keepHeld() {
+    if (!held_ || owned_) {
+      return;
+    }
+    if (joined_.empty()) {
+      joined_.assign(held_->msg);
+    }
+    host_.assign(held_->host);
+    tag_.assign(held_->tag);
+    held_->host = host_;
+    held_->tag = tag_;
+    owned_ = true;
+  }
+
+  int year_;                    // of the last `Mon DD` stamp read
+  int last_month_ = 0;          // of the last `Mon DD` stamp read; 0 before the first
+  std::optional<Parsed> held_;  // the last record, held back for its continuation lines
+  std::string joined_;          // its message with them, once it has any (or once it is kept)
+  bool owned_ = false;          // host_ and tag_ hold its host and tag
+  std::string host_;
+  std::string tag_;
 };
 
 }  // namespace

@@ -146,6 +146,31 @@ TEST(Archive, GzipZerosAfterACompleteMemberAreIgnoredAsGzipDoes) {
   EXPECT_EQ(errors.size(), 1U);
 }
 
+TEST(Archive, AFirstLineOfAFewBytesDoesNotHideTheFormat) {
+  // The format is told from the first read, which used to be the 4 bytes the magic check peeked.
+  ArchiveStats stats;
+  EXPECT_EQ(replay({{"n.dmesg", "\n[ 1.0] first\n", true}}, &stats),
+            std::vector<std::string>{"n|first"});
+  EXPECT_EQ(replay({{"s.log", "ok\nFeb 14 05:03:41 host-b kernel: x\n", true}}, &stats),
+            std::vector<std::string>{"host-b|x"});
+  EXPECT_EQ(stats.malformed, 1U);
+}
+
+TEST(Archive, TheLinesBeforeAGzipCorruptionAreRead) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) {
+    text += "[ " + std::to_string(i) + ".0] line " + std::to_string(i) + "\n";
+  }
+  std::string gz = gzip(text);
+  gz[gz.size() - 8] = static_cast<char>(~gz[gz.size() - 8]);  // the trailer's CRC-32
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  const auto lines = replay({{"n.dmesg.gz", gz, true}}, &stats, &errors);
+  EXPECT_EQ(lines.size(), 100U);  // as zcat gives them
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].message, "n.dmesg.gz: corrupt gzip data (incorrect data check)");
+}
+
 TEST(Archive, NodeFromFileName) {
   EXPECT_EQ(nodeFromFileName("/var/log/gpu-node-7.dmesg.zst"), "gpu-node-7");
   EXPECT_EQ(nodeFromFileName("n1"), "n1");

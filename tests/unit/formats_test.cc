@@ -85,6 +85,21 @@ TEST(Dmesg, JoinsPrintkContinuationLines) {
             "system has\nNVRM: fallen off the bus and is not responding to commands.");
 }
 
+TEST(Dmesg, ReadsTimeFormatIsoWithoutDecode) {
+  // util-linux `dmesg --time-format iso`: the comma before the microseconds marks it.
+  const std::string line =
+      "2025-01-21T04:41:44,283302+00:00 NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU has "
+      "fallen off the bus.";
+  const RecordBatch b = parseAll(Format::kDmesg, {line});
+  ASSERT_EQ(b.records.size(), 1U);
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 1, 21, 4, 41, 44, 283302000));
+  EXPECT_EQ(b.records[0].line, line.substr(33));
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(detectFormat(line + "\n"), Format::kDmesg);
+  // Stamps of syslog and journalctl, without the comma, stay syslog.
+  EXPECT_EQ(detectFormat("2024-02-14T05:03:41.123456+00:00 h kernel: x\n"), Format::kSyslog);
+}
+
 TEST(Dmesg, RejectsLinesWithoutAStamp) {
   auto p = makeParser(Format::kDmesg, {});
   RecordBatch b;
@@ -114,6 +129,38 @@ TEST(Syslog, ReadsBsdAndIsoFormsAndTheKernelTag) {
   EXPECT_EQ(b.records[2].node, "gpu-2");
   EXPECT_EQ(b.records[3].stream, StreamKind::kKernel);
   EXPECT_EQ(b.records[3].node, "str-s6100-acs-4");
+}
+
+TEST(Syslog, JoinsTheLinesJournalctlIndents) {
+  // NVIDIA/NVSentinel#155's report as `journalctl -k -o short-iso` prints it.
+  const RecordBatch b = parseAll(
+      Format::kSyslog,
+      {"2025-06-02T13:13:04+0000 gpu-7 kernel: NVRM: The NVIDIA GPU 0000:b3:00.0",
+       "                                      NVRM: (PCI ID: 10de:26b5) installed in this system "
+       "has",
+       "                                      NVRM: fallen off the bus and is not responding to "
+       "commands.",
+       "not syslog",
+       "2025-06-02T13:13:04+0000 gpu-7 kernel: NVRM: The NVIDIA probe routine failed for 1 "
+       "device(s)."});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].line,
+            "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this "
+            "system has\nNVRM: fallen off the bus and is not responding to commands.");
+  EXPECT_EQ(b.records[0].node, "gpu-7");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[1].line, "NVRM: The NVIDIA probe routine failed for 1 device(s).");
+}
+
+TEST(Syslog, OnlyALevelMayStandBeforeTheTag) {
+  // A container runtime's log read as syslog: "F kernel" is a pod's own text, not the kernel tag.
+  const RecordBatch b = parseAll(
+      Format::kSyslog,
+      {"2024-02-14T05:03:41.123456789Z stdout F kernel: NVRM: Xid (PCI:0000:44:00): 79, x",
+       "Apr  9 21:05:38.106121 sw-1 NOTICE kernel: igb 0000:00:14.0 eth0: NIC Link is Down"});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].stream, StreamKind::kOther);
+  EXPECT_EQ(b.records[1].stream, StreamKind::kKernel);
 }
 
 TEST(JournalJson, KernelOnlyWhereJournaldSaysSo) {

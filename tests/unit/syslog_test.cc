@@ -19,6 +19,7 @@ std::vector<int64_t> times(const std::vector<std::string>& lines, int year, int*
       ++*refused;
     }
   }
+  parser->finish(&batch);
   std::vector<int64_t> out;
   for (const LogRecord& r : batch.records) {
     out.push_back(r.time_ns);
