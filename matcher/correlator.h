@@ -96,14 +96,15 @@ class Correlator {
   // Whether advance() reads heard(): max_lag is above 0.
   bool hearsNodes() const { return max_lag_ns_ > 0; }
 
-  // How long (ns of event time) a node may send nothing before the correlator forgets it: the
-  // longer of kForgetAfterNs and the bank's longest duration plus max_lag, so that every window,
-  // dedup, burst and held cluster hit of the node has ended by then and forgetting changes no
-  // decision. Nodes that are tainted, hold a fault or a pending hit, or are suspect, are kept
-  // however long they are silent. What forgetting loses is the node's GPU UUID -> PCI aliases,
-  // learned again at its next driver load: a GPU reset naming only a UUID then recovers nothing.
-  // Without it, every node name ever seen would keep its state (BM_CorrelatorNodeState: 3.7 KB for
-  // a GPU node's boot) for the service's life, and node churn would grow memory without bound.
+  // How long (ns of event time) a node may send nothing (no hit, nor live with a max_lag any
+  // record: heard()) before the correlator forgets it: the longer of kForgetAfterNs and the bank's
+  // longest duration plus max_lag, so that every window, dedup, burst and held cluster hit of the
+  // node has ended by then and forgetting changes no decision. Nodes that are tainted, hold a
+  // fault or a pending hit, or are suspect, are kept however long they are silent. What forgetting
+  // loses is the node's GPU UUID -> PCI aliases, learned again at its next driver load: a GPU reset
+  // naming only a UUID then recovers nothing. Without it, every node name ever seen would keep its
+  // state (BM_CorrelatorNodeState: 3.7 KB for a GPU node's boot) for the service's life, and node
+  // churn would grow memory without bound.
   static constexpr int64_t kForgetAfterNs = int64_t{7} * 24 * 3600 * 1'000'000'000;
   int64_t forgetAfterNs() const { return forget_after_ns_; }
 
