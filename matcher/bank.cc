@@ -18,6 +18,9 @@ namespace {
 
 // Rule durations are added to event times (ns since the epoch, up to 2262 in int64): ten years
 // keeps every sum in range for any log time before 2252.
+constexpr std::string_view kJobReserved =
+    "field job is the pod's job label (matcher/bank.h kJobField): no capture or column may take "
+    "its name";
 constexpr int64_t kMaxDurationNs = int64_t{3650} * 86400 * 1'000'000'000;
 
 // Collects "file:line: cause" messages; the loader reports them all at once.
@@ -56,27 +59,35 @@ std::string scalar(const YAML::Node& n) {
   return n.IsDefined() && n.IsScalar() ? n.as<std::string>() : "";
 }
 
-// The line of a `---` that starts a second document (one with content after it), or 0. Load()
-// reads the first document only, so a second would be dropped unread; LoadAll() would find it, but
-// yaml-cpp 0.7's hangs on some inputs (a bank_fuzz finding). A `---` (or `--- ...`) line is a
-// document marker only at the start of a line, where no scalar's content can be.
+// The line of a `---` or `...` after which a second document starts (one with content after it),
+// or 0. Load() reads the first document only, so a second would be dropped unread; LoadAll() would
+// find it, but yaml-cpp 0.7's hangs on some inputs (a bank_fuzz finding). A `---` (or `--- ...`)
+// or `...` line is a document marker only at the start of a line, where no scalar's content can
+// be; `%` directive lines before the first content are no content.
 int secondDocument(std::string_view text) {
   bool content = false;  // the first document has some
-  int marker = 0;        // the line of a `---` after it
+  int marker = 0;        // the line of a `---` or `...` after it
   int line = 0;
+  auto isMarker = [](std::string_view l, std::string_view m) {
+    return l.substr(0, 3) == m && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+  };
   while (!text.empty()) {
     const size_t nl = text.find('\n');
     const std::string_view l = text.substr(0, nl);
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     ++line;
-    const bool is_marker =
-        l.substr(0, 3) == "---" && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
-    if (is_marker && content && marker == 0) {
+    const bool start = isMarker(l, "---");
+    const bool end = isMarker(l, "...");
+    if ((start || end) && content && marker == 0) {
       marker = line;
     }
-    const std::string_view rest = is_marker ? l.substr(3) : l;
+    if (end) {
+      continue;  // what follows `...` on its line is a comment
+    }
+    const std::string_view rest = start ? l.substr(3) : l;
     const size_t first = rest.find_first_not_of(" \t\r");
-    if (first != std::string_view::npos && rest[first] != '#') {
+    if (first != std::string_view::npos && rest[first] != '#' &&
+        !(!content && !start && rest[first] == '%')) {
       if (marker != 0) {
         return marker;
       }
@@ -240,14 +251,29 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
     return;
   }
   // The Set runs patterns unanchored: one that matches the empty text hits every line (or, as
-  // `^$`, only empty ones: no signature either).
+  // `^$`, only empty ones: no signature either); one that matches an empty string inside a line
+  // (`\b`, `x|\b`) hits nearly every line.
   if (RE2::FullMatch("", *sig.re)) {
     problems->add(file, n["pattern"], where + ": pattern matches an empty line, so every line");
     return;
   }
+  for (const std::string_view text : {"a", "a a", "[ 1.0] NVRM: x"}) {
+    for (size_t p = 0; p <= text.size(); ++p) {
+      if (sig.re->Match(text, p, p, RE2::ANCHOR_BOTH, nullptr, 0)) {
+        problems->add(file, n["pattern"],
+                      where + ": pattern matches an empty string inside the line \"" +
+                          std::string(text) + "\", so nearly every line");
+        return;
+      }
+    }
+  }
   sig.prefix = literalPrefix(*sig.re);
   sig.fields.assign(static_cast<size_t>(sig.re->NumberOfCapturingGroups()), "");
   for (const auto& [name, index] : sig.re->NamedCapturingGroups()) {
+    if (name == kJobField) {
+      problems->add(file, n["pattern"], where + ": " + std::string(kJobReserved));
+      return;
+    }
     sig.fields[static_cast<size_t>(index - 1)] = name;
   }
   if (const YAML::Node ex = n["examples"]) {
@@ -332,6 +358,10 @@ void parseTable(const YAML::Node& n, const std::string& file, Bank* bank, Proble
   // A hit's fields are looked up by name, the first one found: captures come before columns,
   // and columns in table order.
   for (auto c = t.columns.begin(); c != t.columns.end(); ++c) {
+    if (*c == kJobField) {
+      problems->add(file, n["columns"], where + ": " + std::string(kJobReserved));
+      return;
+    }
     if (std::find(sig->fields.begin(), sig->fields.end(), *c) != sig->fields.end()) {
       problems->add(file, n["columns"],
                     where + ": column " + *c + " is also a capture group of signature " + sig->id +
@@ -729,8 +759,19 @@ void compileSets(Bank* bank, Problems* problems) {
     }
     const std::string kind(streamKindName(static_cast<StreamKind>(k)));
     if (!set->Compile()) {
-      problems->addAt("(bank)", 0,
-                      "RE2::Set for stream kind " + kind + " does not compile (out of memory)");
+      // Named at the largest of its patterns, the likeliest to shrink.
+      const Signature* largest = nullptr;
+      for (uint32_t i : cs.signature) {
+        const Signature& sig = bank->signatures[i];
+        if (largest == nullptr || sig.re->ProgramSize() > largest->re->ProgramSize()) {
+          largest = &sig;
+        }
+      }
+      problems->addAt(largest->file, largest->file_line,
+                      "RE2::Set for stream kind " + kind +
+                          " does not compile (out of memory); its largest pattern is signature " +
+                          largest->id + "'s (RE2 program size " +
+                          std::to_string(largest->re->ProgramSize()) + ")");
       continue;
     }
     cs.set = std::move(set);
@@ -775,7 +816,7 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   for (const RuleFile& f : files) {
     try {
       if (const int line = secondDocument(f.text); line != 0) {
-        problems.addAt(f.name, line, "more than one YAML document (---): one per file");
+        problems.addAt(f.name, line, "more than one YAML document (--- or ...): one per file");
         continue;
       }
       docs.emplace_back(f.name, YAML::Load(f.text));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -30,6 +31,9 @@ struct Example {
 // The most capture groups a pattern may have: the matcher extracts a hit's fields into this many
 // groups, so a field of a later group would never be filled. Longer patterns are refused.
 constexpr int kMaxCaptureGroups = 32;
+// The field a pod hit carries its job in (the first of core/record.h's kJobLabels), which
+// distinct_jobs rules count: no capture group or table column may take its name.
+inline constexpr std::string_view kJobField = "job";
 
 struct Signature {
   std::string id;

@@ -370,7 +370,7 @@ bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields
   // Per job: one job's prints must not hide another job's episode on the node, which is what
   // such a rule counts.
   std::erase_if(c.jobs_counted, [&](const auto& j) { return t - j.second >= rule.dedup_ns; });
-  const std::string_view job = fieldOf(fields, "job");
+  const std::string_view job = fieldOf(fields, kJobField);
   if (std::any_of(c.jobs_counted.begin(), c.jobs_counted.end(),
                   [&](const auto& j) { return j.first == job; })) {
     return true;
@@ -385,7 +385,7 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
   if (!rule.corroborated_by.empty() && corroborate(ri, node, node_name, f, ev, out)) {
     return;
   }
-  const std::string_view job = rule.distinct_jobs ? fieldOf(f, "job") : "";
+  const std::string_view job = rule.distinct_jobs ? fieldOf(f, kJobField) : "";
   if (rule.distinct_jobs && job.empty()) {
     return;  // a pod without a job label: only corroboration decides
   }
@@ -398,7 +398,7 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
                    c.evidence.end() - static_cast<std::ptrdiff_t>(c.times.size()));
   if (rule.distinct_jobs &&
       std::any_of(c.evidence.begin(), c.evidence.end(),
-                  [&](const Evidence& e) { return fieldOf(e.fields, "job") == job; })) {
+                  [&](const Evidence& e) { return fieldOf(e.fields, kJobField) == job; })) {
     return;  // this job's episode is counted already: one job implicates its nodes once
   }
   c.times.push_back(ev.time_ns);

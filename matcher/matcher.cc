@@ -262,7 +262,7 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       if (const std::string_view job = rec.stream == StreamKind::kPod ? batch.job(rec) : "";
           !job.empty()) {
         for (size_t h = first_hit; h < hits->size(); ++h) {
-          (*hits)[h].fields.emplace_back("job", job);
+          (*hits)[h].fields.emplace_back(kJobField, job);
         }
       }
     }

@@ -225,6 +225,70 @@ TEST(Bank, RefusesAPatternThatMatchesAnEmptyLine) {
   }
 }
 
+TEST(Bank, RefusesAPatternThatMatchesAnEmptyStringInsideALine) {
+  for (const char* pattern : {R"(\b)", R"((?:NVRM: Xid)?\b)", R"(x|\b)", R"(\w*\b)"}) {
+    const std::string what = problemsOf({{"a.yaml", std::string(R"(signatures:
+  - id: s
+    streams: [kernel]
+    severity: fatal
+    pattern: ')") + pattern + R"('
+    examples: {match: ['NVRM: Xid (0000:01:00): 79, x']}
+)"}});
+    EXPECT_TRUE(reports(what,
+                        "a.yaml:5: signature s: pattern matches an empty string inside the "
+                        "line \"a\", so nearly every line"))
+        << pattern << ": " << what;
+  }
+  EXPECT_EQ(problemsOf({{"a.yaml", R"(signatures:
+  - id: s
+    streams: [kernel]
+    severity: fatal
+    pattern: '\bXid\b'
+    examples: {match: ['NVRM: Xid (0000:01:00): 79, x']}
+)"}}),
+            "");
+}
+
+TEST(Bank, TheJobFieldIsNoCaptureOrColumn) {
+  // A pod hit's job field is its pod's job label, which distinct_jobs rules count: a capture named
+  // job came first and let one job count as several.
+  const std::string what = problemsOf({{"a.yaml", R"(signatures:
+  - id: s
+    streams: [pod]
+    severity: info
+    pattern: 'HANG in (?P<job>\w+)'
+    examples: {match: ['HANG in alpha']}
+  - id: t
+    streams: [pod]
+    severity: info
+    pattern: 'STALL (?P<code>\d+)'
+    examples: {match: ['STALL 7']}
+tables:
+  - {id: u, signature: t, key: [code], columns: [job], rows: [[7, x]]}
+)"}});
+  for (const char* problem : {
+           "a.yaml:5: signature s: field job is the pod's job label",
+           "a.yaml:13: table u: field job is the pod's job label",
+       }) {
+    EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
+  }
+}
+
+TEST(Bank, ASetOutOfMemoryNamesItsLargestPattern) {
+  // Each pattern compiles alone; the Set of the kind does not fit RE2's memory budget.
+  const std::string what = problemsOf({{"a.yaml", R"(signatures:
+  - id: big
+    streams: [kernel]
+    severity: fatal
+    pattern: '\pL{200}X'
+    examples: {match: [')" + std::string(200, 'a') + R"(X']}
+)"}});
+  EXPECT_TRUE(reports(what,
+                      "a.yaml:2: RE2::Set for stream kind kernel does not compile (out of "
+                      "memory); its largest pattern is signature big's"))
+      << what;
+}
+
 TEST(Bank, RefusesAWhereValueOrExpectedFieldThatIsNotAScalar) {
   const std::string text = std::string(kOneSignature) + R"(  - id: s2
     streams: [kernel]
@@ -357,13 +421,17 @@ TEST(Bank, AFileOfCommentsOnlyIsEmpty) {
 // yaml-cpp's Load() reads the first document only: what follows a `---` would be lost unread.
 TEST(Bank, RefusesAFileOfSeveralDocuments) {
   // kOneSignature is 6 lines; the second document starts on line 7.
-  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\nrules: []\n"}}),
-            "a.yaml:7: more than one YAML document (---): one per file\n");
-  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "--- {rules: []}\n"}}),
-            "a.yaml:7: more than one YAML document (---): one per file\n");
-  // A `---` before the first document, and one followed by comments only, start no second one.
+  const std::string two = "a.yaml:7: more than one YAML document (--- or ...): one per file\n";
+  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\nrules: []\n"}}), two);
+  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "--- {rules: []}\n"}}), two);
+  // A document end marker: Load() stops there too.
+  EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "...\nrules: []\n"}}), two);
+  // A `---` before the first document, and one followed by comments only, start no second one;
+  // nor does a directive before the first, or a last `...`.
   EXPECT_EQ(problemsOf({{"a.yaml", "# x\n---\n" + std::string(kOneSignature) + "---\n# y\n"}}), "");
   EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\n"}}), "");  // a bare end
+  EXPECT_EQ(problemsOf({{"a.yaml", "%YAML 1.2\n---\n" + std::string(kOneSignature) + "...\n"}}),
+            "");
 }
 
 TEST(Bank, LiteralPrefixIsWhatEveryMatchStartsWith) {
