@@ -270,7 +270,7 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
   sig.prefix = literalPrefix(*sig.re);
   sig.fields.assign(static_cast<size_t>(sig.re->NumberOfCapturingGroups()), "");
   for (const auto& [name, index] : sig.re->NamedCapturingGroups()) {
-    if (name == kJobField) {
+    if (name == kJobField && sig.appliesTo(StreamKind::kPod)) {
       problems->add(file, n["pattern"], where + ": " + std::string(kJobReserved));
       return;
     }
@@ -358,7 +358,7 @@ void parseTable(const YAML::Node& n, const std::string& file, Bank* bank, Proble
   // A hit's fields are looked up by name, the first one found: captures come before columns,
   // and columns in table order.
   for (auto c = t.columns.begin(); c != t.columns.end(); ++c) {
-    if (*c == kJobField) {
+    if (*c == kJobField && sig->appliesTo(StreamKind::kPod)) {
       problems->add(file, n["columns"], where + ": " + std::string(kJobReserved));
       return;
     }

@@ -32,7 +32,8 @@ struct Example {
 // groups, so a field of a later group would never be filled. Longer patterns are refused.
 constexpr int kMaxCaptureGroups = 32;
 // The field a pod hit carries its job in (the first of core/record.h's kJobLabels), which
-// distinct_jobs rules count: no capture group or table column may take its name.
+// distinct_jobs rules count: no capture group or table column of a pod signature may take its
+// name.
 inline constexpr std::string_view kJobField = "job";
 
 struct Signature {

@@ -99,12 +99,15 @@ class Correlator {
   // How long (ns of event time) a node may send nothing (no hit, nor live with a max_lag any
   // record: heard()) before the correlator forgets it: the longer of kForgetAfterNs and the bank's
   // longest duration plus max_lag, so that every window, dedup, burst and held cluster hit of the
-  // node has ended by then and forgetting changes no decision. Nodes that are tainted, hold a
-  // fault or a pending hit, or are suspect, are kept however long they are silent. What forgetting
-  // loses is the node's GPU UUID -> PCI aliases, learned again at its next driver load: a GPU reset
-  // naming only a UUID then recovers nothing. Without it, every node name ever seen would keep its
-  // state (BM_CorrelatorNodeState: 3.7 KB for a GPU node's boot) for the service's life, and node
-  // churn would grow memory without bound.
+  // node has ended by then. Nodes that are tainted, hold a fault or a pending hit, or are suspect,
+  // are kept however long they are silent. Forgetting changes no decision but in two cases: a
+  // node whose log comes back after that long a silence with older stamps (a week-old backlog)
+  // meets none of its hits from before the silence, as a node silent for max_lag already has its
+  // timers decided on the others' time; and the node's GPU UUID -> PCI aliases are lost until the
+  // driver prints the next `NVRM: GPU at PCI:` line (it does with an Xid), so that a GPU reset
+  // naming only a UUID meanwhile recovers nothing. Without it, every node name ever seen would keep
+  // its state (BM_CorrelatorNodeState: 3.7 KB for a GPU node's boot) for the service's life, and
+  // node churn would grow memory without bound.
   static constexpr int64_t kForgetAfterNs = int64_t{7} * 24 * 3600 * 1'000'000'000;
   int64_t forgetAfterNs() const { return forget_after_ns_; }
 

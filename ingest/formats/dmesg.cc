@@ -80,6 +80,27 @@ bool isDictionaryEntry(std::string_view s) {
                      [](char c) { return (c >= 'A' && c <= 'Z') || isDigit(c) || c == '_'; });
 }
 
+// util-linux dmesg's iso stamp and the space after it: "2025-01-21T04:41:44,283302+00:00 ", in
+// exactly this shape (a comma, 6 digits, an offset with a colon), which no syslog, journalctl or
+// application stamp ("2025-01-21 04:41:44,283 WARNING") has.
+constexpr size_t kDmesgIsoBytes = 32;
+bool isDmesgIso(std::string_view s) {
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd,dddddd+dd:dd ";
+  if (s.size() <= kDmesgIsoBytes) {
+    return false;
+  }
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const char want = kShape[i];
+    const bool ok = want == 'd'   ? isDigit(s[i])
+                    : want == '+' ? s[i] == '+' || s[i] == '-'
+                                  : s[i] == want;
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
 enum class Stamp { kNone, kUptime, kDelta, kAbsolute };
 
 struct Head {
@@ -94,14 +115,11 @@ Head parseHead(std::string_view line) {
   Head h;
   std::string_view s = line;
   // /dev/kmsg: "prio,seq,usec,flags;msg", or dmesg --time-format iso (util-linux):
-  // "2025-01-21T04:41:44,283302+00:00 msg". The comma before the microseconds tells the latter
-  // from a syslog or journalctl -o short-iso stamp, which never has one.
+  // "2025-01-21T04:41:44,283302+00:00 msg".
   if (!s.empty() && isDigit(s.front())) {
-    size_t used = 0;
-    if (s.size() > 20 && s[19] == ',' && parseRfc3339(s, &h.ns, &used) && used < s.size() &&
-        s[used] == ' ') {
+    if (isDmesgIso(s) && parseRfc3339(s.substr(0, kDmesgIsoBytes), &h.ns)) {
       h.stamp = Stamp::kAbsolute;
-      h.msg = s.substr(used + 1);
+      h.msg = s.substr(kDmesgIsoBytes + 1);
       return h;
     }
     const size_t semi = s.find(';');

@@ -132,9 +132,7 @@ class SyslogParser : public LineParser {
       // fallen-off-the-bus report): they belong to the record before.
       const std::string_view cont = trimLeft(line);
       if (held_ && cont.size() < line.size() && !cont.empty()) {
-        if (joined_.empty()) {
-          joined_.assign(held_->msg);
-        }
+        keepHeld();
         joined_ += '\n';
         joined_.append(cont);
         return true;

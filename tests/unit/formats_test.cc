@@ -96,8 +96,13 @@ TEST(Dmesg, ReadsTimeFormatIsoWithoutDecode) {
   EXPECT_EQ(b.records[0].line, line.substr(33));
   EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
   EXPECT_EQ(detectFormat(line + "\n"), Format::kDmesg);
-  // Stamps of syslog and journalctl, without the comma, stay syslog.
+  // Stamps of syslog and journalctl, without the comma, stay syslog; an application's log with a
+  // comma (Python logging, log4j) is no kernel log.
   EXPECT_EQ(detectFormat("2024-02-14T05:03:41.123456+00:00 h kernel: x\n"), Format::kSyslog);
+  EXPECT_NE(detectFormat("2025-01-21 04:41:44,283 WARNING NVRM: Xid (PCI:0000:44:00): 79\n"),
+            Format::kDmesg);
+  EXPECT_NE(detectFormat("2025-01-21T04:41:44,283+00:00 x: NVRM: Xid (PCI:0000:44:00): 79\n"),
+            Format::kDmesg);
 }
 
 TEST(Dmesg, RejectsLinesWithoutAStamp) {
@@ -150,6 +155,26 @@ TEST(Syslog, JoinsTheLinesJournalctlIndents) {
   EXPECT_EQ(b.records[0].node, "gpu-7");
   EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
   EXPECT_EQ(b.records[1].line, "NVRM: The NVIDIA probe routine failed for 1 device(s).");
+}
+
+TEST(Syslog, AHeldRecordOutlivesItsLine) {
+  // LineParser::parse: a line may be reused once the parse() after it returns.
+  auto parser = makeParser(Format::kSyslog, {});
+  RecordBatch b;
+  std::string head = "2025-06-02T13:13:04+0000 gpu-7 kernel: NVRM: The NVIDIA GPU 0000:b3:00.0";
+  std::string cont = "      NVRM: fallen off the bus.";
+  ASSERT_TRUE(parser->parse(head, &b));
+  ASSERT_TRUE(parser->parse(cont, &b));
+  head.assign(head.size(), 'z');
+  cont.assign(cont.size(), 'z');
+  const std::string next = "2025-06-02T13:13:05+0000 gpu-8 systemd[1]: x";
+  ASSERT_TRUE(parser->parse(next, &b));
+  parser->finish(&b);
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].node, "gpu-7");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[0].line, "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: fallen off the bus.");
+  EXPECT_EQ(b.labels[b.records[0].labels_begin].value, "kernel");
 }
 
 TEST(Syslog, OnlyALevelMayStandBeforeTheTag) {
