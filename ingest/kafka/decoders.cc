@@ -86,7 +86,8 @@ bool parseTime(element v, int64_t* ns) {
     return false;
   }
   size_t consumed = 0;
-  if (parseRfc3339(s, ns, &consumed) && consumed == s.size()) {
+  if (int64_t t = 0; parseRfc3339(s, &t, &consumed) && consumed == s.size()) {
+    *ns = t;  // only a whole stamp: "12:00:00 +0200" must not pass for 12:00Z
     return true;
   }
   // journald exports __REALTIME_TIMESTAMP as a string of µs digits.
@@ -150,11 +151,12 @@ class KafkaDecoder::JsonFields {
     node = slots(fields.node, true);
     time = slots(fields.time, false);
     labels = slots(label_fields, true);
+    job = slots(fields.job, true);
   }
 
   simdjson::dom::parser parser;  // keeps its buffers from one message to the next
   // Slots of each list's paths, in the list's order.
-  std::vector<uint32_t> line, node, time, labels;
+  std::vector<uint32_t> line, node, time, labels, job;
 
   // Finds every path in `doc`; then at(slot) is the value at that slot's path, or nullptr.
   // Returns false if a node or label path occurs twice with different values.
@@ -402,6 +404,9 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
         v != nullptr && v->get(value) == simdjson::SUCCESS) {
       batch->labels.push_back({batch->copy(label_fields_[i]), batch->copy(value)});
     }
+  }
+  if (const std::string_view job = json_->firstString(json_->job); !job.empty()) {
+    batch->labels.push_back({kJobLabels[0], batch->copy(job)});
   }
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());
   classify(rules_, *batch, &rec);

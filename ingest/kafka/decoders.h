@@ -32,10 +32,11 @@ enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
 
 // Dotted field paths for the json encoding, each list tried in order; the first present wins.
 // A path "a.b" matches a flat key "a.b" as well as the nested {"a": {"b": ...}}. Of two such
-// spellings of a line or time path in one message, the first in document order is taken; a node
-// or pod path (or a kernel marker) found twice with different values (null or "" against a value
-// counts) leaves the record's node and stream ambiguous, and the message is refused as malformed:
-// with Fluent Bit's Merge_Log a pod's own JSON keys come first and could pass for the shipper's.
+// spellings of a line or time path in one message, the first in document order is taken; a node,
+// pod or job path (or a kernel marker) found twice with different values (null or "" against a
+// value counts) leaves the record's node, stream or job ambiguous, and the message is refused as
+// malformed: with Fluent Bit's Merge_Log a pod's own JSON keys come first and could pass for the
+// shipper's.
 struct KafkaJsonFields {
   std::vector<std::string> line = {"message", "log", "msg", "MESSAGE", "body"};
   std::vector<std::string> node = {"kubernetes.pod_node_name",
@@ -53,6 +54,21 @@ struct KafkaJsonFields {
   std::vector<std::string> pod = {"kubernetes.pod_name", "kubernetes.pod_namespace",
                                   "kubernetes.namespace_name", "kubernetes.container_name",
                                   "k8s.pod.name"};
+  // The pod's job, the first present and non-empty, kept as the record's label k8s.job.name
+  // (core/record.h kJobLabels: the NCCL rules count distinct jobs): the Job controller's,
+  // Kubeflow's and JobSet's pod labels in Vector's kubernetes.pod_labels and Fluent Bit's
+  // kubernetes.labels maps. No top-level job key is read: such keys are the pod's own to write
+  // (Fluent Bit's Merge_Log without Merge_Log_Key), and a pod naming its own jobs could count as
+  // several. Merge_Log without a key still lets a pod's JSON claim a job its shipper's map does
+  // not name, as it can a node (README, "The live service"): set Merge_Log_Key.
+  std::vector<std::string> job = {"kubernetes.pod_labels.job-name",
+                                  "kubernetes.pod_labels.batch.kubernetes.io/job-name",
+                                  "kubernetes.pod_labels.training.kubeflow.org/job-name",
+                                  "kubernetes.pod_labels.jobset.sigs.k8s.io/jobset-name",
+                                  "kubernetes.labels.job-name",
+                                  "kubernetes.labels.batch.kubernetes.io/job-name",
+                                  "kubernetes.labels.training.kubeflow.org/job-name",
+                                  "kubernetes.labels.jobset.sigs.k8s.io/jobset-name"};
 };
 
 struct KafkaTopicConfig {

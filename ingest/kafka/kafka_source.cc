@@ -142,10 +142,11 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
   }
   if (const YAML::Node fields = node["fields"]) {
     const std::string fpath = path + ".fields";
-    checkKeys(fields, fpath + ".", {"line", "node", "time", "pod"});
+    checkKeys(fields, fpath + ".", {"line", "node", "time", "pod", "job"});
     KafkaJsonFields& f = topic.fields;
-    for (auto [key, list] : {std::pair{"line", &f.line}, std::pair{"node", &f.node},
-                             std::pair{"time", &f.time}, std::pair{"pod", &f.pod}}) {
+    for (auto [key, list] :
+         {std::pair{"line", &f.line}, std::pair{"node", &f.node}, std::pair{"time", &f.time},
+          std::pair{"pod", &f.pod}, std::pair{"job", &f.job}}) {
       if (const YAML::Node n = fields[key]) {
         *list = stringsAt(n, fpath + "." + key, true);
       }
@@ -401,9 +402,20 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
           ready.emplace_back(first);
         }
       } else {
+        // Only what the open batch can still take, by messages, and by records and bytes at its
+        // messages' mean so far: a message taken from librdkafka's queue no longer counts toward
+        // that queue's bound, so none may wait here while the batch is processed.
+        size_t room = std::min(kPollBatch, config_.batch_max_messages - pending);
+        if (const size_t records = batch.records.size(); records < config_.batch_max_messages) {
+          room =
+              std::min(room, (config_.batch_max_messages - records) / (records / pending + 1) + 1);
+        }
+        if (const size_t used = batch.memoryBytes(); used < config_.batch_max_bytes) {
+          room = std::min(room, (config_.batch_max_bytes - used) / (used / pending + 1) + 1);
+        }
         std::array<rd_kafka_message_t*, kPollBatch> polled{};
         const ssize_t n =
-            rd_kafka_consume_batch_queue(consumer_queue.get(), 0, polled.data(), polled.size());
+            rd_kafka_consume_batch_queue(consumer_queue.get(), 0, polled.data(), room);
         for (ssize_t i = 0; i < n; ++i) {
           ready.emplace_back(polled[static_cast<size_t>(i)]);
         }

@@ -58,7 +58,8 @@ struct KafkaConfig {
   //       encoding: raw                # raw | json | otlp_proto | otlp_json
   //       stream: kernel               # kernel | pod | other (default other)
   //       node_header: node            # "" disables
-  //       fields: {line: [..], node: [..], time: [..], pod: [..]}   # json only; replace defaults
+  //       fields: {line: [..], node: [..], time: [..], pod: [..], job: [..]}  # json only;
+  //                                    # each replaces its defaults (KafkaJsonFields)
   // Throws std::runtime_error naming the offending key (e.g. "kafka.topics[1].encoding").
   // Properties are checked against librdkafka here, so an unknown one fails at load time.
   static KafkaConfig fromYaml(const YAML::Node& node);

@@ -194,6 +194,35 @@ TEST(KafkaJsonDecoder, VectorKubernetesLogs) {
   EXPECT_EQ(rec.time_ns, civilToNanos(2025, 2, 23, 16, 24, 18, 123456789));
   EXPECT_EQ(rec.stream, StreamKind::kPod);  // even on a topic configured as kernel
   EXPECT_EQ(batch.label(rec, "kubernetes.pod_name"), "train-0");
+  EXPECT_EQ(batch.job(rec), "");  // a pod of no Job
+}
+
+// The NCCL rules count distinct jobs (rules/nccl-pytorch.yaml): a pod's Job comes from the pod
+// labels each shipper adds.
+TEST(KafkaJsonDecoder, APodsJobFromVectorAndFluentBitLabels) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const LogRecord& vector = decodeOne(decoder, message(R"({"message": "x",
+      "kubernetes": {"pod_name": "train-0-abc", "pod_node_name": "gpu-7",
+                     "pod_labels": {"batch.kubernetes.io/job-name": "train-0",
+                                    "job-name": "train-0"}}})"),
+                                      &batch);
+  EXPECT_EQ(batch.job(vector), "train-0");
+  const LogRecord& fluent = decodeOne(decoder, message(R"({"log": "x",
+      "kubernetes": {"pod_name": "w-0", "host": "gpu-3",
+                     "labels": {"jobset.sigs.k8s.io/jobset-name": "llama"}}})"),
+                                      &batch);
+  EXPECT_EQ(batch.job(fluent), "llama");
+  // A pod's own key that claims another job than its shipper's leaves the job ambiguous; a
+  // top-level job key is none of the shipper's.
+  EXPECT_FALSE(decoder.decode(message(R"({"log": "x",
+      "kubernetes": {"pod_name": "w-0", "host": "gpu-3", "labels": {"job-name": "w"}},
+      "kubernetes.labels.job-name": "fake"})"),
+                              kReceiveNs, &batch));
+  const LogRecord& own = decodeOne(decoder, message(R"({"log": "x", "k8s.job.name": "fake",
+      "job-name": "fake", "kubernetes": {"pod_name": "w-0", "host": "gpu-3"}})"),
+                                   &batch);
+  EXPECT_EQ(batch.job(own), "");
 }
 
 TEST(KafkaJsonDecoder, FluentBitTailWithKubernetesFilter) {
@@ -345,6 +374,15 @@ TEST(KafkaJsonDecoder, UnparseableTimeFallsBackToMessageTimestamp) {
   const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
   RecordBatch batch;
   KafkaMessage msg = message(R"({"message": "x", "timestamp": "yesterday"})");
+  msg.timestamp_ms = 1000;
+  EXPECT_EQ(decodeOne(decoder, msg, &batch).time_ns, 1'000'000'000);
+}
+
+TEST(KafkaJsonDecoder, ATimeReadOnlyInPartIsNoTime) {
+  // "12:00:00 +0200" is 10:00Z: a stamp whose zone follows a space is not read as 12:00Z.
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  KafkaMessage msg = message(R"({"message": "x", "time": "2024-05-01 12:00:00 +0200"})");
   msg.timestamp_ms = 1000;
   EXPECT_EQ(decodeOne(decoder, msg, &batch).time_ns, 1'000'000'000);
 }
