@@ -14,11 +14,13 @@
 namespace faultline {
 
 void validateTaint(const Taint& t) {
-  // Kubernetes label-name and label-value syntax (apimachinery validation: qualified name).
-  static const RE2 kKey(
-      R"(([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)");
+  // Kubernetes label-name and label-value syntax (apimachinery validation: qualified name, whose
+  // prefix is a DNS-1123 subdomain of at most 253 characters).
+  static const RE2 kKey(R"((([a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?)"
+                        R"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)");
   static const RE2 kValue(R"(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)");
-  if (!RE2::FullMatch(t.key, kKey)) {
+  const size_t slash = t.key.find('/');
+  if (!RE2::FullMatch(t.key, kKey) || (slash != std::string::npos && slash > 253)) {
     throw std::runtime_error("taint key '" + t.key + "' is not a qualified name");
   }
   if (!RE2::FullMatch(t.value, kValue)) {

@@ -92,7 +92,7 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
   int mi = 0;
   int sec = 0;
   if (!digits(s, 0, 4, &y) || s.size() < 19 || s[4] != '-' || !digits(s, 5, 2, &mo) ||
-      s[7] != '-' || !digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != ' ') ||
+      s[7] != '-' || !digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
       !digits(s, 11, 2, &h) || s[13] != ':' || !digits(s, 14, 2, &mi) || s[16] != ':' ||
       !digits(s, 17, 2, &sec)) {
     return false;
@@ -117,7 +117,7 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
     }
   }
   int64_t offset_s = 0;
-  if (i < s.size() && s[i] == 'Z') {
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
     ++i;
   } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
     const int64_t sign = s[i] == '-' ? -1 : 1;
@@ -136,10 +136,12 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
     offset_s = sign * (oh * 3600 + om * 60);
     i = j + 2;
   }
-  *time_ns = civilToNanos(y, mo, d, h, mi, sec, nanos) - offset_s * kNanosPerSecond;
   if (consumed != nullptr) {
     *consumed = i;
+  } else if (i != s.size()) {
+    return false;
   }
+  *time_ns = civilToNanos(y, mo, d, h, mi, sec, nanos) - offset_s * kNanosPerSecond;
   return true;
 }
 

@@ -27,9 +27,11 @@ std::string formatRfc3339(int64_t time_ns);
 
 // Parses RFC 3339 / ISO 8601 timestamps: "2025-02-23T16:24:18Z", with a fraction of up to 9
 // digits after '.' or ',', and a "Z" or "+hh:mm"/"+hhmm" offset (no offset = UTC). Also accepts a
-// space instead of 'T'. Rejects dates and times that do not exist (isValidCivil), offsets beyond
-// +-23:59 and years outside 1678..2261 (beyond int64 ns). On success stores ns and the number of
-// characters consumed.
+// space instead of 'T', and 't' and 'z' (RFC 3339 5.6). Rejects dates and times that do not exist
+// (isValidCivil), offsets beyond +-23:59 and years outside 1678..2261 (beyond int64 ns). With
+// `consumed`, the stamp may be followed by other text, and on success the number of characters it
+// took is stored there; without, the whole text must be the stamp ("12:00:00 +0200" is none). On
+// success stores ns; on failure changes nothing.
 bool parseRfc3339(std::string_view text, int64_t* time_ns, size_t* consumed = nullptr);
 
 // Parses a duration such as "90s", "10m", "1h", "500ms", "2d" or "1h30m". Returns false on

@@ -40,7 +40,8 @@ int64_t intOf(element v) {
   }
   if (v.get(s) == SUCCESS) {  // OTLP JSON writes 64-bit integers as decimal strings
     int64_t n = 0;
-    return std::from_chars(s.data(), s.data() + s.size(), n).ec == std::errc() ? n : 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    return ec == std::errc() && end == s.data() + s.size() ? n : 0;  // "2025-03-03t..." is none
   }
   return 0;
 }
@@ -524,6 +525,9 @@ class LokiJsonlParser : public LineParser {
     std::string_view ts;
     if (member(e, "timestamp", &v) && (v.get(ts) != SUCCESS || !parseRfc3339(ts, &ns))) {
       ns = intOf(v);  // a nanosecond epoch, as the push API writes it
+      if (ns <= 0) {
+        return false;  // a stamp that is neither: not logcli's
+      }
     }
     LogRecord& r = batch->records.emplace_back();
     r.time_ns = ns;

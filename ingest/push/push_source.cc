@@ -20,6 +20,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 #include <poll.h>
+#include <snappy.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
@@ -159,7 +160,9 @@ PushServer::PushServer(PushConfig config, BatchQueue* queue, Metrics* metrics,
   metrics_->declare("faultline_bytes_total", T::kCounter,
                     "Bytes of request bodies after Content-Encoding, by source and format");
   metrics_->declare("faultline_records_rejected_total", T::kCounter,
-                    "OTLP log records without a usable line (partial success)");
+                    "Records dropped from accepted requests, by source and format: OTLP log "
+                    "records without a usable line (partial success), and records whose labels "
+                    "or attributes name no node");
   metrics_->declare("faultline_lines_truncated_total", T::kCounter,
                     "Lines cut to max_line_bytes, by source");
   metrics_->declare("faultline_push_requests_rejected_total", T::kCounter,
@@ -561,12 +564,13 @@ PushServer::Response PushServer::reject(Protocol protocol, bool json, int status
 PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
   const std::string type = mediaType(req.content_type);
   const bool json = type == "application/json";
-  // `snappy` is a no-op (some Loki clients set it for their snappy protobuf body, loki#3407);
+  // `snappy` is a no-op for Loki (some Loki clients set it for their snappy protobuf body,
+  // loki#3407), where an OTLP body so marked is compressed: refused with 415, not misread;
   // `x-gzip` is gzip (RFC 9110 8.4.1.3).
   const std::string encoding = lower(req.content_encoding);
   const bool inflated = encoding == "gzip" || encoding == "x-gzip" || encoding == "deflate";
-  const bool known_encoding =
-      inflated || encoding.empty() || encoding == "identity" || encoding == "snappy";
+  const bool known_encoding = inflated || encoding.empty() || encoding == "identity" ||
+                              (encoding == "snappy" && protocol == Protocol::kLoki);
   const std::string too_large = "body (after Content-Encoding) over the limit of " +
                                 std::to_string(config_.max_body_bytes) + " bytes";
   if (!authorized(req)) {
@@ -603,8 +607,15 @@ PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
   const size_t body_bytes = body.size();
   // Until the batch is queued (where queue_bytes counts it) or refused; a decoder needs several
   // times its body, and the gate keeps that to max_body_bytes of bodies whatever the number of
-  // server threads.
-  const ByteGate::Admission decoding = decoding_.admit(body_bytes);
+  // server threads. A Loki protobuf body counts as it decompresses (snappy's header says how
+  // much; the decoder refuses more than max_body_bytes).
+  size_t decoded_bytes = body_bytes;
+  if (protocol == Protocol::kLoki && !json &&
+      !snappy::GetUncompressedLength(body.data(), body.size(), &decoded_bytes)) {
+    decoded_bytes = body_bytes;  // not snappy: the decoder refuses it
+  }
+  const ByteGate::Admission decoding =
+      decoding_.admit(std::min(decoded_bytes, config_.max_body_bytes));
   BatchQueue::Item item;
   RecordBatch& batch = item.batch;
   uint64_t rejected = 0;
@@ -637,6 +648,22 @@ PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
   body = std::string();  // records point into the batch's arena or a buffer it holds
   uint64_t truncated = 0;
   const int64_t now = nowNanos();
+  // A record whose labels name no node cannot be attributed: decided for a node "", every such
+  // stream of every machine would be one node's log.
+  const size_t decoded = batch.records.size();
+  std::erase_if(batch.records, [](const LogRecord& r) { return r.node.empty(); });
+  const uint64_t nodeless = decoded - batch.records.size();
+  if (nodeless > 0 && !warned_nodeless_.exchange(true)) {
+    std::string names;
+    for (const std::string& n : config_.streams.node_labels) {
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    spdlog::warn(
+        "http: a {} push names no node for some records (none of the labels {}); they are "
+        "dropped and counted in faultline_records_rejected_total",
+        protocol == Protocol::kLoki ? "Loki" : "OTLP", names);
+  }
+  rejected += protocol == Protocol::kOtlp ? nodeless : 0;
   for (LogRecord& r : batch.records) {
     if (r.line.size() > config_.max_line_bytes) {
       r.line = r.line.substr(0, config_.max_line_bytes);
@@ -659,12 +686,17 @@ PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
     metrics_->add("faultline_lines_truncated_total", Metrics::label("source", "http"), truncated);
   }
   if (protocol == Protocol::kLoki) {
+    if (nodeless > 0) {
+      metrics_->add("faultline_records_rejected_total", labels, nodeless);
+    }
     return {204, "", "", {}};
   }
   if (rejected > 0) {
     metrics_->add("faultline_records_rejected_total", labels, rejected);
   }
-  const std::string why = "log records without a string body or MESSAGE";
+  const std::string why = nodeless > 0 ? "log records without a node (resource or record "
+                                         "attribute) or without a string body or MESSAGE"
+                                       : "log records without a string body or MESSAGE";
   if (json) {
     return {200, "application/json", otlpJsonResponse(rejected, why), {}};
   }

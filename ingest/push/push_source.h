@@ -3,11 +3,13 @@
 //
 //   POST /loki/api/v1/push  Content-Type application/json: JSON; anything else: protobuf
 //                           PushRequest in snappy block format (ingest/push/loki.h). 204.
-//                           X-Scope-OrgID becomes the label `tenant`.
+//                           X-Scope-OrgID becomes the label `tenant`. Entries of a stream
+//                           whose labels name no node (StreamRules::node_labels) are dropped
+//                           and counted (faultline_records_rejected_total), the others taken.
 //   POST /v1/logs           Content-Type application/x-protobuf or application/json
 //                           (ExportLogsServiceRequest, ingest/otlp/otlp.h). 200 with an
 //                           ExportLogsServiceResponse in the request's encoding; records
-//                           without a line are counted in partial_success.
+//                           without a line or a node are counted in partial_success.
 //   GET /healthz            200 while the process serves.
 //   GET /readyz             200 once the rules are loaded and the sinks reachable, else 503.
 //   GET /metrics            Prometheus text (core/metrics.h).
@@ -19,8 +21,9 @@
 // pause as long as read_timeout; else the connection is dropped unanswered. So a client trickling
 // bytes holds a thread for at most about 20 s, and one holding it longer must keep sending 64
 // KiB/s. Content-Encoding gzip and deflate (zlib, raw deflate as Loki reads it, or gzip format;
-// inflated whole with libdeflate: ingest/push/inflate.h), identity, and snappy (a no-op) on both
-// push paths; chunked request bodies are read like any other; `Expect: 100-continue` is answered.
+// inflated whole with libdeflate: ingest/push/inflate.h) and identity on both push paths, snappy
+// (a no-op) on Loki's; chunked request bodies are read like any other; `Expect: 100-continue` is
+// answered.
 // Errors carry a one-line reason: text/plain for Loki, a google.rpc.Status
 // in the request's encoding for OTLP (opentelemetry-proto docs/specification.md "OTLP/HTTP
 // Response"):
@@ -146,6 +149,7 @@ class PushServer {
   std::vector<std::thread> threads_;
   int bound_port_ = 0;
 
+  std::atomic<bool> warned_nodeless_{false};  // a push named no node for a record: logged once
   std::mutex token_mu_;
   std::string token_;
   std::timespec token_mtime_{};

@@ -233,6 +233,19 @@ TEST(LokiJsonl, LabelsDecideNodeAndStream) {
   EXPECT_EQ(b.records[1].time_ns, 1741000000000000000);
 }
 
+TEST(LokiJsonl, AStampThatIsNeitherFormIsMalformed) {
+  auto p = makeParser(Format::kLokiJsonl, {});
+  RecordBatch b;
+  // Lower-case 't' and 'z' are RFC 3339; "2025-03-03x..." is no stamp, and its leading digits
+  // are no nanosecond epoch either.
+  EXPECT_TRUE(
+      p->parse(R"({"labels":{"node":"g1"},"line":"x","timestamp":"2025-03-03t11:07:06z"})", &b));
+  EXPECT_FALSE(
+      p->parse(R"({"labels":{"node":"g1"},"line":"x","timestamp":"2025-03-03x11:07:06"})", &b));
+  ASSERT_EQ(b.records.size(), 1U);
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 3, 3, 11, 7, 6));
+}
+
 TEST(DetectFormat, TellsEachFormatApart) {
   EXPECT_EQ(detectFormat("[ 1843.308145] NVRM: x\n[ 1843.4] y\n"), Format::kDmesg);
   EXPECT_EQ(detectFormat("6,3964,206764307,-;nvidia-nvswitch2: open (major=510)\n"),

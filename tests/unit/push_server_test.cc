@@ -130,11 +130,50 @@ TEST(PushServer, BadInputGetsAReasonAndTheServerKeepsServing) {
             std::string::npos);
 }
 
+// A stream or record that names no node is dropped and counted, not decided for a node "".
+TEST(PushServer, RecordsWithoutANodeAreDroppedAndCounted) {
+  Fixture f(1 << 20);
+  const std::string two_streams =
+      R"({"streams":[{"stream":{"transport":"kernel"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, x"]]},)"
+      R"({"stream":{"transport":"kernel","node":"gpu-1"},"values":[["1700000000000000000","ok"]]}]})";
+  ASSERT_EQ(f.lokiJson(two_streams)->status, 204);
+  auto item = f.queue.pop();
+  ASSERT_TRUE(item);
+  ASSERT_EQ(item->batch.records.size(), 1U);
+  EXPECT_EQ(item->batch.records[0].node, "gpu-1");
+  f.queue.done(*item);
+  auto otlp = f.client->Post(
+      "/v1/logs",
+      R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"a"}}]}]}]})",
+      "application/json");
+  ASSERT_TRUE(otlp);
+  EXPECT_EQ(otlp->status, 200);
+  EXPECT_NE(otlp->body.find(R"("rejectedLogRecords":"1")"), std::string::npos) << otlp->body;
+  const std::string metrics = f.metrics.render();
+  EXPECT_NE(metrics.find(R"(faultline_records_rejected_total{source="http",format="loki_json"} 1)"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find(R"(faultline_records_rejected_total{source="http",format="otlp_json"} 1)"),
+            std::string::npos)
+      << metrics;
+}
+
+// The OTel collector's `compression: snappy` compresses an OTLP body: refused, not misread. For
+// Loki, whose protobuf body is snappy anyway, the header is a no-op.
+TEST(PushServer, OtlpSnappyIsRefusedLokiSnappyIsANoOp) {
+  Fixture f(1 << 20);
+  auto otlp =
+      f.client->Post("/v1/logs", {{"Content-Encoding", "snappy"}}, "x", "application/x-protobuf");
+  ASSERT_TRUE(otlp);
+  EXPECT_EQ(otlp->status, 415);
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Content-Encoding", "snappy"}})->status, 204);
+}
+
 TEST(PushServer, OtlpJsonPartialSuccess) {
   Fixture f(1 << 20);
   auto res = f.client->Post(
       "/v1/logs",
-      R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"a"}},{"body":{}}]}]}]})",
+      R"({"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-1"}}]},"scopeLogs":[{"logRecords":[{"body":{"stringValue":"a"}},{"body":{}}]}]}]})",
       "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -147,7 +186,11 @@ TEST(PushServer, OtlpJsonPartialSuccess) {
 // capacity of a body grown piece by piece by doubling (1 MiB for this 0.53 MiB).
 TEST(PushServer, QueueCountsAHeldOtlpBodyAtItsSize) {
   opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
-  auto* records = req.add_resource_logs()->add_scope_logs();
+  auto* resource = req.add_resource_logs();
+  auto* node = resource->mutable_resource()->add_attributes();
+  node->set_key("k8s.node.name");
+  node->mutable_value()->set_string_value("gpu-1");
+  auto* records = resource->add_scope_logs();
   const std::string line =
       "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus " + std::string(420, '.');
   for (int i = 0; i < 1100; ++i) {

@@ -198,6 +198,17 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
             "FILE:4: kubernetes.leader_election.lease_duration: must be whole seconds");
 }
 
+TEST(ServeConfig, ATaintKeyTheApiServerRefusesIsRefused) {
+  // The key's prefix is a DNS subdomain of at most 253 characters (apimachinery qualified name).
+  for (const std::string& key :
+       {std::string("faultline..dev/faulty"), std::string("faultline.-dev/faulty"),
+        std::string(300, 'a') + "/faulty", std::string("-x/faulty")}) {
+    EXPECT_THROW(validateTaint({key, "true", "NoSchedule"}), std::runtime_error) << key;
+  }
+  EXPECT_NO_THROW(validateTaint({"faultline.dev/faulty", "true", "NoSchedule"}));
+  EXPECT_NO_THROW(validateTaint({"a-b.c/x_y.z", "", "NoExecute"}));
+}
+
 TEST(ServeConfig, AMissingFileIsRefusedWithItsCause) {
   try {
     loadServiceConfig("/nonexistent/faultline.yaml");

@@ -24,6 +24,20 @@ TEST(Time, ParsesRfc3339Forms) {
   EXPECT_EQ(ns, civilToNanos(2024, 2, 14, 5, 3, 41, 500000000));
   EXPECT_FALSE(parseRfc3339("2024-13-14T05:03:41Z", &ns));
   EXPECT_FALSE(parseRfc3339("Feb 14 05:03:41", &ns));
+  // RFC 3339 5.6: 't' and 'z' may be lower case.
+  ASSERT_TRUE(parseRfc3339("2025-03-03t11:07:06z", &ns));
+  EXPECT_EQ(ns, civilToNanos(2025, 3, 3, 11, 7, 6));
+}
+
+TEST(Time, Rfc3339WithoutConsumedIsTheWholeText) {
+  // An offset after a space is no part of the stamp: read alone, it would pass for UTC.
+  int64_t ns = 7;
+  EXPECT_FALSE(parseRfc3339("2025-02-23 16:24:18 +05:00", &ns));
+  EXPECT_FALSE(parseRfc3339("2025-02-23T16:24:18Zjunk", &ns));
+  EXPECT_EQ(ns, 7);  // unchanged on failure
+  size_t used = 0;
+  ASSERT_TRUE(parseRfc3339("2025-02-23 16:24:18 +05:00", &ns, &used));
+  EXPECT_EQ(used, 19U);
 }
 
 TEST(Time, Rfc3339RefusesDatesAndOffsetsThatDoNotExist) {
