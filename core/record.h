@@ -85,4 +85,42 @@ class RecordBatch {
   size_t held_bytes_ = 0;
 };
 
+// What a decoder of one request or message may add to a batch's record and label arrays: at most
+// kPerInputByte times its input bytes, plus kSlackBytes. A stream's or a resource's labels are
+// repeated in each of its records, so without a bound a small body (a resource of 200
+// attributes over 150,000 records of a few bytes) could fill gigabytes.
+class DecodeBound {
+ public:
+  static constexpr size_t kPerInputByte = 16;
+  static constexpr size_t kSlackBytes = size_t{64} << 10;
+
+  // input_bytes: the request or message as decoded (a snappy body: decompressed).
+  DecodeBound(const RecordBatch& batch, size_t input_bytes)
+      : records_(batch.records.size()),
+        labels_(batch.labels.size()),
+        input_bytes_(input_bytes),
+        max_bytes_(input_bytes * kPerInputByte + kSlackBytes) {}
+
+  // Whether the arrays grew by at most the bound since construction; false once they did not.
+  bool holds(const RecordBatch& batch) {
+    exceeded_ = exceeded_ || (batch.records.size() - records_) * sizeof(LogRecord) +
+                                     (batch.labels.size() - labels_) * sizeof(Label) >
+                                 max_bytes_;
+    return !exceeded_;
+  }
+  bool exceeded() const { return exceeded_; }
+  // The refusal's reason, once exceeded.
+  std::string reason() const {
+    return "decodes to more than " + std::to_string(kPerInputByte) + " times its " +
+           std::to_string(input_bytes_) + " bytes (labels repeated for each of many records)";
+  }
+
+ private:
+  size_t records_;
+  size_t labels_;
+  size_t input_bytes_;
+  size_t max_bytes_;
+  bool exceeded_ = false;
+};
+
 }  // namespace faultline

@@ -14,7 +14,8 @@
 // max_body_bytes as received and, if compressed, its inflated copy of at most max_body_bytes; and
 // the decoding of at most max_body_bytes of bodies at once (ingest/push/byte_gate.h), each needing
 // up to about 15 times its body (simdjson's parser for Loki JSON, DOM; OTLP JSON, On Demand: about
-// 7 times); a refused request is dropped.
+// 7 times), its records and labels at most 16 times (DecodeBound, core/record.h); a refused
+// request is dropped.
 #pragma once
 
 #include <functional>

@@ -326,8 +326,10 @@ error_code forEachKeyValue(od::value list, std::string* buf, Wants wants, F f) {
   });
 }
 
-// Scratch space of one decodeOtlpJson call: labels as views into the batch.
+// Scratch space of one decodeOtlpJson call: labels as views into the batch, and the bound on
+// what the call adds to it.
 struct OtlpScratch {
+  DecodeBound* bound = nullptr;
   std::string buf;
   std::vector<Label> resource;    // the current resource's attributes
   std::vector<Label> attributes;  // the current record's
@@ -472,7 +474,7 @@ error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFi
             SIMDJSON_TRY(addOtlpRecord(lr, rules, keep, s, batch, &added));
           }
           *rejected += added ? 0 : 1;
-          return SUCCESS;
+          return s->bound->holds(*batch) ? SUCCESS : simdjson::CAPACITY;
         });
       });
     });
@@ -489,6 +491,9 @@ error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFi
       r.labels_end = static_cast<uint32_t>(batch->labels.size());
       r.node = {};
       classify(rules, *batch, &r);
+      if (!s->bound->holds(*batch)) {
+        return simdjson::CAPACITY;
+      }
     }
   }
   return SUCCESS;
@@ -606,7 +611,9 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
   const size_t records = batch->records.size();
   const size_t labels = batch->labels.size();
   const uint64_t rejected_before = *rejected;
+  DecodeBound bound(*batch, doc.size());
   OtlpScratch scratch;
+  scratch.bound = &bound;
   bool not_array = false;
   if (err == SUCCESS) {
     err = addRequest(req, rules, keep, &scratch, batch, rejected, &not_array);
@@ -617,8 +624,9 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
   batch->records.resize(records);  // the request is refused: none of it is kept
   batch->labels.resize(labels);
   *rejected = rejected_before;
-  *error = not_array ? "resourceLogs is not an array"
-                     : std::string("not JSON (") + simdjson::error_message(err) + ")";
+  *error = not_array          ? "resourceLogs is not an array"
+           : bound.exceeded() ? "request " + bound.reason()
+                              : std::string("not JSON (") + simdjson::error_message(err) + ")";
   return false;
 }
 

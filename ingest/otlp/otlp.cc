@@ -196,7 +196,7 @@ bool addRecord(WireBytes bytes, const std::vector<Label>& resource, const Stream
 // ResourceLogs (logs.proto): resource 1 (Resource: attributes 1), scope_logs 2 (ScopeLogs:
 // log_records 2). The resource may follow its scope_logs on the wire, so they are read after it.
 bool addResourceLogs(WireBytes bytes, const StreamRules& rules, const LabelFilter& keep,
-                     RecordBatch* batch, uint64_t* rejected) {
+                     RecordBatch* batch, uint64_t* rejected, DecodeBound* bound) {
   std::vector<WireBytes> scopes;
   const size_t labels_begin = batch->labels.size();
   WireReader r(bytes);
@@ -224,7 +224,7 @@ bool addResourceLogs(WireBytes bytes, const StreamRules& rules, const LabelFilte
         return false;
       }
       *rejected += added ? 0 : 1;
-      return true;
+      return bound->holds(*batch);
     });
     if (!ok) {
       return false;
@@ -240,14 +240,17 @@ bool decodeOtlpProto(std::string_view bytes, const StreamRules& rules, const Lab
   const size_t records_begin = batch->records.size();
   const size_t labels_begin = batch->labels.size();
   uint64_t rejected_here = 0;
-  const bool ok = bytes.size() <= INT_MAX &&  // WireReader's limit
-                  forEachField(WireBytes::whole(bytes), 1, [&](WireBytes resource_logs) {
-                    return addResourceLogs(resource_logs, rules, keep, batch, &rejected_here);
-                  });
+  DecodeBound bound(*batch, bytes.size());
+  const bool ok =
+      bytes.size() <= INT_MAX &&  // WireReader's limit
+      forEachField(WireBytes::whole(bytes), 1, [&](WireBytes resource_logs) {
+        return addResourceLogs(resource_logs, rules, keep, batch, &rejected_here, &bound);
+      });
   if (!ok) {
     batch->records.resize(records_begin);
     batch->labels.resize(labels_begin);
-    *error = "not an OTLP ExportLogsServiceRequest (protobuf does not parse)";
+    *error = bound.exceeded() ? "request " + bound.reason()
+                              : "not an OTLP ExportLogsServiceRequest (protobuf does not parse)";
     return false;
   }
   *rejected += rejected_here;

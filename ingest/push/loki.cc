@@ -366,6 +366,7 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
     return false;
   }
   batch->hold(proto, proto->size());  // records and labels point into the message
+  DecodeBound bound(*batch, proto->size());
   const std::string_view tenant_view = batch->copy(tenant);
   std::vector<WireBytes> entries;
   std::vector<Label> metadata;
@@ -403,6 +404,12 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       rec.time_ns = ns;
       rec.line = line;
       classify(rules, *batch, &rec);
+      if (!bound.holds(*batch)) {
+        *error = "body " + bound.reason();
+        *too_large = true;
+        refused = true;
+        return false;
+      }
     }
     return true;
   });
@@ -438,6 +445,7 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
   if (!has_streams) {
     return fail("streams is missing or not an array");
   }
+  DecodeBound bound(*batch, text.size());
   const std::string_view tenant_view = batch->copy(tenant);
   std::vector<Label> metadata;
   size_t si = 0;
@@ -535,6 +543,10 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
       r.time_ns = ns;
       r.line = batch->copy(line);
       classify(rules, *batch, &r);
+      if (!bound.holds(*batch)) {
+        *error = "body " + bound.reason();
+        return false;
+      }
       ++ei;
     }
     ++si;
