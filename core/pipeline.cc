@@ -114,6 +114,7 @@ void Pipeline::correlate(BatchMatch& matched) {
   out_.clear();
   correlator_.advance(matched.newest_ns, &out_);  // quiet and recovery timers move with log time
   emit(out_);
+  correlator_nodes_.store(correlator_.nodes(), std::memory_order_relaxed);
 }
 
 void Pipeline::collect(const RecordBatch& batch, uint32_t input) {

@@ -1,6 +1,7 @@
 // The engine every mode shares: batches in, matcher, per-node correlator, decisions to the sinks.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -95,6 +96,9 @@ class Pipeline {
   const Bank& bank() const { return matchers_[0].bank(); }
   uint64_t decisions() const { return decisions_; }
   const Correlator& correlator() const { return correlator_; }
+  // Nodes the correlator keeps state for (Correlator::forgetAfterNs), as of the last correlate();
+  // any thread may read it.
+  size_t correlatorNodes() const { return correlator_nodes_.load(std::memory_order_relaxed); }
 
  private:
   // Drops hits_[first..] whose (node, signature, second, line) is already kept (see collect()).
@@ -115,6 +119,7 @@ class Pipeline {
   int64_t max_time_ns_ = INT64_MIN;  // newest record time seen by collect(), for timers
   std::vector<Decision> out_;
   uint64_t decisions_ = 0;
+  std::atomic<size_t> correlator_nodes_ = 0;
 };
 
 }  // namespace faultline

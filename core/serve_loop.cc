@@ -75,11 +75,14 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                   "Lines the RE2::Set could not match (DFA out of memory), matched pattern by "
                   "pattern instead");
   metrics.set("faultline_matcher_set_errors_total", "", 0);
-  metrics.onRender([&queue](Metrics& m) {
+  metrics.declare("faultline_correlator_nodes", T::kGauge,
+                  "Nodes the correlator keeps state for: heard within a week, or tainted");
+  metrics.onRender([&queue, &pipeline](Metrics& m) {
     const auto [bytes, batches] = queue.depth();
     m.set("faultline_queue_bytes", "", static_cast<double>(bytes));
     m.set("faultline_queue_batches", "", static_cast<double>(batches));
     m.set("faultline_queue_capacity_bytes", "", static_cast<double>(queue.maxBytes()));
+    m.set("faultline_correlator_nodes", "", static_cast<double>(pipeline.correlatorNodes()));
   });
 
   // Match workers (runMatchWorker). After a batch's turn, its worker adds the batch's lines and
