@@ -27,8 +27,11 @@ mirror=${mirror:-http://deb.debian.org/debian}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [[ $(id -u) == 0 ]] || { echo "build-rootfs.sh: needs root (debootstrap, chroot)" >&2; exit 2; }
-command -v debootstrap >/dev/null ||
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+missing=()
+for tool in debootstrap jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if ((${#missing[@]})); then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
 # The build context: the repository without what the .dockerignore names (patterns are relative
 # to the context root; a trailing / only says "directory").
@@ -53,7 +56,7 @@ declare -A stage_root  # stage name or index -> root directory
 root="" workdir=/ user=root entrypoint="" cmd="" stages=0
 die() { echo "$dockerfile:$lineno: $*" >&2; exit 1; }
 # The exec form ["a", "b"] as a shell-quoted word list.
-exec_form() { jq -r 'map(@sh) | join(" ")' <<<"$1" 2>/dev/null || die "not an exec-form JSON array: $1"; }
+exec_form() { jq -r 'map(@sh) | join(" ")' <<<"$1" || die "not an exec-form JSON array: $1"; }
 # COPY SRC DST: a directory's contents go into DST; a file goes to DST, or into it when DST ends
 # with / or is a directory (Docker's rules for one source).
 copy() {

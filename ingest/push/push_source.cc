@@ -35,6 +35,10 @@
 namespace faultline {
 namespace {
 
+bool isPushPath(std::string_view path) {
+  return path == "/loki/api/v1/push" || path == "/v1/logs";
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -341,7 +345,12 @@ struct PushServer::Listener {
     req.content_encoding = std::string(fields[http::field::content_encoding]);
     req.authorization = std::string(fields[http::field::authorization]);
     req.tenant = std::string(fields["X-Scope-OrgID"]);
-    if (!over_limit) {
+    // Only an authorized push's body is read: anyone who can reach the port could else make the
+    // server hold threads × max_body_bytes with bodies it refuses. Another request's body is
+    // left unread, and its connection closed after the answer.
+    const bool unread = !parser.is_done() &&
+                        !(req.method == "POST" && isPushPath(req.path) && server.authorized(req));
+    if (!over_limit && !unread) {
       if (beast::iequals(fields[http::field::expect], "100-continue")) {
         http::response<http::empty_body> go_on{http::status::continue_, fields.version()};
         http::write(socket, go_on, ec);
@@ -375,7 +384,7 @@ struct PushServer::Listener {
       res = {500, "text/plain", std::string("internal error: ") + e.what() + "\n", {}};
     }
     // An unread body leaves the connection unusable.
-    const bool keep = parser.get().keep_alive() && !over_limit && !stopping;
+    const bool keep = parser.get().keep_alive() && !over_limit && !unread && !stopping;
     if (!writeAnswer(socket, fields.version(), keep, std::move(res))) {
       return;
     }
@@ -475,7 +484,7 @@ void PushServer::stop() {
 }
 
 PushServer::Response PushServer::answer(Request& req) {
-  if (req.path == "/loki/api/v1/push" || req.path == "/v1/logs") {
+  if (isPushPath(req.path)) {
     if (req.method != "POST") {
       countRejected("method");
       return {405, "text/plain", "use POST\n", {{"Allow", "POST"}}};

@@ -24,9 +24,10 @@
 // inflated whole with libdeflate: ingest/push/inflate.h) and identity on both push paths, snappy
 // (a no-op) on Loki's; chunked request bodies are read like any other; `Expect: 100-continue` is
 // answered.
-// Errors carry a one-line reason: text/plain for Loki, a google.rpc.Status
-// in the request's encoding for OTLP (opentelemetry-proto docs/specification.md "OTLP/HTTP
-// Response"):
+// A push that fails the bearer token check is answered 401 from its header, its body unread (the
+// connection is closed after). Errors carry a one-line reason: text/plain for Loki, a
+// google.rpc.Status in the request's encoding for OTLP (opentelemetry-proto
+// docs/specification.md "OTLP/HTTP Response"):
 //   400 malformed request or body (HTTP, protobuf, snappy, gzip, JSON, selector); 401 missing or
 //   wrong bearer token; 413 body over max_body_bytes as sent or after decompression (a zip bomb
 //   is inflated only up to max_body_bytes; snappy: from its length header, before allocating); 415

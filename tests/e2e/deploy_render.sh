@@ -42,8 +42,9 @@ yaml_file_json() {
 }
 
 render() {  # $1 = dir relative to deploy/, $2 = output JSON
+  # kustomize learned `labels:` in v4.1 (kubectl 1.22): older ones say 'unknown field "labels"'.
   kubectl kustomize "$src/deploy/$1" >"$tmp/out.yaml" 2>"$tmp/kustomize.err" ||
-    fail "kubectl kustomize deploy/$1: $(cat "$tmp/kustomize.err")"
+    fail "kubectl kustomize deploy/$1: $(cat "$tmp/kustomize.err") (kubectl 1.22 or later needed)"
   # Deprecation warnings (e.g. commonLabels) are failures too: keep the layout current.
   [[ ! -s $tmp/kustomize.err ]] || fail "kubectl kustomize deploy/$1 warned: $(cat "$tmp/kustomize.err")"
   to_json "kubectl kustomize deploy/$1" <"$tmp/out.yaml" >"$2"

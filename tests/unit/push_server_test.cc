@@ -295,6 +295,26 @@ class RawConnection {
   bool closed_by_peer_ = false;
 };
 
+// A push without the token is answered from its header: its body is never read, so nobody who
+// can reach the port makes the server hold threads × max_body_bytes.
+TEST(PushServer, AnUnauthorizedPushIsAnsweredBeforeItsBody) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fl-push-early-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "token") << "s3cret\n";
+  PushConfig config;
+  config.token_file = (dir / "token").string();
+  config.read_timeout = std::chrono::seconds(60);  // a server waiting for the body would not answer
+  Fixture f(1 << 20, config);
+  RawConnection c(f.server->port());
+  ASSERT_TRUE(c.connected());
+  c.send(
+      "POST /loki/api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 50000000\r\n\r\n");
+  EXPECT_EQ(c.receive("\r\n\r\n").rfind("HTTP/1.1 401", 0), 0U);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(PushServer, CompressedBodiesInEveryFormHttpAllows) {
   Fixture f(1 << 20);
   // gzip, and deflate in zlib format (RFC 9110 8.4.1.2), in gzip format (cpp-httplib's and
