@@ -26,6 +26,9 @@ constexpr const char* kEventNamespace = "default";  // legacy Events of cluster-
 constexpr const char* kStrategicMerge = "application/strategic-merge-patch+json";
 // A node missing from a snapshot older than this is listed again before being refused.
 constexpr auto kRelistMissing = std::chrono::seconds(1);
+// The longest Retry-After honoured, in seconds (client-go waits what the server says; a proxy may
+// say an hour).
+constexpr int kMaxRetryAfterS = 60;
 
 // Node names are DNS-1123 subdomains (k8s.io/apimachinery validation IsDNS1123Subdomain):
 // at most 253 characters of dot-separated labels [a-z0-9]([-a-z0-9]*[a-z0-9])?. That also makes
@@ -239,6 +242,10 @@ void TaintSink::run() {
     Decision decision = std::move(queue_.front());
     queue_.pop_front();
     if (!leader) {
+      // A later decision for the node and key supersedes a deferred one, as when leading: else,
+      // leading again, the sink would replay a taint of a node that recovered meanwhile, or an
+      // untaint of a new incident's taint.
+      deferred_.erase({decision.node, decision.taint.key});
       held_.emplace_back(Clock::now(), std::move(decision));
       while (held_.front().first < Clock::now() - options_.follower_hold) {
         held_.pop_front();
@@ -270,8 +277,10 @@ void TaintSink::sleepBeforeRetry(int attempt, int retry_after_s) {
   // Jitter keeps replicas and nodes that conflicted together from retrying in lockstep.
   std::uniform_int_distribution<decltype(backoff)> jitter(backoff / 2, backoff);
   auto wait = std::chrono::milliseconds(jitter(rng));
-  // API Priority and Fairness says when to come back; asking earlier only adds load.
-  wait = std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(retry_after_s));
+  // API Priority and Fairness says when to come back; asking earlier only adds load. A proxy's
+  // Retry-After of an hour must not stall every decision behind this one, nor the Lease check.
+  wait = std::max<std::chrono::milliseconds>(
+      wait, std::chrono::seconds(std::min(retry_after_s, kMaxRetryAfterS)));
   std::this_thread::sleep_for(wait);
 }
 

@@ -48,7 +48,8 @@
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
 // newest such decision per node and taint key and handles it again every node_list_period while
 // it leads, until it is applied or refused, or a later decision for that node and key supersedes
-// it. Deferred decisions still pending at shutdown are logged as not applied.
+// it (one that arrives while following, too). Deferred decisions still pending at shutdown are
+// logged as not applied.
 // Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
 // re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
 // have written meanwhile); all checks are idempotent, so nothing is written twice. Every request
@@ -90,7 +91,7 @@ struct BlastRadiusLimits {
 struct TaintSinkOptions {
   int max_attempts = 8;  // tries per request before the decision counts as failed
   // Backoff before try n+1 is drawn uniformly from [b/2, b], b = min(initial * 2^(n-1), max),
-  // and is at least a 429's Retry-After.
+  // and is at least a 429's Retry-After (of at most 60 s).
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{10'000};
 

@@ -934,6 +934,32 @@ TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
   EXPECT_EQ(sink.counters().already_present, 1u);
 }
 
+// The same while following: the node recovered (the untaint arrived while another replica led,
+// longer ago than follower_hold, so it is no longer held), and leading again must not replay the
+// deferred taint.
+TEST_F(TaintSinkTest, ADecisionWhileFollowingSupersedesADeferredOne) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
+  std::atomic<uint64_t> term{1};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  TaintSinkOptions o = deferring(2);
+  o.follower_hold = std::chrono::seconds(0);
+  TaintSink sink(config(), o, h);
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_EQ(sink.counters().deferred, 1u);
+  term = 0;
+  sink.write(untaintDecision("n1"));  // held while following
+  sink.flush();
+  term = 2;
+  // By now the deferred taint would have been handled again (1 s, then the next 500 ms tick).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 2);
+  EXPECT_EQ(sink.counters().applied, 0u);
+}
+
 // Regaining leadership within node_list_period of the last LIST: another leader may have tainted
 // nodes meanwhile, so the limits count from a new LIST.
 TEST_F(GuardTest, ListsAgainOnBecomingLeader) {
