@@ -247,7 +247,7 @@ void TaintSink::run() {
       // untaint of a new incident's taint.
       deferred_.erase({decision.node, decision.taint.key});
       held_.emplace_back(Clock::now(), std::move(decision));
-      while (held_.front().first < Clock::now() - options_.follower_hold) {
+      while (!held_.empty() && held_.front().first < Clock::now() - options_.follower_hold) {
         held_.pop_front();
       }
       if (queue_.empty()) {
