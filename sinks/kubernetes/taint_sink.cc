@@ -548,17 +548,33 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
   json node = found->second;
   bool guarded = false;
   const std::string path = "/api/v1/nodes/" + d.node;
+  // The taint is on the node: its event and condition follow.
+  auto applied = [&](const json& tainted) {
+    spdlog::info("kubernetes: applied taint {} (rule {})", what, d.rule);
+    ++applied_;
+    nodes_[d.node] = tainted;
+    const std::string message = "rule " + d.rule + ": " + evidenceText(d);
+    event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
+    condition(tainted, true, "FaultDetected", message);
+    return Outcome::kDone;
+  };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     if (hasLabel(node, options_.opt_out_label, "true")) {
       suppress(d, "node opted out (label " + options_.opt_out_label + "=true)");
       return Outcome::kDone;
     }
+    const std::optional<TaintMark> mark = taintMark(node);
     if (hasTaint(node, d.taint.key, d.taint.effect)) {
+      // Re-read after a 409, marked with this very decision: an earlier try of ours was applied
+      // and its answer lost (a 504, a timeout), and its retry met our own change.
+      if (attempt > 1 && mark && mark->rule == d.rule && mark->key == d.taint.key &&
+          mark->effect == d.taint.effect && mark->time_ns && *mark->time_ns == d.time_ns) {
+        return applied(node);
+      }
       spdlog::info("kubernetes: taint {} already present (rule {})", what, d.rule);
       ++already_present_;
       return Outcome::kDone;
     }
-    const std::optional<TaintMark> mark = taintMark(node);
     // The distance between the two event times, in uint64 so that no annotation overflows it.
     const uint64_t since_mark =
         !mark || !mark->time_ns ? 0
@@ -609,14 +625,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
         },
         "PATCH " + path);
     if (patched.status == 200) {
-      spdlog::info("kubernetes: applied taint {} (rule {})", what, d.rule);
-      ++applied_;
-      node = parseObject(patched.body);
-      nodes_[d.node] = node;
-      const std::string message = "rule " + d.rule + ": " + evidenceText(d);
-      event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
-      condition(node, true, "FaultDetected", message);
-      return Outcome::kDone;
+      return applied(parseObject(patched.body));
     }
     if (patched.status != 409) {
       return requestFailed("taint " + what, "PATCH " + path, patched);
@@ -640,6 +649,18 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
 
 TaintSink::Outcome TaintSink::untaint(const Decision& d) {
   const std::string path = "/api/v1/nodes/" + d.node;
+  // The taint is off the node: its event and condition follow.
+  auto removed = [&](const json& untainted) {
+    spdlog::info("kubernetes: removed taint {} from node {} ({})", d.taint.key, d.node, d.reason);
+    ++untainted_;
+    if (nodes_.count(d.node) != 0) {
+      nodes_[d.node] = untainted;
+    }
+    const std::string message = "rule " + d.rule + ": " + d.reason;
+    event(d.node, "Normal", "FaultlineUntaint", "removed taint " + d.taint.key + ": " + message);
+    condition(untainted, false, "Recovered", message);
+    return Outcome::kDone;
+  };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
     const json node = got.status == 200 ? parseObject(got.body) : json();
@@ -647,6 +668,11 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       return requestFailed("untaint node " + d.node, "GET " + path, got);
     }
     const std::optional<TaintMark> mark = taintMark(node);
+    // Re-read after a 409 with neither the mark nor the taint: an earlier try of ours was applied
+    // and its answer lost (a 504, a timeout).
+    if (attempt > 1 && !mark && !hasTaint(node, d.taint.key, d.taint.effect)) {
+      return removed(node);
+    }
     if (!mark || mark->key != d.taint.key || mark->effect != d.taint.effect) {
       spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
                    d.taint.key);
@@ -669,16 +695,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
         },
         "PATCH " + path);
     if (patched.status == 200) {
-      spdlog::info("kubernetes: removed taint {} from node {} ({})", d.taint.key, d.node, d.reason);
-      ++untainted_;
-      const json updated = parseObject(patched.body);
-      if (nodes_.count(d.node) != 0) {
-        nodes_[d.node] = updated;
-      }
-      const std::string message = "rule " + d.rule + ": " + d.reason;
-      event(d.node, "Normal", "FaultlineUntaint", "removed taint " + d.taint.key + ": " + message);
-      condition(updated, false, "Recovered", message);
-      return Outcome::kDone;
+      return removed(parseObject(patched.body));
     }
     if (patched.status != 409) {
       return requestFailed("untaint node " + d.node, "PATCH " + path, patched);

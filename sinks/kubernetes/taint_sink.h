@@ -42,7 +42,9 @@
 //   * breaker state unknown (not read yet, or its GET failed): deferred;
 //   * breaker tripped, or the taint would exceed a limit (which trips it): suppressed;
 //   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
-//     response → retry after jittered exponential backoff; 404 and other statuses → failed.
+//     response → retry after jittered exponential backoff; 404 and other statuses → failed. A
+//     re-read that shows this decision's own mark and taint (an earlier try applied, its answer
+//     lost) counts as applied; for an untaint, one with neither mark nor taint as removed.
 // Untaint removes faultline's taint only where the annotation says faultline set it.
 // A taint or untaint still failing with a retryable answer after max_attempts (an API server
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the

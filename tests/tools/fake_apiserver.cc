@@ -311,9 +311,9 @@ std::vector<FakeApiServer::Request> FakeApiServer::requests() const {
 }
 
 void FakeApiServer::failNext(const std::string& method, const std::string& path, int status,
-                             int count) {
+                             int count, bool after_serving) {
   std::lock_guard lock(mu_);
-  failures_.push_back({method, path, status, count});
+  failures_.push_back({method, path, status, count, after_serving});
 }
 
 bool FakeApiServer::mutate(const std::string& name, const json& patch, bool after_next_get) {
@@ -507,6 +507,8 @@ void FakeApiServer::installRoutes() {
   // Wraps an API handler: records the request, then serves an injected failure if one matches.
   auto api = [this](httplib::Server::Handler handler) {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      int injected = 0;
+      bool served = false;
       {
         std::lock_guard lock(mu_);
         const size_t q = req.target.find('?');
@@ -516,19 +518,25 @@ void FakeApiServer::installRoutes() {
                              req.get_header_value("Authorization"), req.body, realtimeNs()});
         for (auto it = failures_.begin(); it != failures_.end(); ++it) {
           if (it->method == req.method && it->path == req.path) {
-            const int status = it->status;
+            injected = it->status;
+            served = it->after_serving;
             if (--it->remaining <= 0) {
               failures_.erase(it);
             }
-            if (status == 429) {
-              res.set_header("Retry-After", "1");
-            }
-            reply(res, status, statusBody(status, "injected by /_test/fail"));
-            return;
+            break;
           }
         }
       }
-      handler(req, res);
+      if (injected == 0 || served) {
+        handler(req, res);
+      }
+      if (injected != 0) {
+        res = httplib::Response();
+        if (injected == 429) {
+          res.set_header("Retry-After", "1");
+        }
+        reply(res, injected, statusBody(injected, "injected by /_test/fail"));
+      }
     };
   };
 
@@ -768,7 +776,8 @@ void FakeApiServer::installRoutes() {
       reply(res, 400, statusBody(400, "want {\"method\",\"path\",\"status\"[,\"count\"]}"));
       return;
     }
-    failNext(spec["method"], spec["path"], spec["status"], spec.value("count", 1));
+    failNext(spec["method"], spec["path"], spec["status"], spec.value("count", 1),
+             spec.value("after_serving", false));
     reply(res, 200, spec);
   });
   s.Post("/_test/mutate/([^/]+)", [this](const httplib::Request& req, httplib::Response& res) {

@@ -31,7 +31,9 @@
 //                               received_ns}, ...]; received_ns: CLOCK_REALTIME ns when the
 //                               handler got the whole request (bench/latency.sh)
 //   POST /_test/fail            {"method":"PATCH","path":"/api/v1/nodes/n1","status":409,
-//                               "count":1} → the next count matching requests get that status
+//                               "count":1,"after_serving":false} → the next count matching
+//                               requests get that status (after_serving: served first, as when
+//                               the server applies a write and its answer is lost, e.g. a 504)
 //   POST /_test/mutate/{name}   {"patch":{...merge patch...},"after_next_get":false}; see mutate()
 #pragma once
 
@@ -102,8 +104,10 @@ class FakeApiServer {
   // API requests received so far, oldest first.
   std::vector<Request> requests() const;
   // The next `count` requests with this method and path (no query) get `status` and a Status
-  // body (429 also gets Retry-After: 1) instead of being served.
-  void failNext(const std::string& method, const std::string& path, int status, int count = 1);
+  // body (429 also gets Retry-After: 1) instead of being served; with after_serving, they are
+  // served and then answered so (a write applied whose answer was lost).
+  void failNext(const std::string& method, const std::string& path, int status, int count = 1,
+                bool after_serving = false);
   // Changes a node as a concurrent writer would: applies a JSON merge patch (no precondition) and
   // always bumps the resourceVersion, so {} just bumps it. With after_next_get the change is
   // applied right after the next GET of the node (or LIST that returns it) is answered, which makes
@@ -121,6 +125,7 @@ class FakeApiServer {
     std::string path;
     int status;
     int remaining;
+    bool after_serving;
   };
 
   void installRoutes();

@@ -240,6 +240,36 @@ TEST_F(TaintSinkTest, EventAndConditionFieldByField) {
   }
 }
 
+// A PATCH the server applied whose answer was lost (a 504 from a proxy, a timeout): its retry
+// meets the sink's own change (409), and the re-read node shows it. The taint and the untaint are
+// still recorded, with their Event and condition.
+TEST_F(TaintSinkTest, AWriteWhoseAnswerWasLostIsStillRecorded) {
+  createNode("n1");
+  TaintSink sink(config(), options(), hooks());
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 504, 1, /*after_serving=*/true);
+  sink.write(decision("n1"));
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(sink.counters().applied, 1u);
+  EXPECT_EQ(sink.counters().already_present, 0u);
+  auto condition = [&] { return server_.node("n1")["status"]["conditions"].back(); };
+  EXPECT_EQ(condition()["status"], "True");
+
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 504, 1, /*after_serving=*/true);
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(sink.counters().untainted, 1u);
+  EXPECT_EQ(sink.counters().suppressed, 0u);
+  EXPECT_EQ(condition()["status"], "False");
+  std::vector<std::string> reasons;
+  for (const json& e : server_.objects("events")) {
+    reasons.push_back(e["reason"]);
+  }
+  std::sort(reasons.begin(), reasons.end());
+  EXPECT_EQ(reasons, (std::vector<std::string>{"FaultlineTaint", "FaultlineUntaint"}));
+}
+
 TEST_F(TaintSinkTest, RepeatedEventIsAggregated) {
   createNode("n1", json::array(), {{"faultline.dev/opt-out", "true"}});
   TaintSink sink(config(), options(), hooks());
