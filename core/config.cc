@@ -32,17 +32,6 @@ void validateTaint(const Taint& t) {
   }
 }
 
-namespace {
-
-// The string at map[key]; `fallback` if the key is absent or null (`rules:` with no value).
-std::string optionalString(const YAML::Node& map, const std::string& where, const char* key,
-                           const std::string& fallback) {
-  const YAML::Node n = map[key];
-  return !n || n.IsNull() ? fallback : stringAt(n, where + key);
-}
-
-}  // namespace
-
 ServiceConfig loadServiceConfig(const std::string& path) {
   try {
     if (std::ifstream probe(path); !probe) {
@@ -57,18 +46,22 @@ ServiceConfig loadServiceConfig(const std::string& path) {
               {"rules", "decisions", "taint", "kubernetes", "kafka", "http", "queue_bytes",
                "match_threads", "max_lag"});
     ServiceConfig cfg;
-    cfg.rules_dir = optionalString(root, "", "rules", "");
-    cfg.decisions_path = optionalString(root, "", "decisions", "");
+    cfg.rules_dir = stringOr(root, "", "rules", "");
+    cfg.decisions_path = stringOr(root, "", "decisions", "");
     if (const YAML::Node t = root["taint"]; t && !t.IsNull()) {
       if (!t.IsMap()) {
         throw YAML::ParserException(t.Mark(), "taint: expected a mapping (key, value, effect)");
       }
       checkKeys(t, "taint.", {"key", "value", "effect"});
-      cfg.taint.key = optionalString(t, "taint.", "key", cfg.taint.key);
-      cfg.taint.value = optionalString(t, "taint.", "value", cfg.taint.value);
-      cfg.taint.effect = optionalString(t, "taint.", "effect", cfg.taint.effect);
+      cfg.taint.key = stringOr(t, "taint.", "key", cfg.taint.key);
+      cfg.taint.value = stringOr(t, "taint.", "value", cfg.taint.value);
+      cfg.taint.effect = stringOr(t, "taint.", "effect", cfg.taint.effect);
     }
-    validateTaint(cfg.taint);
+    try {
+      validateTaint(cfg.taint);
+    } catch (const std::runtime_error& e) {
+      failAt(root["taint"] ? root["taint"] : root, "taint", e.what());
+    }
     if (const YAML::Node k = root["kubernetes"]) {
       // Three readers share the section: KubeConfig, TaintSinkOptions, LeaderElectionConfig.
       checkKeys(k, "kubernetes.",

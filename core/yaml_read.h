@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -65,6 +66,39 @@ inline std::string stringAt(const YAML::Node& node, const std::string& path) {
     failAt(node, path, "expected a string");
   }
   return node.Scalar();
+}
+
+// The string at map[key] (stringAt, path "<where><key>"), or `fallback` when the key is absent or
+// null (`key:` with nothing after it).
+inline std::string stringOr(const YAML::Node& map, const std::string& where, const char* key,
+                            const std::string& fallback) {
+  const YAML::Node n = map[key];
+  return !n || n.IsNull() ? fallback : stringAt(n, where + key);
+}
+
+// The boolean `node` (true/false; yaml-cpp also reads yes/no, on/off). Throws (failAt)
+// "<path>: expected true or false, got '<text>'". yaml-cpp's as<bool>(fallback) would return the
+// fallback for `dry_run: maybe`: a setting meant to hold faultline back, turned off in silence.
+inline bool boolAt(const YAML::Node& node, const std::string& path) {
+  bool value = false;
+  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+    failAt(node, path,
+           "expected true or false, got '" + (node.IsScalar() ? node.Scalar() : "") + "'");
+  }
+  return value;
+}
+
+// The finite number `node`, in [min, max]. Throws (failAt) "<path>: expected a number from <min>
+// to <max>, got '<text>'".
+inline double numberAt(const YAML::Node& node, const std::string& path, double min, double max) {
+  double value = 0;
+  if (!node.IsScalar() || !YAML::convert<double>::decode(node, value) || !std::isfinite(value) ||
+      value < min || value > max) {
+    failAt(node, path,
+           "expected a number from " + YAML::Node(min).Scalar() + " to " +
+               YAML::Node(max).Scalar() + ", got '" + (node.IsScalar() ? node.Scalar() : "") + "'");
+  }
+  return value;
 }
 
 // The integer `node`, in [min, max]. Throws (failAt) "<path>: expected an integer >= <min>", or

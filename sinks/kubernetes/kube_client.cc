@@ -112,36 +112,33 @@ KubeConfig KubeConfig::inCluster() {
   config.server = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
   config.token_file = std::string(kServiceAccountDir) + "/token";
   config.ca_file = std::string(kServiceAccountDir) + "/ca.crt";
-  std::string token;
-  if (!readFile(config.token_file, &token)) {
-    throw std::runtime_error("cannot read service account token " + config.token_file);
-  }
   return config;
 }
 
 KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
-  const std::string server = node["server"] ? node["server"].as<std::string>() : "";
+  const std::string server = stringOr(node, "kubernetes.", "server", "");
   KubeConfig config = server.empty() ? inCluster() : KubeConfig{};
-  config.qps = node["qps"].as<double>(config.qps);
-  config.burst = node["burst"].as<int>(config.burst);
-  if (config.burst < 1) {
-    failAt(node["burst"], "kubernetes.burst", "must be at least 1");
+  if (const YAML::Node n = node["qps"]) {
+    config.qps = numberAt(n, "kubernetes.qps", -std::numeric_limits<double>::max(),
+                          std::numeric_limits<double>::max());
   }
-  if (server.empty()) {
-    return config;
+  if (const YAML::Node n = node["burst"]) {
+    config.burst = integerAt<int>(n, "kubernetes.burst", 1);
   }
-  config.server = server;
-  while (!config.server.empty() && config.server.back() == '/') {
-    config.server.pop_back();
+  if (!server.empty()) {
+    config.server = server;
+    while (!config.server.empty() && config.server.back() == '/') {
+      config.server.pop_back();
+    }
   }
-  if (node["token_file"]) {
-    config.token_file = node["token_file"].as<std::string>();
+  // In a pod too: a projected token or a private CA mounted elsewhere than the service account's.
+  config.token_file = stringOr(node, "kubernetes.", "token_file", config.token_file);
+  config.ca_file = stringOr(node, "kubernetes.", "ca_file", config.ca_file);
+  if (const YAML::Node n = node["insecure_skip_tls_verify"]) {
+    config.insecure_skip_tls_verify = boolAt(n, "kubernetes.insecure_skip_tls_verify");
   }
-  if (node["ca_file"]) {
-    config.ca_file = node["ca_file"].as<std::string>();
-  }
-  if (node["insecure_skip_tls_verify"]) {
-    config.insecure_skip_tls_verify = node["insecure_skip_tls_verify"].as<bool>();
+  if (std::string token; server.empty() && !readFile(config.token_file, &token)) {
+    throw std::runtime_error("cannot read service account token " + config.token_file);
   }
   return config;
 }

@@ -29,12 +29,14 @@ struct KubeConfig {
 
   // The pod's service account: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT with
   // /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}. Throws std::runtime_error when
-  // either variable is unset or the token file is unreadable (not running in a pod).
+  // either variable is unset (not running in a pod).
   static KubeConfig inCluster();
 
   // Keys: server, token_file, ca_file, insecure_skip_tls_verify, qps, burst (all optional). A
-  // missing or empty server means inCluster(). Throws YAML::Exception on a value of the wrong
-  // type, std::runtime_error on a negative burst.
+  // missing or empty server means inCluster(), whose token and CA files token_file and ca_file
+  // replace when given. Throws YAML::Exception marked at the value's line when a value is not of
+  // its type (yaml_read.h), std::runtime_error when not in a pod without a server, or when,
+  // in a pod, the token file cannot be read.
   static KubeConfig fromYaml(const YAML::Node& node);
 };
 

@@ -58,12 +58,13 @@ LeaderElectionConfig LeaderElectionConfig::fromYaml(const YAML::Node& node) {
   checkKeys(node, "kubernetes.leader_election.",
             {"namespace", "name", "identity", "lease_duration", "renew_deadline", "retry_period"});
   LeaderElectionConfig c;
-  c.lease_namespace = node["namespace"].as<std::string>("");
+  const std::string where = "kubernetes.leader_election.";
+  c.lease_namespace = stringOr(node, where, "namespace", "");
   if (c.lease_namespace.empty()) {
     c.lease_namespace = podNamespace();
   }
-  c.name = node["name"].as<std::string>(c.name);
-  c.identity = node["identity"].as<std::string>("");
+  c.name = stringOr(node, where, "name", c.name);
+  c.identity = stringOr(node, where, "identity", "");
   if (c.identity.empty()) {
     const char* pod = std::getenv("POD_NAME");
     char host[256] = {};

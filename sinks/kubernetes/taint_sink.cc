@@ -111,37 +111,40 @@ std::chrono::seconds secondsAt(const YAML::Node& map, const std::string& where, 
 
 TaintSinkOptions TaintSinkOptions::fromYaml(const YAML::Node& k) {
   TaintSinkOptions o;
-  if (k["eligible"]) {
-    o.eligible = k["eligible"].as<std::vector<std::string>>();
+  if (const YAML::Node n = k["eligible"]) {
+    o.eligible = stringsAt(n, "kubernetes.eligible", false);
   }
-  o.opt_out_label = k["opt_out_label"].as<std::string>(o.opt_out_label);
+  o.opt_out_label = stringOr(k, "kubernetes.", "opt_out_label", o.opt_out_label);
   if (k["node_list_period"]) {
     o.node_list_period = std::chrono::milliseconds(
         durationAt(k["node_list_period"], "kubernetes.node_list_period") / 1'000'000);
   }
   if (const YAML::Node g = k["guard"]) {
     checkKeys(g, "kubernetes.guard.", {"max_tainted", "max_tainted_percent", "max_new", "window"});
-    o.limits.max_tainted = g["max_tainted"].as<int>(o.limits.max_tainted);
-    o.limits.max_tainted_percent =
-        g["max_tainted_percent"].as<double>(o.limits.max_tainted_percent);
-    o.limits.max_new = g["max_new"].as<int>(o.limits.max_new);
-    o.limits.window = secondsAt(g, "kubernetes.guard.", "window", o.limits.window);
-    if (o.limits.max_tainted < 0 || o.limits.max_new < 0 || o.limits.max_tainted_percent < 0 ||
-        o.limits.max_tainted_percent > 100) {
-      failAt(g, "kubernetes.guard", "limits are counts >= 0 and a percentage in [0, 100]");
+    if (const YAML::Node n = g["max_tainted"]) {
+      o.limits.max_tainted = integerAt<int>(n, "kubernetes.guard.max_tainted", 0);
     }
+    if (const YAML::Node n = g["max_tainted_percent"]) {
+      o.limits.max_tainted_percent = numberAt(n, "kubernetes.guard.max_tainted_percent", 0, 100);
+    }
+    if (const YAML::Node n = g["max_new"]) {
+      o.limits.max_new = integerAt<int>(n, "kubernetes.guard.max_new", 0);
+    }
+    o.limits.window = secondsAt(g, "kubernetes.guard.", "window", o.limits.window);
   }
-  o.breaker_namespace = k["namespace"].as<std::string>("");
+  o.breaker_namespace = stringOr(k, "kubernetes.", "namespace", "");
   if (o.breaker_namespace.empty()) {
     o.breaker_namespace = podNamespace();
   }
-  o.breaker_configmap = k["breaker_configmap"].as<std::string>(o.breaker_configmap);
-  o.dry_run = k["dry_run"].as<bool>(o.dry_run);
-  if (k["dry_run_rules"]) {
-    o.dry_run_rules = k["dry_run_rules"].as<std::vector<std::string>>();
+  o.breaker_configmap = stringOr(k, "kubernetes.", "breaker_configmap", o.breaker_configmap);
+  if (const YAML::Node n = k["dry_run"]) {
+    o.dry_run = boolAt(n, "kubernetes.dry_run");
+  }
+  if (const YAML::Node n = k["dry_run_rules"]) {
+    o.dry_run_rules = stringsAt(n, "kubernetes.dry_run_rules", false);
   }
   o.reapply_after = secondsAt(k, "kubernetes.", "reapply_after", o.reapply_after);
-  o.condition_type = k["condition_type"].as<std::string>(o.condition_type);
+  o.condition_type = stringOr(k, "kubernetes.", "condition_type", o.condition_type);
   return o;
 }
 

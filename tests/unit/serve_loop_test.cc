@@ -2,6 +2,7 @@
 // interleave, the correlator sees the batches in queue order and decides as one worker would.
 #include "core/serve_loop.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -187,15 +188,79 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
   EXPECT_EQ(refusal("kafka:\n  topics: [{name: t}]\n"), "FILE:2: kafka.brokers: required");
   EXPECT_EQ(refusal(kafka), "FILE:2: kafka.topics: expected a non-empty list");
   const std::string k8s = "kubernetes:\n  server: http://127.0.0.1:1\n";
-  EXPECT_EQ(refusal(k8s + "  burst: 0\n" + http), "FILE:3: kubernetes.burst: must be at least 1");
+  EXPECT_EQ(refusal(k8s + "  burst: 0\n" + http),
+            "FILE:3: kubernetes.burst: expected an integer >= 1");
   EXPECT_EQ(refusal(k8s + "  guard:\n    window: soon\n" + http),
             "FILE:4: kubernetes.guard.window: expected a duration like 10m, got 'soon'");
   EXPECT_EQ(refusal(k8s + "  guard:\n    max_tainted_percent: 150\n" + http),
-            "FILE:4: kubernetes.guard: limits are counts >= 0 and a percentage in [0, 100]");
+            "FILE:4: kubernetes.guard.max_tainted_percent: expected a number from 0 to 100, got "
+            "'150'");
   EXPECT_EQ(refusal(k8s + "  reapply_after: 0s\n" + http),
             "FILE:3: kubernetes.reapply_after: expected a duration like 10m, got '0s'");
   EXPECT_EQ(refusal(k8s + "  leader_election:\n    lease_duration: 1500ms\n" + http),
             "FILE:4: kubernetes.leader_election.lease_duration: must be whole seconds");
+}
+
+// A value that does not read as its type is refused, never replaced by the default: yaml-cpp's
+// as<T>(fallback) took `dry_run: maybe` as false and `max_tainted: 1 node` as 10, so the service
+// tainted nodes it was told to hold back from.
+TEST(ServeConfig, AValueOfTheWrongTypeIsRefusedNotDefaulted) {
+  const std::string k8s = "kubernetes:\n  server: http://127.0.0.1:1\n";
+  const std::string http = "http:\n  listen: \"127.0.0.1:0\"\n";
+  EXPECT_EQ(refusal(k8s + "  dry_run: maybe\n" + http),
+            "FILE:3: kubernetes.dry_run: expected true or false, got 'maybe'");
+  EXPECT_EQ(refusal(k8s + "  guard:\n    max_tainted: 1 node\n" + http),
+            "FILE:4: kubernetes.guard.max_tainted: expected an integer >= 0");
+  EXPECT_EQ(refusal(k8s + "  guard: {max_new: -1}\n" + http),
+            "FILE:3: kubernetes.guard.max_new: expected an integer >= 0");
+  EXPECT_EQ(
+      refusal(k8s + "  qps: 5/s\n" + http).rfind("FILE:3: kubernetes.qps: expected a number", 0),
+      0u);
+  EXPECT_EQ(refusal(k8s + "  insecure_skip_tls_verify: [true]\n" + http),
+            "FILE:3: kubernetes.insecure_skip_tls_verify: expected true or false, got ''");
+  EXPECT_EQ(refusal(k8s + "  condition_type: {a: b}\n" + http),
+            "FILE:3: kubernetes.condition_type: expected a string");
+  EXPECT_EQ(refusal(k8s + "  eligible: \"a=b\"\n" + http),
+            "FILE:3: kubernetes.eligible: expected a list of strings");
+  EXPECT_EQ(refusal(k8s + "  dry_run_rules: [[xid-fatal]]\n" + http),
+            "FILE:3: kubernetes.dry_run_rules[0]: expected a string");
+  EXPECT_EQ(refusal(k8s + "  leader_election:\n    name: [a]\n" + http),
+            "FILE:4: kubernetes.leader_election.name: expected a string");
+  EXPECT_EQ(
+      refusal(k8s + "  dry_run: yes\n  qps: 2.5\n  guard: {max_tainted_percent: 12.5}\n" + http),
+      "");
+  EXPECT_EQ(refusal(http + "taint: {effect: NoScheduled}\n"),
+            "FILE:3: taint: taint effect 'NoScheduled' is not NoSchedule, PreferNoSchedule or "
+            "NoExecute");
+}
+
+// In a pod, token_file and ca_file replace the service account's (a projected token mounted
+// elsewhere); they were read only with a server.
+TEST(ServeConfig, InAPodTheTokenFileIsTheConfiguredOne) {
+  const std::string token =
+      (std::filesystem::temp_directory_path() / ("serve_config_token." + std::to_string(getpid())))
+          .string();
+  std::ofstream(token) << "t\n";
+  setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "1", 1);
+  const ServiceConfig cfg = [&] {
+    const std::string path = token + ".yaml";
+    std::ofstream(path) << "kubernetes: {token_file: " << token << ", ca_file: /x/ca.crt}\n"
+                        << "http: {listen: \"127.0.0.1:0\"}\n";
+    ServiceConfig c = loadServiceConfig(path);
+    std::filesystem::remove(path);
+    return c;
+  }();
+  EXPECT_EQ(
+      refusal("kubernetes: {token_file: /nonexistent/token}\nhttp: {listen: \"127.0.0.1:0\"}\n"),
+      "FILE: cannot read service account token /nonexistent/token");
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  std::filesystem::remove(token);
+  ASSERT_TRUE(cfg.kubernetes.has_value());
+  EXPECT_EQ(cfg.kubernetes->server, "https://127.0.0.1:1");
+  EXPECT_EQ(cfg.kubernetes->token_file, token);
+  EXPECT_EQ(cfg.kubernetes->ca_file, "/x/ca.crt");
 }
 
 TEST(ServeConfig, ATaintKeyTheApiServerRefusesIsRefused) {
