@@ -150,6 +150,8 @@ void Pipeline::keep(size_t first) {
     key += '\x1f';
     key += std::to_string(secondOf(h.time_ns));
     key += '\x1f';
+    key += h.field(kJobField);  // two jobs' lines in one second are two events
+    key += '\x1f';
     key += h.line;
     if (const size_t* kept = kept_.find(key)) {
       const Hit& k = hits_[*kept];

@@ -75,8 +75,8 @@ class Pipeline {
   // Replay: matches the batch of input number `input` and keeps its hits; nothing is decided
   // until finishReplay(). Inputs are numbered in the order of their names, so that hits of one
   // node at one time are taken in that order, and in the input's own order within one input.
-  // Memory stays bounded under a flood: identical hits (node, signature, line without its
-  // timestamp envelope) in one second of event time are kept once (the earliest), as the
+  // Memory stays bounded under a flood: identical hits (node, signature, pod job, line without
+  // its timestamp envelope) in one second of event time are kept once (the earliest), as the
   // correlator would take the others for repeats anyway (Correlator), live as in replay.
   void collect(const RecordBatch& batch, uint32_t input);
   // Replay: takes the hits `other` collected (from other files, on another thread), as if this

@@ -57,7 +57,6 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   recovers_.assign(n, false);
   looked_up_.assign(n, false);
   held_.resize(n);
-  job_until_.assign(n, INT64_MIN);
   where_.resize(bank_->signatures.size());
   int64_t longest = 0;  // of the rules' durations
   for (uint32_t i = 0; i < n; ++i) {
@@ -295,6 +294,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (rule.severity == Severity::kInfo) {
+    if (!rule.corroborated_by.empty()) {  // evidence that acts only with the node's own support
+      corroborate(ri, node, node_name, f, ev, out);
+    }
     return;
   }
   if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
@@ -304,8 +306,12 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   const std::string key = entityKey(ri, rule, f);
   Counter& c = node.counters[key];
-  const bool in_burst = c.last_seen_ns != INT64_MIN && t - c.last_seen_ns < rule.burst_ns;
-  c.last_seen_ns = t;
+  // Within `burst` of the key's newest hit, before or after: a node's streams may arrive apart
+  // (a pod's line after a kernel line stamped later), and the order must not decide.
+  const bool in_burst =
+      rule.burst_ns > 0 && c.last_seen_ns != INT64_MIN &&
+      (t > c.last_seen_ns ? t - c.last_seen_ns : c.last_seen_ns - t) < rule.burst_ns;
+  c.last_seen_ns = std::max(c.last_seen_ns, t);
   std::vector<Evidence> pair;
   if (!rule.flap_field.empty()) {
     const std::string_view state = fieldOf(f, rule.flap_field);
@@ -349,7 +355,16 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (rule.cluster_nodes > 0) {
-    held_[ri].push_back({node_name, f, ev});
+    const std::string_view job = rule.distinct_jobs ? fieldOf(f, kJobField) : "";
+    auto it = held_[ri].find(job);
+    if (it == held_[ri].end()) {
+      it = held_[ri].emplace(std::string(job), HeldJob{}).first;
+    }
+    // In time order: a lagging node's hit, arriving after later ones, still joins its window.
+    std::deque<Held>& hits = it->second.hits;
+    hits.insert(std::upper_bound(hits.begin(), hits.end(), t,
+                                 [](int64_t at, const Held& h) { return at < h.evidence.time_ns; }),
+                Held{node_name, f, ev});
     return;
   }
   if (!pair.empty() && rule.count == 1) {
@@ -597,12 +612,17 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     int64_t due =
         next != timers_.end() && std::get<0>(*next) < now_ns_ ? std::get<0>(*next) : INT64_MAX;
     int held_rule = -1;
+    HeldJob* held_job = nullptr;
     for (uint32_t ri : cluster_rules_) {
-      if (!held_[ri].empty()) {
-        const int64_t end = held_[ri].front().evidence.time_ns + bank_->rules[ri].cluster_within_ns;
-        if (end < lagged && end < due) {
-          due = end;
-          held_rule = static_cast<int>(ri);
+      for (auto& [job, held] : held_[ri]) {
+        if (!held.hits.empty()) {
+          const int64_t end =
+              held.hits.front().evidence.time_ns + bank_->rules[ri].cluster_within_ns;
+          if (end < lagged && end < due) {
+            due = end;
+            held_rule = static_cast<int>(ri);
+            held_job = &held;
+          }
         }
       }
     }
@@ -610,7 +630,7 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       break;
     }
     if (held_rule >= 0) {
-      flushHeld(static_cast<uint32_t>(held_rule), out);
+      flushHeld(static_cast<uint32_t>(held_rule), *held_job, out);
       continue;
     }
     const auto [at, node_name, key] = *next;
@@ -630,6 +650,11 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       reason = "quiet: no " + rule.id + " hit" + describe(flt.entity) + " for the quiet period";
     }
     clearFault(node, node_name, key, at, std::move(reason), out);
+  }
+  for (uint32_t ri : cluster_rules_) {  // jobs whose event is over, with nothing held
+    std::erase_if(held_[ri], [&](const auto& kv) {
+      return kv.second.hits.empty() && kv.second.event_until_ns < lagged;
+    });
   }
   if (now_ns_ >= forget_at_ns_ && now_ns_ >= INT64_MIN + forget_after_ns_) {
     forgetSilent(now_ns_ - forget_after_ns_);
@@ -651,16 +676,26 @@ void Correlator::forgetSilent(int64_t before_ns) {
 }
 
 void Correlator::finish(std::vector<Decision>* out) {
-  for (uint32_t ri = 0; ri < held_.size(); ++ri) {
-    while (!held_[ri].empty()) {
-      flushHeld(ri, out);
+  for (uint32_t ri : cluster_rules_) {
+    for (;;) {  // the window that ends first, as advance() would take them
+      HeldJob* first = nullptr;
+      for (auto& [job, held] : held_[ri]) {
+        if (!held.hits.empty() && (first == nullptr || held.hits.front().evidence.time_ns <
+                                                           first->hits.front().evidence.time_ns)) {
+          first = &held;
+        }
+      }
+      if (first == nullptr) {
+        break;
+      }
+      flushHeld(ri, *first, out);
     }
   }
 }
 
-void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
+void Correlator::flushHeld(uint32_t ri, HeldJob& held, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
-  std::deque<Held>& q = held_[ri];
+  std::deque<Held>& q = held.hits;
   const int64_t start = q.front().evidence.time_ns;
   const int64_t end = start + rule.cluster_within_ns;
   std::vector<Held> window;
@@ -670,9 +705,10 @@ void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
     window.push_back(std::move(q.front()));
     q.pop_front();
   }
-  const bool job = static_cast<int>(nodes.size()) >= rule.cluster_nodes || start < job_until_[ri];
+  const bool job =
+      static_cast<int>(nodes.size()) >= rule.cluster_nodes || start < held.event_until_ns;
   if (job) {
-    job_until_[ri] = window.back().evidence.time_ns + rule.cluster_within_ns;
+    held.event_until_ns = window.back().evidence.time_ns + rule.cluster_within_ns;
     ++stats_.job_events;
   }
   for (const Held& h : window) {
@@ -690,6 +726,8 @@ void Correlator::flushHeld(uint32_t ri, std::vector<Decision>* out) {
 
 void Correlator::repeatKey(const Hit& hit) {
   repeat_key_.assign(std::to_string(hit.signature));
+  repeat_key_ += '\x1f';
+  repeat_key_ += hit.field(kJobField);  // two jobs' lines in one second are two events
   repeat_key_ += '\x1f';
   repeat_key_ += hit.line;
 }
@@ -816,8 +854,11 @@ Correlator::NodeState Correlator::state(std::string_view node) const {
   }
   const bool counted = std::any_of(n.counters.begin(), n.counters.end(),
                                    [](const auto& kv) { return !kv.second.times.empty(); });
-  const bool held = std::any_of(held_.begin(), held_.end(), [&](const std::deque<Held>& q) {
-    return std::any_of(q.begin(), q.end(), [&](const Held& h) { return h.node == node; });
+  const bool held = std::any_of(held_.begin(), held_.end(), [&](const auto& jobs) {
+    return std::any_of(jobs.begin(), jobs.end(), [&](const auto& kv) {
+      return std::any_of(kv.second.hits.begin(), kv.second.hits.end(),
+                         [&](const Held& h) { return h.node == node; });
+    });
   });
   const bool peer = n.suspect_until_ns >= now_ns_;
   return counted || held || peer || !n.pending.empty() ? NodeState::kSuspect : NodeState::kHealthy;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -22,7 +24,7 @@ namespace faultline {
 
 // Semantics, per rule and per (node, rule, entity) key, where the entity is the rule's `entity`
 // fields of the hit (the GPU's PCI address, an HCA port, an NVSwitch link, ...):
-//   - a hit whose node, signature and line equal those of a hit already observed in the same
+//   - a hit whose node, signature, line and job equal those of a hit already observed in the same
 //     second of event time (secondOf) is a repeat and changes nothing: a line printed many times
 //     at once is one event (replay keeps one of them: Pipeline::collect);
 //   - a hit carries the fields of its signature's tables (the Xid catalog's action and class:
@@ -37,11 +39,12 @@ namespace faultline {
 //   - a `suspects_peers` hit marks suspect the other nodes that ran pods of this node's jobs
 //     around it (member()), never its own node;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
-//     one window are a job's event and count for no node; `corroborated_by` decides at once when
-//     one of those rules hit the same node within its window, before or after;
+//     one window (of one job, for `distinct_jobs` rules) are a job's event and count for no node;
+//     `corroborated_by` decides at once when one of those rules hit the same node within its
+//     window, before or after;
 //   - fatal rules fault on the first counted hit, warning rules when `count` counted hits fall
-//     within `window`, info rules never (their hits still attach, suppress, corroborate, join
-//     and recover);
+//     within `window`, info rules only when `corroborated_by` (their hits still attach,
+//     suppress, corroborate, join and recover);
 //   - a node's first fault taints it (one decision); later faults join silently;
 //   - a fault clears on a hit of a rule in its `recovery.by` with equal entity fields, at least
 //     a minute after the fault's last hit (a driver load printed with the failure is not a
@@ -58,7 +61,7 @@ class Correlator {
   struct Stats {
     uint64_t attached = 0;      // hits attached to their cause, not counted
     uint64_t suppressed = 0;    // hits dropped by suppressed_by
-    uint64_t job_events = 0;    // cluster-wide windows that counted for no node
+    uint64_t job_events = 0;    // cluster windows that counted for no node (a job's event)
     uint64_t peers_marked = 0;  // nodes marked suspect by a peer's suspects_peers hit
     uint64_t repeats = 0;       // hits that repeated one of the same second
   };
@@ -176,6 +179,12 @@ class Correlator {
     Fields fields;
     Evidence evidence;
   };
+  // A cluster rule's hits of one job (distinct_jobs rules; else of every job, key ""), held until
+  // their window ends, and until when that job's event lasts.
+  struct HeldJob {
+    std::deque<Held> hits;
+    int64_t event_until_ns = INT64_MIN;
+  };
 
   void observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
                    const std::shared_ptr<const Evidence>& ev, std::vector<Decision>* out);
@@ -195,7 +204,8 @@ class Correlator {
   void clearFault(NodeData& node, const std::string& node_name, const std::string& key,
                   int64_t at_ns, std::string reason, std::vector<Decision>* out);
   void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
-  void flushHeld(uint32_t ri, std::vector<Decision>* out);
+  // Decides the first window of rule ri's held hits of one job.
+  void flushHeld(uint32_t ri, HeldJob& held, std::vector<Decision>* out);
   void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
   // Forgets the job runs that ended before before_ns (ns since the epoch).
   void pruneMembers(int64_t before_ns);
@@ -205,7 +215,7 @@ class Correlator {
   NodeData& nodeOf(std::string_view name);
   // The node sent a record of time_ns: its own time, and when it was last heard (now_ns_).
   void hear(NodeData& node, int64_t time_ns) const;
-  // Sets repeat_key_ to the hit's signature and line.
+  // Sets repeat_key_ to the hit's signature, job and line.
   void repeatKey(const Hit& hit);
   // Whether rule `ri` has a fault on the entity of `fields` (fault() would add nothing).
   bool faulted(uint32_t ri, const NodeData& node, const Fields& fields) const;
@@ -227,7 +237,8 @@ class Correlator {
   std::vector<uint32_t> alias_rules_;
   std::vector<uint32_t> cluster_rules_;       // advance() looks at their held hits on every hit
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
-  std::vector<std::deque<Held>> held_;        // cluster rules: hits held until their window ends
+  // cluster rules: job -> its held hits; ordered so that replay flushes equal ends alike
+  std::vector<std::map<std::string, HeldJob, std::less<>>> held_;
   // job -> node -> [first, last] time it ran a pod of the job, ns; runs older than the longest
   // suspects_peers window (peers_within_ns_) are pruned every such window of event time
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
@@ -235,7 +246,6 @@ class Correlator {
   int64_t prune_at_ns_ = INT64_MIN;
   int64_t forget_after_ns_ = kForgetAfterNs;
   int64_t forget_at_ns_ = INT64_MIN;  // advance() looks for silent nodes once an hour of event time
-  std::vector<int64_t> job_until_;    // cluster rules: a job event lasts until then
   Timers timers_;
   int64_t max_lag_ns_ = 0;
   int64_t now_ns_ = INT64_MIN;

@@ -213,7 +213,8 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
     ++stats_.candidates;
     if (last != nullptr && rec.line == last->line && rec.node == last->node &&
         rec.stream == last->stream && rec.time_ns >= last->time_ns &&
-        secondOf(rec.time_ns) == secondOf(last->time_ns)) {
+        secondOf(rec.time_ns) == secondOf(last->time_ns) &&
+        (rec.stream != StreamKind::kPod || batch.job(rec) == batch.job(*last))) {
       for (size_t h = last_hits; h < hits->size(); ++h) {  // a flood of one line
         ++(*hits)[h].repeats;
       }

@@ -35,8 +35,9 @@ struct Hit {
   // in the high bits, Pipeline::collect).
   uint64_t seq = 0;
   // Records right after this hit's in its batch (no other record with hits between) that
-  // repeated its node, stream and line in the same second of event time, no earlier: they make
-  // no hits of their own, since the correlator takes such hits for repeats (Correlator).
+  // repeated its node, stream, line and (pod records) job in the same second of event time, no
+  // earlier: they make no hits of their own, since the correlator takes such hits for repeats
+  // (Correlator).
   uint32_t repeats = 0;
 
   std::string_view field(std::string_view name) const;

@@ -1,5 +1,8 @@
 // Event time across nodes and held hits: a node whose log lags behind the others', lines of one
 // second in replay, held hits that count, flap recoveries, and what the correlator keeps.
+#include <algorithm>
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "core/pipeline.h"
@@ -135,6 +138,108 @@ TEST(CorrelatorTime, ClusterWindowsWaitMaxLagForALaggingNode) {
   EXPECT_EQ(laggingClusterNode(5 * kMin), std::vector<std::string>{});
   // Closed on the others' time, the window holds three nodes: no job's event, each counts.
   EXPECT_EQ(laggingClusterNode(0).size(), 4U);
+}
+
+// The same, with another job's timeout on a fifth node arriving between the others and the
+// lagging node's: the lagging hit still joins its own job's window (held hits are kept in time
+// order, not arrival order), and the other job's lone node is no part of it.
+TEST(CorrelatorTime, ALaggingClusterHitJoinsItsJobsWindowWhateverArrivedBetween) {
+  const std::string line =
+      "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+      "before timing out.";
+  std::vector<Line> lines;
+  for (int64_t day = 0; day < 2; ++day) {
+    const int64_t t0 = kT + day * 12 * kHour;
+    const std::string job = day == 0 ? "train-a" : "train-b";
+    for (const char* node : {"n1", "n2", "n3"}) {
+      lines.push_back({t0, node, line, StreamKind::kPod, job});
+    }
+    lines.push_back({t0 + 3 * kMin, "n5", line, StreamKind::kPod, job + "-other"});
+    lines.push_back({t0 + kMin, "n4", line, StreamKind::kPod, job});
+    lines.push_back({t0 + 20 * kMin, "n1", "step 2", StreamKind::kPod, job});
+  }
+  // n5's two jobs are its own, each one node: counted, and two of them taint n5.
+  EXPECT_EQ(live(5 * kMin, lines),
+            std::vector<std::string>{"n5 taint pytorch-nccl-watchdog-timeout"});
+}
+
+// Four nodes each running jobs of their own, hung in the same minutes twice: nodes are counted
+// per job, so the four are no job's event and each is implicated by its own two jobs.
+TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
+  const std::string line =
+      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+      "before timing out.";
+  std::vector<Line> lines;
+  for (int64_t episode = 0; episode < 2; ++episode) {
+    for (int n = 0; n < 4; ++n) {
+      const std::string node = "solo-" + std::to_string(n);
+      lines.push_back({kT + episode * 2 * kHour + n * kMin, node, line, StreamKind::kPod,
+                       node + "-job-" + std::to_string(episode)});
+    }
+  }
+  lines.push_back({kT + 3 * kHour, "solo-0", "step 2", StreamKind::kPod, "solo-0-job-1"});
+  std::vector<std::string> got = live(5 * kMin, lines);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"solo-0 taint pytorch-nccl-watchdog-timeout",
+                                           "solo-1 taint pytorch-nccl-watchdog-timeout",
+                                           "solo-2 taint pytorch-nccl-watchdog-timeout",
+                                           "solo-3 taint pytorch-nccl-watchdog-timeout"}));
+}
+
+// Two jobs' timeouts on one node in one second are two events: the second job is not a repeat
+// of the first, live (one batch, either order) as in replay.
+TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
+  const std::string line =
+      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+      "before timing out.";
+  for (const bool b_first : {false, true}) {
+    Collect sink;
+    Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+    RecordBatch batch;
+    for (const char* job : b_first ? std::vector<const char*>{"job-b", "job-a"}
+                                   : std::vector<const char*>{"job-a", "job-b"}) {
+      const auto first = static_cast<uint32_t>(batch.labels.size());
+      batch.labels.push_back({"job_name", batch.copy(job)});
+      batch.records.push_back({kT + 200'000'000, batch.copy("n1"), batch.copy(line), first,
+                               first + 1, StreamKind::kPod});
+    }
+    p.process(batch);
+    p.process(one(kT + 30 * kMin, "n1", "step 2", StreamKind::kPod, "job-a"));
+    EXPECT_EQ(sink.got, std::vector<std::string>{"n1 taint pytorch-nccl-watchdog-timeout"})
+        << b_first;
+
+    Collect replayed;
+    Pipeline r(shipped(), Taint{}, {&replayed});
+    r.collect(batch, 0);
+    r.finishReplay();
+    EXPECT_EQ(replayed.got, std::vector<std::string>{"n1 taint pytorch-nccl-watchdog-timeout"})
+        << b_first;
+  }
+}
+
+// A hit stamped before the key's newest (one push whose later-stamped stream came first) is no
+// burst of a rule without `burst`: the order of streams in a request must not decide.
+TEST(CorrelatorTime, AnEarlierHitAfterALaterOneIsNoBurst) {
+  const std::string line =
+      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+      "before timing out.";
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  RecordBatch batch;
+  for (const auto& [job, at] : {std::pair<const char*, int64_t>{"job-b", kT + 1'500'000'000},
+                                std::pair<const char*, int64_t>{"job-a", kT + 800'000'000}}) {
+    const auto first = static_cast<uint32_t>(batch.labels.size());
+    batch.labels.push_back({"job_name", batch.copy(job)});
+    batch.records.push_back(
+        {at, batch.copy("n1"), batch.copy(line), first, first + 1, StreamKind::kPod});
+  }
+  p.process(batch);
+  p.process(one(kT + 30 * kMin, "n1", "step 2", StreamKind::kPod, "job-a"));
+  EXPECT_EQ(sink.got, std::vector<std::string>{"n1 taint pytorch-nccl-watchdog-timeout"});
 }
 
 TEST(CorrelatorTime, ReplayTakesOneSecondsLinesInTheirInputOrder) {
