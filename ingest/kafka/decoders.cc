@@ -152,11 +152,20 @@ class KafkaDecoder::JsonFields {
     time = slots(fields.time, false);
     labels = slots(label_fields, true);
     job = slots(fields.job, true);
+    for (size_t i = 0; i < fields.node.size(); ++i) {
+      if (fields.node[i].starts_with("kubernetes.")) {
+        shipper_node.push_back(node[i]);
+      }
+    }
   }
 
   simdjson::dom::parser parser;  // keeps its buffers from one message to the next
   // Slots of each list's paths, in the list's order.
   std::vector<uint32_t> line, node, time, labels, job;
+  // The node paths of a shipper's Kubernetes metadata (Vector's kubernetes.pod_node_name, Fluent
+  // Bit's kubernetes.host): each shipper writes one, so two naming different nodes are a pod's
+  // JSON merged beside the shipper's map (Fluent Bit's Merge_Log without Merge_Log_Key).
+  std::vector<uint32_t> shipper_node;
 
   // Finds every path in `doc`; then at(slot) is the value at that slot's path, or nullptr.
   // Returns false if a node or label path occurs twice with different values.
@@ -168,6 +177,22 @@ class KafkaDecoder::JsonFields {
     return !ambiguous_;
   }
   const element* at(uint32_t slot) const { return has_[slot] ? &found_[slot] : nullptr; }
+
+  // Whether the non-empty strings at `slots` are all one value.
+  bool agree(const std::vector<uint32_t>& slots) const {
+    std::string_view first;
+    for (uint32_t slot : slots) {
+      std::string_view s;
+      if (const element* v = at(slot);
+          v != nullptr && v->get(s) == simdjson::SUCCESS && !s.empty()) {
+        if (!first.empty() && s != first) {
+          return false;
+        }
+        first = s;
+      }
+    }
+    return true;
+  }
 
   // The first of `slots` whose value is a non-empty string; valid until the next parse.
   std::string_view firstString(const std::vector<uint32_t>& slots) const {
@@ -373,7 +398,9 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
       !doc.is_object()) {
     return false;
   }
-  if (!json_->walk(doc)) {
+  // Refused, as ambiguous: a path given twice with different values, or the shipper's node or
+  // job named two ways (a pod's merged JSON claiming another node, or a job its pod does not run).
+  if (!json_->walk(doc) || !json_->agree(json_->shipper_node) || !json_->agree(json_->job)) {
     return false;
   }
   const std::string_view line = trimNewline(json_->firstString(json_->line));

@@ -36,7 +36,9 @@ enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
 // pod or job path (or a kernel marker) found twice with different values (null or "" against a
 // value counts) leaves the record's node, stream or job ambiguous, and the message is refused as
 // malformed: with Fluent Bit's Merge_Log a pod's own JSON keys come first and could pass for the
-// shipper's.
+// shipper's. So is a message whose node paths under "kubernetes." (the shippers' metadata maps)
+// or whose job paths name two different non-empty values: a pod writing Vector's
+// kubernetes.pod_node_name beside Fluent Bit's kubernetes.host would otherwise name any node.
 struct KafkaJsonFields {
   std::vector<std::string> line = {"message", "log", "msg", "MESSAGE", "body"};
   std::vector<std::string> node = {"kubernetes.pod_node_name",

@@ -282,6 +282,30 @@ TEST(KafkaJsonDecoder, PodRecordIsNeverKernel) {
   EXPECT_EQ(rec.stream, StreamKind::kPod);
 }
 
+// With Merge_Log and no Merge_Log_Key, a pod's JSON naming Vector's node field beside Fluent
+// Bit's map (or a job beside its labels' job) names another node: refused, as the pod could
+// otherwise have its lines decided for any node, or count as several jobs.
+TEST(KafkaJsonDecoder, TwoShipperNodeOrJobFieldsNamingDifferentValuesAreRefused) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
+  RecordBatch batch;
+  for (const char* bad : {
+           R"({"kubernetes.pod_node_name":"gpu-7","kubernetes.pod_labels.job-name":"job-a",
+               "log":"[Rank 0] Watchdog caught collective operation timeout",
+               "kubernetes":{"pod_name":"evil-0","host":"gpu-2"}})",
+           R"({"kubernetes.pod_labels.job-name":"job-b","log":"x",
+               "kubernetes":{"pod_name":"p-0","host":"gpu-2","labels":{"job-name":"job-a"}}})",
+       }) {
+    EXPECT_FALSE(decoder.decode(message(bad), kReceiveNs, &batch)) << bad;
+  }
+  EXPECT_TRUE(batch.records.empty());
+  // A host name beside the shipper's node name (a Vector event's `host`) is no conflict: the
+  // shipper's map wins.
+  const LogRecord& rec = decodeOne(decoder, message(R"({"message":"x","host":"gpu-2.example.com",
+                  "kubernetes":{"pod_name":"p-0","pod_node_name":"gpu-2"}})"),
+                                   &batch);
+  EXPECT_EQ(rec.node, "gpu-2");
+}
+
 // Fluent Bit with Merge_Log On puts a pod's own JSON keys at the top level, before the
 // `kubernetes` map: a pod printing these must not pass for kernel output of a node it names.
 TEST(KafkaJsonDecoder, PathTwiceWithDifferentValuesIsRefused) {

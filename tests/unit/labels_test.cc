@@ -45,5 +45,18 @@ TEST(Classify, AnyLabelOfAPodNameMakesAPod) {
   EXPECT_EQ(rec.stream, StreamKind::kPod);
 }
 
+// A container's output in the journal (Docker's or Podman's journald log driver: CONTAINER_NAME)
+// is a pod's, not a host service's: a container printing `ib0: Lost carrier` is no carrier lost.
+TEST(Classify, AContainersJournalOutputIsAPods) {
+  const StreamRules rules;
+  RecordBatch batch;
+  LogRecord rec = withLabels(&batch, {{"_HOSTNAME", "gpu-2"},
+                                      {"SYSLOG_IDENTIFIER", "3f2a1b2c3d4e"},
+                                      {"CONTAINER_NAME", "k8s_train_train-0_default"}});
+  classify(rules, batch, &rec);
+  EXPECT_EQ(rec.stream, StreamKind::kPod);
+  EXPECT_EQ(rec.node, "gpu-2");
+}
+
 }  // namespace
 }  // namespace faultline
