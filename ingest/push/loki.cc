@@ -187,16 +187,25 @@ bool streamLabels(std::string_view selector, std::string_view tenant, RecordBatc
   return true;
 }
 
-// An entry's timestamp: a string of nanoseconds, or (accepted too) a JSON integer.
+// An entry's timestamp: a string of nanoseconds, or (accepted too) a JSON integer. One past
+// int64 (year 2262) is taken as INT64_MAX, as in the protobuf body (readEntry).
 bool nanosOf(element v, int64_t* ns) {
   std::string_view s;
   if (v.get(*ns) == SUCCESS) {
+    return true;
+  }
+  if (uint64_t above = 0; v.get(above) == SUCCESS) {  // an unsigned one past int64
+    *ns = INT64_MAX;
     return true;
   }
   if (v.get(s) != SUCCESS || s.empty()) {
     return false;
   }
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *ns);
+  if (ec == std::errc::result_out_of_range && s.front() != '-' && end == s.data() + s.size()) {
+    *ns = INT64_MAX;
+    return true;
+  }
   return ec == std::errc() && end == s.data() + s.size();
 }
 
@@ -252,9 +261,16 @@ bool readEntry(WireBytes bytes, int64_t* ns, std::string_view* line, std::vector
   if (!r.ok()) {
     return false;
   }
-  // A Timestamp reaches year 9999; int64 nanoseconds end in 2262.
+  // A Timestamp reaches year 9999; int64 nanoseconds end in 2262. A later one is taken as the
+  // latest time there is, which the pipeline bounds as any time ahead of its clock
+  // (Pipeline::match): one entry a pod stamped in year 9999 must not refuse the request's other
+  // streams. One before 1678 is refused.
   if (__builtin_mul_overflow(seconds, int64_t{1'000'000'000}, ns) ||
       __builtin_add_overflow(*ns, int64_t{nanos}, ns)) {
+    if (seconds > 0) {
+      *ns = INT64_MAX;
+      return true;
+    }
     *error = "entry timestamp out of range (" + std::to_string(seconds) +
              " s): nanoseconds since the epoch must fit in 64 bits";
     *refused = true;

@@ -66,9 +66,11 @@ echo -n "rotated" >"$tmp/token.new" && mv "$tmp/token.new" "$tmp/token"
 expect 401 'bearer token' "${auth[@]}" "${json[@]}" --data-binary '{"streams":[]}' "$loki"
 auth=(-H "Authorization: Bearer rotated")
 
-# Still serving: a chunked body, and a kernel Xid whose line is over max_line_bytes.
+# Still serving: a chunked body, and a kernel Xid whose line is over max_line_bytes, beside a pod
+# entry stamped in year 9999 (a shipper taking times from the pod's text): taken as a minute
+# ahead of the clock and counted, the request's kernel stream still decided.
 pad=$(head -c 300 /dev/zero | tr '\0' 'x')
-body='{"streams":[{"stream":{"transport":"kernel","node":"gpu-1"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus '"$pad"'"]]}]}'
+body='{"streams":[{"stream":{"pod":"evil-0","node":"gpu-2"},"values":[["253402300799000000000","x"]]},{"stream":{"transport":"kernel","node":"gpu-1"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus '"$pad"'"]]}]}'
 expect 204 '' "${auth[@]}" "${json[@]}" -H 'Transfer-Encoding: chunked' --data-binary "$body" "$loki"
 wait_file "$tmp/decisions.jsonl" 10
 [[ $(taints_decided "$tmp/decisions.jsonl") == "gpu-1 xid-fatal" ]] || fail "decisions: $(cat "$tmp/decisions.jsonl")"
@@ -79,14 +81,16 @@ line=$(jq -r '.evidence[0].line' "$tmp/decisions.jsonl")
 # bytes after that: poll for both.
 for _ in $(seq 100); do
   m=$(curl -fsS "http://127.0.0.1:$port/metrics")
-  grep -q '^faultline_lines_total 1$' <<<"$m" && grep -q '^faultline_queue_bytes 0$' <<<"$m" && break
+  grep -q '^faultline_lines_total 2$' <<<"$m" && grep -q '^faultline_queue_bytes 0$' <<<"$m" && break
   sleep 0.1
 done
 metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
-# Only the chunked request was accepted: its one record and its bytes, the one hit, the decision.
-for series in 'faultline_records_total{source="http",format="loki_json"} 1' \
+# Only the chunked request was accepted: its two records and its bytes, the one ahead, the one
+# hit, the decision.
+for series in 'faultline_records_total{source="http",format="loki_json"} 2' \
   "faultline_bytes_total{source=\"http\",format=\"loki_json\"} ${#body}" \
-  'faultline_lines_total 1' 'faultline_hits_total{signature="nvidia-xid"} 1' \
+  'faultline_lines_total 2' 'faultline_records_ahead_total 1' \
+  'faultline_hits_total{signature="nvidia-xid"} 1' \
   'faultline_matcher_set_errors_total 0' \
   'faultline_decisions_total{action="taint"} 1' 'faultline_queue_bytes 0' \
   'faultline_queue_capacity_bytes 268435456' 'faultline_correlator_nodes 1'; do

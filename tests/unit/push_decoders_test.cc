@@ -164,20 +164,32 @@ TEST(LokiProto, RefusesCorruptSnappyAndProtobuf) {
   EXPECT_NE(error.find("PushRequest"), std::string::npos) << error;
 }
 
-TEST(LokiProto, TimestampBeyondInt64NanosecondsIsRefused) {
-  // PushRequest{streams: [{labels: "{a=\"b\"}", entries: [{timestamp: {seconds: 18975159936},
-  // line: "x"}]}]}, encoded by hand (logproto push.proto field numbers): found by loki_fuzz, it
+// A time past int64 nanoseconds (year 2262) is taken as the latest there is, which the pipeline
+// bounds as any time ahead of its clock: one entry a pod stamped in year 9999 (a shipper taking
+// the time from the line) must not refuse the request's kernel stream. One before 1678 is refused.
+TEST(LokiProto, TimestampBeyondInt64NanosecondsIsTheLatestTime) {
+  // PushRequest{streams: [{labels: "{a=\"b\"}", entries: [{timestamp: {seconds: S}, line:
+  // "x"}]}]}, encoded by hand (logproto push.proto field numbers): found by loki_fuzz, it
   // overflowed seconds * 10^9.
-  const std::string timestamp = "\x08" + varint(18975159936);
-  const std::string entry = field(1, timestamp) + field(2, "x");
-  const std::string request = field(1, field(1, "{a=\"b\"}") + field(2, entry));
-  std::string body;
-  snappy::Compress(request.data(), request.size(), &body);
+  auto body = [](int64_t seconds) {
+    const std::string timestamp = "\x08" + varint(static_cast<uint64_t>(seconds));
+    const std::string entry = field(1, timestamp) + field(2, "x");
+    const std::string request = field(1, field(1, "{a=\"b\"}") + field(2, entry));
+    std::string out;
+    snappy::Compress(request.data(), request.size(), &out);
+    return out;
+  };
   RecordBatch batch;
   std::string error;
   bool too_large = false;
-  EXPECT_FALSE(decodeLokiProto(body, 1 << 20, "", StreamRules(), &batch, &error, &too_large));
-  EXPECT_NE(error.find("timestamp out of range (18975159936 s)"), std::string::npos) << error;
+  ASSERT_TRUE(
+      decodeLokiProto(body(18975159936), 1 << 20, "", StreamRules(), &batch, &error, &too_large))
+      << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].time_ns, INT64_MAX);
+  EXPECT_FALSE(
+      decodeLokiProto(body(-18975159936), 1 << 20, "", StreamRules(), &batch, &error, &too_large));
+  EXPECT_NE(error.find("timestamp out of range (-18975159936 s)"), std::string::npos) << error;
 }
 
 TEST(LokiProto, SnappyLengthOverLimitIsTooLargeBeforeAllocating) {
@@ -861,6 +873,23 @@ TEST(KafkaOtlpDecoder, ProtoAndJsonWithKeyFallbackAndTopicStream) {
   EXPECT_EQ(jb.records[0].node, "gpu-4");                 // no attribute: the message key
   EXPECT_EQ(jb.records[0].stream, StreamKind::kKernel);   // no marker: the topic's stream
   EXPECT_EQ(jb.records[0].time_ns, 1700000000000000000);  // no record time: the message's
+}
+
+TEST(LokiJson, TimestampBeyondInt64NanosecondsIsTheLatestTime) {
+  for (const char* ts : {R"("99999999999999999999")", "18446744073709551615"}) {
+    RecordBatch batch;
+    std::string error;
+    const std::string body =
+        std::string(R"({"streams":[{"stream":{"a":"b"},"values":[[)") + ts + R"(,"x"]]}]})";
+    ASSERT_TRUE(lokiJson(body, "", &batch, &error)) << ts << ": " << error;
+    ASSERT_EQ(batch.records.size(), 1u);
+    EXPECT_EQ(batch.records[0].time_ns, INT64_MAX) << ts;
+  }
+  RecordBatch batch;
+  std::string error;
+  EXPECT_FALSE(
+      lokiJson(R"({"streams":[{"stream":{"a":"b"},"values":[["-99999999999999999999","x"]]}]})", "",
+               &batch, &error));
 }
 
 }  // namespace
