@@ -656,7 +656,7 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       return kv.second.hits.empty() && kv.second.event_until_ns < lagged;
     });
   }
-  if (now_ns_ >= forget_at_ns_ && now_ns_ >= INT64_MIN + forget_after_ns_) {
+  if (hearsNodes() && now_ns_ >= forget_at_ns_ && now_ns_ >= INT64_MIN + forget_after_ns_) {
     forgetSilent(now_ns_ - forget_after_ns_);
     forget_at_ns_ = now_ns_ > INT64_MAX - kForgetEveryNs ? INT64_MAX : now_ns_ + kForgetEveryNs;
   }

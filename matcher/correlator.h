@@ -99,8 +99,10 @@ class Correlator {
   // Whether advance() reads heard(): max_lag is above 0.
   bool hearsNodes() const { return max_lag_ns_ > 0; }
 
-  // How long (ns of event time) a node may send nothing (no hit, nor live with a max_lag any
-  // record: heard()) before the correlator forgets it: the longer of kForgetAfterNs and the bank's
+  // Live (with a max_lag, which heard() needs), how long (ns of event time) a node may send no
+  // record before the correlator forgets it; replay, which sees only hits, forgets no node (one
+  // without a hit for a week may well be logging, and forgetting it lost its GPU UUID aliases: a
+  // later GPU reset named by UUID recovered nothing). The longer of kForgetAfterNs and the bank's
   // longest duration plus max_lag, so that every window, dedup, burst and held cluster hit of the
   // node has ended by then. Nodes that are tainted, hold a fault or a pending hit, or are suspect,
   // are kept however long they are silent. Forgetting changes no decision but in two cases: a

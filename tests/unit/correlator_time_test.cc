@@ -242,6 +242,33 @@ TEST(CorrelatorTime, AnEarlierHitAfterALaterOneIsNoBurst) {
   EXPECT_EQ(sink.got, std::vector<std::string>{"n1 taint pytorch-nccl-watchdog-timeout"});
 }
 
+// Replay sees only hits: a node without one for over a week may have logged all along, so replay
+// forgets no node. Here the UUID -> PCI alias of day 0 still names the GPU that a reset on day 8
+// recovers (forgotten, the taint stayed for good).
+TEST(CorrelatorTime, ReplayForgetsNoNodeItsHitsLeaveQuiet) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink});
+  RecordBatch b;
+  const int64_t day = 24 * kHour;
+  for (const auto& [time_ns, line] : std::vector<std::pair<int64_t, std::string>>{
+           {kT, "NVRM: GPU at PCI:0000:a1:00: GPU-979426f2-893a-7cbb-c4cf-81472f89a462"},
+           {kT + 8 * day, "NVRM: Xid (PCI:0000:a1:00): 48, pid=1, name=python3, DBE (0x1)"},
+           {kT + 8 * day + 5 * kMin,
+            "GPU reset executed: GPU-979426f2-893a-7cbb-c4cf-81472f89a462, success: true"},
+           {kT + 8 * day + 20 * kMin, "systemd[1]: Started session 7."}}) {
+    b.records.push_back({time_ns, "gpu-a", b.copy(line), 0, 0, StreamKind::kKernel});
+  }
+  // Another node's hit on day 7.5: the event time that would have forgotten gpu-a.
+  b.records.push_back(
+      {kT + 7 * day + 12 * kHour, "gpu-b", b.copy(kDown), 0, 0, StreamKind::kKernel});
+  b.records.push_back(
+      {kT + 7 * day + 12 * kHour + kMin, "gpu-b", b.copy(kActive), 0, 0, StreamKind::kKernel});
+  p.collect(b, 0);
+  p.finishReplay();
+  EXPECT_EQ(sink.got,
+            (std::vector<std::string>{"gpu-a taint xid-fatal", "gpu-a untaint xid-fatal"}));
+}
+
 TEST(CorrelatorTime, ReplayTakesOneSecondsLinesInTheirInputOrder) {
   // A DOWN and the ACTIVE after it in one second of a syslog archive (no sub-second times): the
   // port was down for less than a second. "Link ACTIVE" sorts before "Link DOWN" as text.
