@@ -115,6 +115,8 @@ void Pipeline::correlate(BatchMatch& matched) {
   correlator_.advance(matched.newest_ns, &out_);  // quiet and recovery timers move with log time
   emit(out_);
   correlator_nodes_.store(correlator_.nodes(), std::memory_order_relaxed);
+  const std::lock_guard lock(stats_mu_);
+  correlator_stats_ = correlator_.stats();
 }
 
 void Pipeline::collect(const RecordBatch& batch, uint32_t input) {

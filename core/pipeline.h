@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,6 +100,12 @@ class Pipeline {
   // Nodes the correlator keeps state for (Correlator::forgetAfterNs), as of the last correlate();
   // any thread may read it.
   size_t correlatorNodes() const { return correlator_nodes_.load(std::memory_order_relaxed); }
+  // The correlator's counts (Correlator::Stats: job events, attached, suppressed, repeats) as of
+  // the last correlate(); any thread may read them.
+  Correlator::Stats correlatorStats() const {
+    const std::lock_guard lock(stats_mu_);
+    return correlator_stats_;
+  }
 
  private:
   // Drops hits_[first..] whose (node, signature, second, line) is already kept (see collect()).
@@ -120,6 +127,8 @@ class Pipeline {
   std::vector<Decision> out_;
   uint64_t decisions_ = 0;
   std::atomic<size_t> correlator_nodes_ = 0;
+  mutable std::mutex stats_mu_;  // one lock per correlate(), none per hit
+  Correlator::Stats correlator_stats_;
 };
 
 }  // namespace faultline

@@ -77,12 +77,26 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   metrics.set("faultline_matcher_set_errors_total", "", 0);
   metrics.declare("faultline_correlator_nodes", T::kGauge,
                   "Nodes the correlator keeps state for: heard within a week, or tainted");
+  // What the correlator held back, so that an operator sees why lines decided nothing.
+  metrics.declare("faultline_correlator_job_events_total", T::kCounter,
+                  "Cluster windows taken for a job's event (its nodes' hits counted for none)");
+  metrics.declare("faultline_correlator_attached_total", T::kCounter,
+                  "Sympathetic hits attached to their cause (attach_to), not counted");
+  metrics.declare("faultline_correlator_suppressed_total", T::kCounter,
+                  "Hits dropped as effects of a cause that hit first (suppressed_by)");
+  metrics.declare("faultline_correlator_repeats_total", T::kCounter,
+                  "Hits repeating a node's line of the same second, taken as one event");
   metrics.onRender([&queue, &pipeline](Metrics& m) {
     const auto [bytes, batches] = queue.depth();
     m.set("faultline_queue_bytes", "", static_cast<double>(bytes));
     m.set("faultline_queue_batches", "", static_cast<double>(batches));
     m.set("faultline_queue_capacity_bytes", "", static_cast<double>(queue.maxBytes()));
     m.set("faultline_correlator_nodes", "", static_cast<double>(pipeline.correlatorNodes()));
+    const Correlator::Stats s = pipeline.correlatorStats();
+    m.set("faultline_correlator_job_events_total", "", static_cast<double>(s.job_events));
+    m.set("faultline_correlator_attached_total", "", static_cast<double>(s.attached));
+    m.set("faultline_correlator_suppressed_total", "", static_cast<double>(s.suppressed));
+    m.set("faultline_correlator_repeats_total", "", static_cast<double>(s.repeats));
   });
 
   // Match workers (runMatchWorker). After a batch's turn, its worker adds the batch's lines and

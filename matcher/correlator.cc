@@ -38,6 +38,19 @@ std::string entityKey(uint32_t rule_index, const Rule& rule,
   return key;
 }
 
+// A duration as the bank writes it: 10m, 24h, 2d, 90s, 500ms.
+std::string duration(int64_t ns) {
+  for (const auto& [unit, name] : {std::pair<int64_t, const char*>{86400 * kNanosPerSecond, "d"},
+                                   {3600 * kNanosPerSecond, "h"},
+                                   {60 * kNanosPerSecond, "m"},
+                                   {kNanosPerSecond, "s"}}) {
+    if (ns % unit == 0) {
+      return std::to_string(ns / unit) + name;
+    }
+  }
+  return std::to_string(ns / 1'000'000) + "ms";
+}
+
 std::string describe(const std::vector<std::pair<std::string, std::string>>& entity) {
   std::string s;
   for (const auto& [k, v] : entity) {
@@ -285,7 +298,10 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those.
     if (r != nullptr && !faulted(pod_rule, node, r->fields)) {
       const Evidence copy = *r;  // fault() may reset the node's recent hits
-      fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t, out);
+      fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t,
+            "corroborated by " + ev.signature + " within " +
+                duration(bank_->rules[pod_rule].corroborate_within_ns),
+            out);
     }
   }
   if (!rule.attach_to.empty() &&
@@ -368,7 +384,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (!pair.empty() && rule.count == 1) {
-    fault(ri, node, node_name, f, {pair[0], ev}, t, out);
+    fault(ri, node, node_name, f, {pair[0], ev}, t, counted(ri), out);
     return;
   }
   count(ri, node, node_name, f, ev, t, out);
@@ -424,7 +440,29 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
   std::vector<Evidence> evidence = std::move(c.evidence);
   c.times.clear();
   c.evidence.clear();
-  fault(ri, node, node_name, f, std::move(evidence), at_ns, out);
+  fault(ri, node, node_name, f, std::move(evidence), at_ns, counted(ri), out);
+}
+
+std::string Correlator::counted(uint32_t ri) const {
+  const Rule& rule = bank_->rules[ri];
+  std::string why;
+  if (rule.count <= 1) {
+    why = rule.flap_field.empty() ? "a fatal hit" : "a flap";
+  } else {
+    why = std::to_string(rule.count) +
+          (rule.distinct_jobs        ? " jobs"
+           : rule.flap_field.empty() ? " hits"
+                                     : " flaps") +
+          " within " + duration(rule.window_ns);
+  }
+  if (!rule.unless_followed_by.empty()) {
+    why += rule.count <= 1 ? " with no" : ", each with no";
+    for (size_t i = 0; i < rule.unless_followed_by.size(); ++i) {
+      why += (i == 0 ? " " : " or ") + bank_->rules[rule.unless_followed_by[i]].id;
+    }
+    why += " within " + duration(rule.unless_within_ns);
+  }
+  return why;
 }
 
 bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
@@ -437,13 +475,16 @@ bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::strin
   }
   if (!faulted(pod_rule, node, f)) {
     const Evidence kernel = *r;
-    fault(pod_rule, node, node_name, f, {ev, kernel}, std::max(ev.time_ns, kernel.time_ns), out);
+    fault(pod_rule, node, node_name, f, {ev, kernel}, std::max(ev.time_ns, kernel.time_ns),
+          "corroborated by " + kernel.signature + " within " + duration(rule.corroborate_within_ns),
+          out);
   }
   return true;
 }
 
 void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
-                       std::vector<Evidence> evidence, int64_t at_ns, std::vector<Decision>* out) {
+                       std::vector<Evidence> evidence, int64_t at_ns, std::string reason,
+                       std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const std::string key = entityKey(ri, rule, f);
   if (node.faults.contains(key)) {
@@ -475,6 +516,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   d.action = Decision::Action::kTaint;
   d.taint = taint_;
   d.rule = rule.id;
+  d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
   d.evidence = std::move(evidence);
 }
 

@@ -197,8 +197,14 @@ class Correlator {
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              const Evidence& ev, int64_t at_ns, std::vector<Decision>* out);
   // Records a fault decided at event time at_ns (ns since the epoch) on this evidence.
+  // Records rule ri's fault; the node's first taints it, with `reason` (why the rule acted, in
+  // words) and `evidence`.
   void fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
-             std::vector<Evidence> evidence, int64_t at_ns, std::vector<Decision>* out);
+             std::vector<Evidence> evidence, int64_t at_ns, std::string reason,
+             std::vector<Decision>* out);
+  // Why rule ri acted on its counted hits, in words: "3 hits within 24h", "2 flaps within 1h",
+  // "2 jobs within 1d", "a fatal hit", with "no <rules> within <d>" for unless_followed_by.
+  std::string counted(uint32_t ri) const;
   bool corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
                    const Fields& fields, const Evidence& ev, std::vector<Decision>* out);
   void recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,

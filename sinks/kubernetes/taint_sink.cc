@@ -556,7 +556,8 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     spdlog::info("kubernetes: applied taint {} (rule {})", what, d.rule);
     ++applied_;
     nodes_[d.node] = tainted;
-    const std::string message = "rule " + d.rule + ": " + evidenceText(d);
+    const std::string message =
+        "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
     condition(tainted, true, "FaultDetected", message);
     return Outcome::kDone;

@@ -93,7 +93,8 @@ for series in 'faultline_records_total{source="http",format="loki_json"} 2' \
   'faultline_hits_total{signature="nvidia-xid"} 1' \
   'faultline_matcher_set_errors_total 0' \
   'faultline_decisions_total{action="taint"} 1' 'faultline_queue_bytes 0' \
-  'faultline_queue_capacity_bytes 268435456' 'faultline_correlator_nodes 1'; do
+  'faultline_queue_capacity_bytes 268435456' 'faultline_correlator_nodes 1' \
+  'faultline_correlator_job_events_total 0' 'faultline_correlator_suppressed_total 0'; do
   grep -qxF "$series" <<<"$metrics" || fail "metrics: no '$series' in: $(grep -v '^#' <<<"$metrics")"
 done
 [[ $(grep -c '^faultline_hits_total{' <<<"$metrics") == 1 ]] || fail "metrics: hits of other signatures"

@@ -188,6 +188,24 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
                                            "solo-3 taint pytorch-nccl-watchdog-timeout"}));
 }
 
+// A job's event decides nothing, so the pipeline counts it where /metrics can show it
+// (faultline_correlator_job_events_total).
+TEST(CorrelatorTime, AJobsEventIsCounted) {
+  const std::string line =
+      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+      "before timing out.";
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  for (const char* node : {"n1", "n2", "n3", "n4"}) {
+    p.process(one(kT, node, line, StreamKind::kPod, "train-a"));
+  }
+  EXPECT_EQ(p.correlatorStats().job_events, 0u);  // held until the window and max_lag pass
+  p.process(one(kT + 20 * kMin, "n1", "step 2", StreamKind::kPod, "train-a"));
+  EXPECT_EQ(p.correlatorStats().job_events, 1u);
+  EXPECT_EQ(sink.got, std::vector<std::string>{});
+}
+
 // Two jobs' timeouts on one node in one second are two events: the second job is not a repeat
 // of the first, live (one batch, either order) as in replay.
 TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
@@ -267,6 +285,41 @@ TEST(CorrelatorTime, ReplayForgetsNoNodeItsHitsLeaveQuiet) {
   p.finishReplay();
   EXPECT_EQ(sink.got,
             (std::vector<std::string>{"gpu-a taint xid-fatal", "gpu-a untaint xid-fatal"}));
+}
+
+// A taint says why its rule acted, in the bank's words: the operator reading the decision log or
+// the node's Event sees the count and window, the lasting state, or the corroborating line.
+TEST(CorrelatorTime, ATaintSaysWhyItsRuleActed) {
+  class Reasons : public DecisionSink {
+   public:
+    void write(const Decision& d) override { got.push_back(d.rule + ": " + d.reason); }
+    std::vector<std::string> got;
+  };
+  Reasons sink;
+  Pipeline p(shipped(), Taint{}, {&sink});
+  p.process(one(kT, "gpu-1", "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"));
+  for (int i = 0; i < 3; ++i) {
+    p.process(one(kT + i * kHour, "gpu-2",
+                  "NVRM: Xid (PCI:0000:63:00): 31, name=python3, MMU Fault: ENGINE GR_HOST0 "
+                  "HUBCLIENT_ESC0 FAULT_PDE"));
+  }
+  p.process(one(kT, "gpu-3", kDown));
+  p.process(one(kT + 6 * kMin, "gpu-3", "systemd[1]: Started session 7."));
+  const int64_t t4 = kT + 2 * kHour;  // after gpu-3's time: its DOWN is no late arrival
+  p.process(one(t4, "gpu-4", kDown));
+  p.process(one(t4 + 10 * kNanosPerSecond, "gpu-4", kActive));
+  p.process(one(t4 + kMin, "gpu-4",
+                "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion "
+                "from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 "
+                "(Recv)",
+                StreamKind::kPod, "train-a"));
+  EXPECT_EQ(sink.got,
+            (std::vector<std::string>{
+                "xid-fatal: a fatal hit on pci=0000:44:00",
+                "xid-31-repeated: 3 hits within 1d on pci=0000:63:00",
+                "ib-port-down-lasting: a fatal hit with no ib-port-active within 5m on "
+                "pci=0000:ab:00.0, device=mlx5_5, port=1",
+                "nccl-ib-completion-error: corroborated by infiniband-port-state within 10m"}));
 }
 
 TEST(CorrelatorTime, ReplayTakesOneSecondsLinesInTheirInputOrder) {
