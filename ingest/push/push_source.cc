@@ -651,6 +651,12 @@ PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
     }
   }
   if (!ok) {
+    if (protocol == Protocol::kLoki && !json && type != "application/x-protobuf") {
+      // As Loki does, any other Content-Type (or none) is read as snappy protobuf: say so, as
+      // "snappy body is corrupt" alone points away from a missing header.
+      error = "Content-Type " + (type.empty() ? std::string("missing") : "'" + type + "'") +
+              ": read as snappy-compressed protobuf (application/json for JSON): " + error;
+    }
     return reject(protocol, json, decoded_too_large ? 413 : 400, error,
                   decoded_too_large ? "too_large" : "malformed");
   }

@@ -150,6 +150,11 @@ bool LeaderElector::tryAcquireOrRenew() {
     }
     if (created.status == 409) {
       held_ = nullptr;  // another replica created it first: not leading, at once
+    } else {
+      // RBAC, a missing namespace: without this line only /readyz and the request counter show
+      // why no replica leads.
+      spdlog::warn("leader election: POST {}: HTTP {} {}", leasePath(), created.status,
+                   created.error.empty() ? created.body.substr(0, 200) : created.error);
     }
     return false;
   }

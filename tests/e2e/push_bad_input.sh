@@ -42,6 +42,10 @@ expect 400 'streams[0].values[0][0] is not a string of nanoseconds' "${auth[@]}"
 expect 400 'streams[0].stream.a is not a string' "${auth[@]}" "${json[@]}" \
   --data-binary '{"streams":[{"stream":{"a":1},"values":[]}]}' "$loki"
 expect 400 'snappy' "${auth[@]}" "${proto[@]}" --data-binary 'definitely not snappy' "$loki"
+# JSON sent without a Content-Type (curl's default is a form): Loki reads it as protobuf, and the
+# reason says so.
+expect 400 "Content-Type 'application/x-www-form-urlencoded': read as snappy" "${auth[@]}" \
+  --data-binary '{"streams":[]}' "$loki"
 printf '\x0a\x05\x0a\x03' >"$tmp/bad.pb"
 expect 400 'protobuf does not parse' "${auth[@]}" "${proto[@]}" --data-binary @"$tmp/bad.pb" "$otlp"
 expect 400 'corrupt gzip data' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: gzip' \
@@ -98,7 +102,7 @@ for series in 'faultline_records_total{source="http",format="loki_json"} 2' \
   grep -qxF "$series" <<<"$metrics" || fail "metrics: no '$series' in: $(grep -v '^#' <<<"$metrics")"
 done
 [[ $(grep -c '^faultline_hits_total{' <<<"$metrics") == 1 ]] || fail "metrics: hits of other signatures"
-for reason in 'malformed"} 6' 'too_large"} 3' 'unauthorized"} 3' 'encoding"} 1'; do
+for reason in 'malformed"} 7' 'too_large"} 3' 'unauthorized"} 3' 'encoding"} 1'; do
   grep -q "faultline_push_requests_rejected_total{reason=\"$reason" <<<"$metrics" ||
     fail "metrics: no $reason: $(grep rejected_total <<<"$metrics")"
 done
