@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -130,6 +131,9 @@ int replay(const ReplayArgs& a) {
   }
   if (a.apply && !kube) {
     kube = KubeConfig::inCluster();
+    if (std::ifstream token(kube->token_file); !token) {
+      throw std::runtime_error("cannot read service account token " + kube->token_file);
+    }
   }
   const auto bank = loadRules(rules_dir);
   DecisionLog log(a.decisions);

@@ -88,9 +88,11 @@ ServiceConfig loadServiceConfig(const std::string& path) {
       cfg.match_threads = integerAt<size_t>(t, "match_threads", 1, 256);
     }
     if (const YAML::Node l = root["max_lag"]) {
-      if (!l.IsScalar() || !parseDuration(l.Scalar(), &cfg.max_lag_ns) ||
+      // Above 0: live, a node's own log decides its timers only with a max_lag, and nodes are
+      // forgotten only then (Correlator::hearsNodes).
+      if (!l.IsScalar() || !parseDuration(l.Scalar(), &cfg.max_lag_ns) || cfg.max_lag_ns <= 0 ||
           cfg.max_lag_ns > 86400 * kNanosPerSecond) {
-        failAt(l, "max_lag", "expected a duration of at most 1d (like 5m)");
+        failAt(l, "max_lag", "expected a duration above 0 and of at most 1d (like 5m)");
       }
     }
     return cfg;

@@ -35,7 +35,7 @@ struct Decision {
   Action action = Action::kTaint;
   Taint taint;
   std::string rule;  // rule id
-  // Why, in words: the taint's "3 hits within 24h on pci=0000:3b:00" or "corroborated by
+  // Why, in words: the taint's "3 hits within 1d on pci=0000:3b:00" or "corroborated by
   // infiniband-port-state within 10m", the untaint's recovery, the suppression's limit.
   std::string reason;
   std::vector<Evidence> evidence;

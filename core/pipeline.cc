@@ -27,7 +27,7 @@ void jobRuns(const RecordBatch& batch, int64_t limit_ns, std::vector<BatchMatch:
     if (rec.stream != StreamKind::kPod || rec.labels_begin == rec.labels_end) {
       continue;
     }
-    const int64_t t = std::min(rec.time_ns, limit_ns);
+    const int64_t t = std::clamp(rec.time_ns, kEarliestNs, limit_ns);
     if (run != nullptr && run->labels_begin == rec.labels_begin &&
         run->labels_end == rec.labels_end && run->node == rec.node) {
       cur.first_ns = std::min(cur.first_ns, t);
@@ -71,9 +71,9 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
   out->hits.clear();
   out->runs.clear();
   matchers_[worker].match(batch, &out->hits);
-  const int64_t limit_ns = clock_ ? clock_() + kMaxAheadNs : INT64_MAX;
+  const int64_t limit_ns = clock_ ? std::min(clock_() + kMaxAheadNs, kLatestNs) : kLatestNs;
   for (Hit& h : out->hits) {
-    h.time_ns = std::min(h.time_ns, limit_ns);
+    h.time_ns = std::clamp(h.time_ns, kEarliestNs, limit_ns);
   }
   // Read-only correlator settings: no lock needed beside a running correlate().
   if (correlator_.keepsMembers()) {
@@ -86,7 +86,7 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
   out->node_slot.clear();
   size_t slot = 0;  // the previous record's node's: records come in runs of one node
   for (const LogRecord& rec : batch.records) {
-    const int64_t t = std::min(rec.time_ns, limit_ns);
+    const int64_t t = std::clamp(rec.time_ns, kEarliestNs, limit_ns);
     out->ahead += rec.time_ns > limit_ns ? 1 : 0;
     out->newest_ns = std::max(out->newest_ns, t);
     if (!hears) {

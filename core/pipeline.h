@@ -48,6 +48,14 @@ struct BatchMatch {
 // room for a clock stepped late and stays well under max_lag's default.
 inline constexpr int64_t kMaxAheadNs = 60 * kNanosPerSecond;
 
+// Record times are taken within [kEarliestNs, kLatestNs] (Pipeline::match): 40 years inside the
+// int64 range (1718 to 2222), so that a time plus or minus any of the bank's durations (at most
+// 3650d each) cannot overflow. A stamp near INT64_MAX (a Loki entry past 2262, a forged
+// nanosecond string) made a cluster window's end wrap, and replay looped for ever.
+inline constexpr int64_t kFortyYearsNs = int64_t{4} * 3650 * 86400 * kNanosPerSecond;
+inline constexpr int64_t kEarliestNs = INT64_MIN + kFortyYearsNs;
+inline constexpr int64_t kLatestNs = INT64_MAX - kFortyYearsNs;
+
 class Pipeline {
  public:
   // `matchers`: how many threads may call match() at once, each with its own Matcher. max_lag_ns:

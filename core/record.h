@@ -34,15 +34,18 @@ struct LogRecord {
   StreamKind stream = StreamKind::kOther;
 };
 
-// Labels naming a pod's job, first found wins: the OTel k8sattributes processor, Loki/Promtail
-// relabelling conventions, the Job controller, Kubeflow training operators and JobSet. The
-// pipeline reads them to learn which nodes ran a job's pods, the matcher to name a pod hit's job.
-inline constexpr std::string_view kJobLabels[] = {"k8s.job.name",
+// Labels naming a pod's job, first found wins, the broadest first: JobSet, Kubeflow training
+// operators, then a Job's name (the OTel k8sattributes processor, Loki/Promtail relabelling
+// conventions, the Job controller). A JobSet's pods carry their child Job's name too, one Job per
+// replicated job: taken as the job, one training run's hang was as many one-node jobs, none a
+// job's event. The pipeline reads them to learn which nodes ran a job's pods, the matcher to name
+// a pod hit's job.
+inline constexpr std::string_view kJobLabels[] = {"jobset.sigs.k8s.io/jobset-name",
+                                                  "training.kubeflow.org/job-name",
+                                                  "k8s.job.name",
                                                   "job_name",
                                                   "job-name",
-                                                  "batch.kubernetes.io/job-name",
-                                                  "training.kubeflow.org/job-name",
-                                                  "jobset.sigs.k8s.io/jobset-name"};
+                                                  "batch.kubernetes.io/job-name"};
 
 // A batch of records and the bytes they point into. Moving a batch keeps every view valid;
 // copying is disabled so that bytes are never duplicated by accident.

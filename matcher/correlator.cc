@@ -70,6 +70,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   recovers_.assign(n, false);
   looked_up_.assign(n, false);
   held_.resize(n);
+  held_fronts_.resize(n);
   where_.resize(bank_->signatures.size());
   int64_t longest = 0;  // of the rules' durations
   for (uint32_t i = 0; i < n; ++i) {
@@ -310,9 +311,20 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (rule.severity == Severity::kInfo) {
-    if (!rule.corroborated_by.empty()) {  // evidence that acts only with the node's own support
-      corroborate(ri, node, node_name, f, ev, out);
+    if (rule.corroborated_by.empty()) {
+      return;
     }
+    // Evidence that acts only with the node's own support; once it has, its hits hold the fault
+    // as any rule's do (recovery.quiet counts from the last).
+    const std::string key = entityKey(ri, rule, f);
+    if (Fault* flt = node.faults.find(key)) {
+      flt->last_ns = t;
+      flt->recovering = false;
+      schedule(node_name, key, *flt,
+               rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+      return;
+    }
+    corroborate(ri, node, node_name, f, ev, out);
     return;
   }
   if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
@@ -378,6 +390,12 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
     // In time order: a lagging node's hit, arriving after later ones, still joins its window.
     std::deque<Held>& hits = it->second.hits;
+    if (hits.empty() || t < hits.front().evidence.time_ns) {
+      if (!hits.empty()) {
+        held_fronts_[ri].erase({hits.front().evidence.time_ns, it->first});
+      }
+      held_fronts_[ri].emplace(t, it->first);
+    }
     hits.insert(std::upper_bound(hits.begin(), hits.end(), t,
                                  [](int64_t at, const Held& h) { return at < h.evidence.time_ns; }),
                 Held{node_name, f, ev});
@@ -654,17 +672,12 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     int64_t due =
         next != timers_.end() && std::get<0>(*next) < now_ns_ ? std::get<0>(*next) : INT64_MAX;
     int held_rule = -1;
-    HeldJob* held_job = nullptr;
     for (uint32_t ri : cluster_rules_) {
-      for (auto& [job, held] : held_[ri]) {
-        if (!held.hits.empty()) {
-          const int64_t end =
-              held.hits.front().evidence.time_ns + bank_->rules[ri].cluster_within_ns;
-          if (end < lagged && end < due) {
-            due = end;
-            held_rule = static_cast<int>(ri);
-            held_job = &held;
-          }
+      if (!held_fronts_[ri].empty()) {
+        const int64_t end = held_fronts_[ri].begin()->first + bank_->rules[ri].cluster_within_ns;
+        if (end < lagged && end < due) {
+          due = end;
+          held_rule = static_cast<int>(ri);
         }
       }
     }
@@ -672,7 +685,8 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       break;
     }
     if (held_rule >= 0) {
-      flushHeld(static_cast<uint32_t>(held_rule), *held_job, out);
+      const auto ri = static_cast<uint32_t>(held_rule);
+      flushHeld(ri, held_fronts_[ri].begin()->second, out);
       continue;
     }
     const auto [at, node_name, key] = *next;
@@ -692,11 +706,6 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       reason = "quiet: no " + rule.id + " hit" + describe(flt.entity) + " for the quiet period";
     }
     clearFault(node, node_name, key, at, std::move(reason), out);
-  }
-  for (uint32_t ri : cluster_rules_) {  // jobs whose event is over, with nothing held
-    std::erase_if(held_[ri], [&](const auto& kv) {
-      return kv.second.hits.empty() && kv.second.event_until_ns < lagged;
-    });
   }
   if (hearsNodes() && now_ns_ >= forget_at_ns_ && now_ns_ >= INT64_MIN + forget_after_ns_) {
     forgetSilent(now_ns_ - forget_after_ns_);
@@ -719,27 +728,19 @@ void Correlator::forgetSilent(int64_t before_ns) {
 
 void Correlator::finish(std::vector<Decision>* out) {
   for (uint32_t ri : cluster_rules_) {
-    for (;;) {  // the window that ends first, as advance() would take them
-      HeldJob* first = nullptr;
-      for (auto& [job, held] : held_[ri]) {
-        if (!held.hits.empty() && (first == nullptr || held.hits.front().evidence.time_ns <
-                                                           first->hits.front().evidence.time_ns)) {
-          first = &held;
-        }
-      }
-      if (first == nullptr) {
-        break;
-      }
-      flushHeld(ri, *first, out);
+    while (!held_fronts_[ri].empty()) {  // the window that ends first, as advance() takes them
+      flushHeld(ri, held_fronts_[ri].begin()->second, out);
     }
   }
 }
 
-void Correlator::flushHeld(uint32_t ri, HeldJob& held, std::vector<Decision>* out) {
+void Correlator::flushHeld(uint32_t ri, std::string job_name, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
-  std::deque<Held>& q = held.hits;
+  const auto held = held_[ri].find(job_name);
+  std::deque<Held>& q = held->second.hits;
   const int64_t start = q.front().evidence.time_ns;
   const int64_t end = start + rule.cluster_within_ns;
+  held_fronts_[ri].erase({start, job_name});
   std::vector<Held> window;
   std::set<std::string> nodes;
   while (!q.empty() && q.front().evidence.time_ns <= end) {
@@ -748,11 +749,19 @@ void Correlator::flushHeld(uint32_t ri, HeldJob& held, std::vector<Decision>* ou
     q.pop_front();
   }
   const bool job =
-      static_cast<int>(nodes.size()) >= rule.cluster_nodes || start < held.event_until_ns;
+      static_cast<int>(nodes.size()) >= rule.cluster_nodes || start < held->second.event_until_ns;
   if (job) {
-    held.event_until_ns = window.back().evidence.time_ns + rule.cluster_within_ns;
+    held->second.event_until_ns = window.back().evidence.time_ns + rule.cluster_within_ns;
     ++stats_.job_events;
   }
+  if (!q.empty()) {
+    held_fronts_[ri].emplace(q.front().evidence.time_ns, std::move(job_name));
+  }
+  // Jobs holding nothing whose event ended before this window: windows close in time order, so
+  // none of theirs can follow on.
+  std::erase_if(held_[ri], [&](const auto& kv) {
+    return kv.second.hits.empty() && kv.second.event_until_ns < start;
+  });
   for (const Held& h : window) {
     NodeData& node = nodeOf(h.node);
     if (job) {

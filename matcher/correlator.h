@@ -213,7 +213,9 @@ class Correlator {
                   int64_t at_ns, std::string reason, std::vector<Decision>* out);
   void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
   // Decides the first window of rule ri's held hits of one job.
-  void flushHeld(uint32_t ri, HeldJob& held, std::vector<Decision>* out);
+  // Decides the first window of rule ri's held hits of job `job_name` (a copy: the index entry
+  // that named it goes).
+  void flushHeld(uint32_t ri, std::string job_name, std::vector<Decision>* out);
   void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
   // Forgets the job runs that ended before before_ns (ns since the epoch).
   void pruneMembers(int64_t before_ns);
@@ -247,6 +249,9 @@ class Correlator {
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
   // cluster rules: job -> its held hits; ordered so that replay flushes equal ends alike
   std::vector<std::map<std::string, HeldJob, std::less<>>> held_;
+  // cluster rules: (time of the first held hit, job) of each job holding hits, earliest first, so
+  // that advance(), on every hit, looks at one entry per rule however many jobs hold hits
+  std::vector<std::set<std::pair<int64_t, std::string>>> held_fronts_;
   // job -> node -> [first, last] time it ran a pod of the job, ns; runs older than the longest
   // suspects_peers window (peers_within_ns_) are pruned every such window of event time
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;

@@ -157,6 +157,17 @@ class KafkaDecoder::JsonFields {
         shipper_node.push_back(node[i]);
       }
     }
+    // The same pod label in Vector's map and in Fluent Bit's.
+    constexpr std::string_view kVector = "kubernetes.pod_labels.";
+    constexpr std::string_view kFluentBit = "kubernetes.labels.";
+    for (size_t i = 0; i < fields.job.size(); ++i) {
+      for (size_t j = 0; j < fields.job.size(); ++j) {
+        if (fields.job[i].starts_with(kVector) && fields.job[j].starts_with(kFluentBit) &&
+            fields.job[i].substr(kVector.size()) == fields.job[j].substr(kFluentBit.size())) {
+          shipper_jobs.push_back({job[i], job[j]});
+        }
+      }
+    }
   }
 
   simdjson::dom::parser parser;  // keeps its buffers from one message to the next
@@ -166,6 +177,10 @@ class KafkaDecoder::JsonFields {
   // Bit's kubernetes.host): each shipper writes one, so two naming different nodes are a pod's
   // JSON merged beside the shipper's map (Fluent Bit's Merge_Log without Merge_Log_Key).
   std::vector<uint32_t> shipper_node;
+  // Slots of one pod label as Vector's and as Fluent Bit's map name it: a job label of two values
+  // is a pod's JSON beside its shipper's map. (Different labels may differ: a JobSet's pod has its
+  // child Job's job-name and the JobSet's jobset-name.)
+  std::vector<std::vector<uint32_t>> shipper_jobs;
 
   // Finds every path in `doc`; then at(slot) is the value at that slot's path, or nullptr.
   // Returns false if a node or label path occurs twice with different values.
@@ -400,7 +415,9 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
   }
   // Refused, as ambiguous: a path given twice with different values, or the shipper's node or
   // job named two ways (a pod's merged JSON claiming another node, or a job its pod does not run).
-  if (!json_->walk(doc) || !json_->agree(json_->shipper_node) || !json_->agree(json_->job)) {
+  if (!json_->walk(doc) || !json_->agree(json_->shipper_node) ||
+      !std::all_of(json_->shipper_jobs.begin(), json_->shipper_jobs.end(),
+                   [&](const std::vector<uint32_t>& slots) { return json_->agree(slots); })) {
     return false;
   }
   const std::string_view line = trimNewline(json_->firstString(json_->line));
@@ -433,7 +450,7 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
     }
   }
   if (const std::string_view job = json_->firstString(json_->job); !job.empty()) {
-    batch->labels.push_back({kJobLabels[0], batch->copy(job)});
+    batch->labels.push_back({"k8s.job.name", batch->copy(job)});
   }
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());
   classify(rules_, *batch, &rec);

@@ -37,8 +37,9 @@ enum class KafkaEncoding : uint8_t { kRaw, kJson, kOtlpProto, kOtlpJson };
 // value counts) leaves the record's node, stream or job ambiguous, and the message is refused as
 // malformed: with Fluent Bit's Merge_Log a pod's own JSON keys come first and could pass for the
 // shipper's. So is a message whose node paths under "kubernetes." (the shippers' metadata maps)
-// or whose job paths name two different non-empty values: a pod writing Vector's
-// kubernetes.pod_node_name beside Fluent Bit's kubernetes.host would otherwise name any node.
+// name two different non-empty values, or one pod label two (Vector's kubernetes.pod_labels.L
+// against Fluent Bit's kubernetes.labels.L): a pod writing Vector's kubernetes.pod_node_name
+// beside Fluent Bit's kubernetes.host would otherwise name any node.
 struct KafkaJsonFields {
   std::vector<std::string> line = {"message", "log", "msg", "MESSAGE", "body"};
   std::vector<std::string> node = {"kubernetes.pod_node_name",
@@ -63,14 +64,15 @@ struct KafkaJsonFields {
   // (Fluent Bit's Merge_Log without Merge_Log_Key), and a pod naming its own jobs could count as
   // several. Merge_Log without a key still lets a pod's JSON claim a job its shipper's map does
   // not name, as it can a node (README, "The live service"): set Merge_Log_Key.
-  std::vector<std::string> job = {"kubernetes.pod_labels.job-name",
-                                  "kubernetes.pod_labels.batch.kubernetes.io/job-name",
+  // The broadest first, as kJobLabels: a JobSet's pods also carry their child Job's job-name.
+  std::vector<std::string> job = {"kubernetes.pod_labels.jobset.sigs.k8s.io/jobset-name",
                                   "kubernetes.pod_labels.training.kubeflow.org/job-name",
-                                  "kubernetes.pod_labels.jobset.sigs.k8s.io/jobset-name",
-                                  "kubernetes.labels.job-name",
-                                  "kubernetes.labels.batch.kubernetes.io/job-name",
+                                  "kubernetes.pod_labels.job-name",
+                                  "kubernetes.pod_labels.batch.kubernetes.io/job-name",
+                                  "kubernetes.labels.jobset.sigs.k8s.io/jobset-name",
                                   "kubernetes.labels.training.kubeflow.org/job-name",
-                                  "kubernetes.labels.jobset.sigs.k8s.io/jobset-name"};
+                                  "kubernetes.labels.job-name",
+                                  "kubernetes.labels.batch.kubernetes.io/job-name"};
 };
 
 struct KafkaTopicConfig {

@@ -188,6 +188,65 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
                                            "solo-3 taint pytorch-nccl-watchdog-timeout"}));
 }
 
+// A JobSet's pods carry their child Job's job-name beside the JobSet's name: eight one-pod child
+// Jobs hanging together are one job's event (the broadest job label names the job), twice.
+TEST(CorrelatorTime, AJobSetsChildJobsAreOneJob) {
+  const std::string line =
+      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+      "before timing out.";
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  for (const std::string run : {"llama", "llama2"}) {
+    const int64_t t0 = run == "llama" ? kT : kT + 3 * kHour;
+    for (int i = 0; i < 8; ++i) {
+      RecordBatch b;
+      b.labels.push_back({"job-name", b.copy(run + "-workers-" + std::to_string(i))});
+      b.labels.push_back({"jobset.sigs.k8s.io/jobset-name", b.copy(run)});
+      b.records.push_back({t0 + i * kNanosPerSecond, b.copy("n" + std::to_string(i)), b.copy(line),
+                           0, 2, StreamKind::kPod});
+      p.process(b);
+    }
+  }
+  p.process(one(kT + 4 * kHour, "n0", "step 2", StreamKind::kPod, "llama2-workers-0"));
+  EXPECT_EQ(sink.got, std::vector<std::string>{});
+  EXPECT_EQ(p.correlatorStats().job_events, 2u);
+}
+
+// An info rule that acted through corroboration holds its fault while its hits go on: its quiet
+// period counts from the last one, as any rule's.
+TEST(CorrelatorTime, ACorroboratedInfoRulesHitsHoldItsFault) {
+  const std::string ib =
+      "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
+      "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)";
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  p.process(one(kT, "gpu-1", kDown));
+  p.process(one(kT + 10 * kNanosPerSecond, "gpu-1", kActive));
+  for (int64_t h = 0; h <= 30; ++h) {
+    p.process(one(kT + kMin + h * kHour, "gpu-1", ib, StreamKind::kPod, "train-a"));
+  }
+  EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint nccl-ib-completion-error"});
+}
+
+// A stamp near INT64_MAX (a forged nanosecond string) is taken within the range where a window's
+// end cannot overflow: replay ends (it looped for ever in flushHeld).
+TEST(CorrelatorTime, AStampNearTheEndOfTimeEndsReplay) {
+  Collect sink;
+  Pipeline p(shipped(), Taint{}, {&sink});
+  RecordBatch b;
+  b.labels.push_back({"job_name", b.copy("j1")});
+  b.records.push_back({INT64_MAX - 800, b.copy("n1"),
+                       b.copy("[Rank 0] Watchdog caught collective operation timeout: "
+                              "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                              "Timeout(ms)=600000) ran for 600010 milliseconds before timing out."),
+                       0, 1, StreamKind::kPod});
+  b.records.push_back({INT64_MIN + 5, b.copy("n2"), b.copy(kDown), 0, 0, StreamKind::kKernel});
+  p.collect(b, 0);
+  p.finishReplay();
+  EXPECT_EQ(sink.got, std::vector<std::string>{"n2 taint ib-port-down-lasting"});
+}
+
 // A job's event decides nothing, so the pipeline counts it where /metrics can show it
 // (faultline_correlator_job_events_total).
 TEST(CorrelatorTime, AJobsEventIsCounted) {

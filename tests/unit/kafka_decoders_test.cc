@@ -298,6 +298,15 @@ TEST(KafkaJsonDecoder, TwoShipperNodeOrJobFieldsNamingDifferentValuesAreRefused)
     EXPECT_FALSE(decoder.decode(message(bad), kReceiveNs, &batch)) << bad;
   }
   EXPECT_TRUE(batch.records.empty());
+  // A JobSet's pod: its child Job's job-name and the JobSet's name differ by design; the job is
+  // the JobSet.
+  const LogRecord& jobset = decodeOne(
+      decoder, message(R"({"message":"x","kubernetes":{"pod_name":"p-0","pod_node_name":"gpu-2",
+                  "pod_labels":{"job-name":"llama-workers-0",
+                                "batch.kubernetes.io/job-name":"llama-workers-0",
+                                "jobset.sigs.k8s.io/jobset-name":"llama"}}})"),
+      &batch);
+  EXPECT_EQ(batch.job(jobset), "llama");
   // A host name beside the shipper's node name (a Vector event's `host`) is no conflict: the
   // shipper's map wins.
   const LogRecord& rec = decodeOne(decoder, message(R"({"message":"x","host":"gpu-2.example.com",

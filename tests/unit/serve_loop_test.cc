@@ -167,7 +167,9 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
   EXPECT_EQ(refusal(http + "match_threads: many\n"),
             "FILE:3: match_threads: expected an integer from 1 to 256");
   EXPECT_EQ(refusal(http + "max_lag: 2d\n"),
-            "FILE:3: max_lag: expected a duration of at most 1d (like 5m)");
+            "FILE:3: max_lag: expected a duration above 0 and of at most 1d (like 5m)");
+  EXPECT_EQ(refusal(http + "max_lag: 0s\n"),
+            "FILE:3: max_lag: expected a duration above 0 and of at most 1d (like 5m)");
   EXPECT_EQ(refusal(http + "  threads: -2\n"), "FILE:3: http.threads: expected an integer >= 1");
   EXPECT_EQ(refusal("http:\n  listen: 3100\n"),
             "FILE:2: http.listen: expected host:port, got '3100'");
