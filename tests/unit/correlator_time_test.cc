@@ -19,6 +19,10 @@ constexpr int64_t kHour = 60 * kMin;
 constexpr int64_t kT = 1'739'509'200 * kNanosPerSecond;
 constexpr const char* kDown = "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN";
 constexpr const char* kActive = "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE";
+// A PyTorch watchdog timeout (pytorch-nccl-watchdog-timeout: a cluster rule of distinct jobs).
+constexpr const char* kWatchdog =
+    "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
+    "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.";
 
 class Collect : public DecisionSink {
  public:
@@ -115,10 +119,7 @@ TEST(CorrelatorTime, ASilentNodeIsDecidedOnceTheOthersAreMaxLagAhead) {
 // Four nodes' NCCL timeouts within ten minutes are a job's event (nccl-pytorch.yaml), twice; the
 // fourth node's line arrives after the others' logs passed the window's end.
 std::vector<std::string> laggingClusterNode(int64_t max_lag_ns) {
-  const std::string line =
-      "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
-      "before timing out.";
+  const std::string line = kWatchdog;
   std::vector<Line> lines;
   // Two events, of two jobs: counted, two distinct jobs would taint each node.
   for (int64_t day = 0; day < 2; ++day) {
@@ -144,10 +145,7 @@ TEST(CorrelatorTime, ClusterWindowsWaitMaxLagForALaggingNode) {
 // lagging node's: the lagging hit still joins its own job's window (held hits are kept in time
 // order, not arrival order), and the other job's lone node is no part of it.
 TEST(CorrelatorTime, ALaggingClusterHitJoinsItsJobsWindowWhateverArrivedBetween) {
-  const std::string line =
-      "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
-      "before timing out.";
+  const std::string line = kWatchdog;
   std::vector<Line> lines;
   for (int64_t day = 0; day < 2; ++day) {
     const int64_t t0 = kT + day * 12 * kHour;
@@ -167,10 +165,7 @@ TEST(CorrelatorTime, ALaggingClusterHitJoinsItsJobsWindowWhateverArrivedBetween)
 // Four nodes each running jobs of their own, hung in the same minutes twice: nodes are counted
 // per job, so the four are no job's event and each is implicated by its own two jobs.
 TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
-  const std::string line =
-      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
-      "before timing out.";
+  const std::string line = kWatchdog;
   std::vector<Line> lines;
   for (int64_t episode = 0; episode < 2; ++episode) {
     for (int n = 0; n < 4; ++n) {
@@ -191,10 +186,7 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
 // A JobSet's pods carry their child Job's job-name beside the JobSet's name: eight one-pod child
 // Jobs hanging together are one job's event (the broadest job label names the job), twice.
 TEST(CorrelatorTime, AJobSetsChildJobsAreOneJob) {
-  const std::string line =
-      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
-      "before timing out.";
+  const std::string line = kWatchdog;
   Collect sink;
   Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
   for (const std::string run : {"llama", "llama2"}) {
@@ -236,11 +228,7 @@ TEST(CorrelatorTime, AStampNearTheEndOfTimeEndsReplay) {
   Pipeline p(shipped(), Taint{}, {&sink});
   RecordBatch b;
   b.labels.push_back({"job_name", b.copy("j1")});
-  b.records.push_back({INT64_MAX - 800, b.copy("n1"),
-                       b.copy("[Rank 0] Watchdog caught collective operation timeout: "
-                              "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-                              "Timeout(ms)=600000) ran for 600010 milliseconds before timing out."),
-                       0, 1, StreamKind::kPod});
+  b.records.push_back({INT64_MAX - 800, b.copy("n1"), b.copy(kWatchdog), 0, 1, StreamKind::kPod});
   b.records.push_back({INT64_MIN + 5, b.copy("n2"), b.copy(kDown), 0, 0, StreamKind::kKernel});
   p.collect(b, 0);
   p.finishReplay();
@@ -250,10 +238,7 @@ TEST(CorrelatorTime, AStampNearTheEndOfTimeEndsReplay) {
 // A job's event decides nothing, so the pipeline counts it where /metrics can show it
 // (faultline_correlator_job_events_total).
 TEST(CorrelatorTime, AJobsEventIsCounted) {
-  const std::string line =
-      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
-      "before timing out.";
+  const std::string line = kWatchdog;
   Collect sink;
   Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
   for (const char* node : {"n1", "n2", "n3", "n4"}) {
@@ -268,10 +253,7 @@ TEST(CorrelatorTime, AJobsEventIsCounted) {
 // Two jobs' timeouts on one node in one second are two events: the second job is not a repeat
 // of the first, live (one batch, either order) as in replay.
 TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
-  const std::string line =
-      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
-      "before timing out.";
+  const std::string line = kWatchdog;
   for (const bool b_first : {false, true}) {
     Collect sink;
     Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
@@ -300,10 +282,7 @@ TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
 // A hit stamped before the key's newest (one push whose later-stamped stream came first) is no
 // burst of a rule without `burst`: the order of streams in a request must not decide.
 TEST(CorrelatorTime, AnEarlierHitAfterALaterOneIsNoBurst) {
-  const std::string line =
-      "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
-      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
-      "before timing out.";
+  const std::string line = kWatchdog;
   Collect sink;
   Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
   RecordBatch batch;
