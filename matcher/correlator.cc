@@ -317,14 +317,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     // Evidence that acts only with the node's own support; once it has, its hits hold the fault
     // as any rule's do (recovery.quiet counts from the last).
     const std::string key = entityKey(ri, rule, f);
-    if (Fault* flt = node.faults.find(key)) {
-      flt->last_ns = t;
-      flt->recovering = false;
-      schedule(node_name, key, *flt,
-               rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
-      return;
+    if (!holdFault(node, node_name, key, t)) {
+      corroborate(ri, node, node_name, f, ev, out);
     }
-    corroborate(ri, node, node_name, f, ev, out);
     return;
   }
   if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
@@ -346,12 +341,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     if (has(rule.flap_down, state)) {
       c.down_ns = t;
       c.down = ev;
-      if (Fault* flt = node.faults.find(key)) {
-        flt->last_ns = t;  // the port went down again: no recovery yet, quiet counts from here
-        flt->recovering = false;
-        schedule(node_name, key, *flt,
-                 rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
-      }
+      holdFault(node, node_name, key, t);  // down again: no recovery yet, quiet counts from here
       return;
     }
     if (!has(rule.flap_up, state) || c.down_ns == INT64_MIN ||
@@ -364,11 +354,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
     pair.push_back(c.down);
   }
-  if (Fault* flt = node.faults.find(key)) {  // an active fault: only its timers move
-    flt->last_ns = t;
-    flt->recovering = false;
-    schedule(node_name, key, *flt,
-             rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+  if (holdFault(node, node_name, key, t)) {  // an active fault: only its timers move
     return;
   }
   if (in_burst || deduplicated(rule, c, f, t)) {
@@ -406,6 +392,20 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   count(ri, node, node_name, f, ev, t, out);
+}
+
+bool Correlator::holdFault(NodeData& node, const std::string& node_name, const std::string& key,
+                           int64_t t) {
+  Fault* flt = node.faults.find(key);
+  if (flt == nullptr) {
+    return false;
+  }
+  const Rule& rule = bank_->rules[flt->rule];
+  flt->last_ns = t;
+  flt->recovering = false;
+  schedule(node_name, key, *flt,
+           rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+  return true;
 }
 
 bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields, int64_t t) {

@@ -188,6 +188,9 @@ class Correlator {
     int64_t event_until_ns = INT64_MIN;
   };
 
+  // If the node holds a fault under `key`, a new hit at t (ns) holds it: no recovery under way,
+  // and its quiet period counts from t. Returns whether it held one.
+  bool holdFault(NodeData& node, const std::string& node_name, const std::string& key, int64_t t);
   void observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
                    const std::shared_ptr<const Evidence>& ev, std::vector<Decision>* out);
   // Whether a hit of rule `rule` at t (ns since the epoch) falls inside the dedup of its key's
