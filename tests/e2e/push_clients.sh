@@ -53,13 +53,15 @@ for format in loki_proto loki_json otlp_proto otlp_json; do
     fail "metrics: no 2 records for $format: $(grep records_total <<<"$metrics")"
 done
 grep -q '^faultline_decisions_total{action="taint"} 4$' <<<"$metrics" || fail "metrics: decisions"
-# The sink counts a taint just after the API server has it: poll.
+# The sink counts a taint just after the API server has it: poll. The page is read whole before
+# grep: `curl | grep -q` under pipefail fails when grep exits first and curl meets the closed pipe.
 for _ in $(seq 100); do
-  curl -fsS "$url/metrics" | grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' && break
+  metrics=$(curl -fsS "$url/metrics")
+  grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' <<<"$metrics" && break
   sleep 0.1
 done
-curl -fsS "$url/metrics" | grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' ||
-  fail "metrics: taints applied: $(curl -fsS "$url/metrics" | grep taint_outcomes)"
+grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' <<<"$metrics" ||
+  fail "metrics: taints applied: $(grep taint_outcomes <<<"$metrics")"
 
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
