@@ -13,6 +13,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +34,12 @@ namespace {
 
 std::shared_ptr<const Bank> loadRules(const std::string& dir) {
   return loadBank(dir.empty() ? embeddedRuleFiles() : readRuleDir(dir));
+}
+
+// The decision log's dry-run mark (DecisionLog) for the decisions a taint sink with these options
+// will not apply; `options` must outlive the log.
+std::function<bool(std::string_view)> dryRunOf(const TaintSinkOptions& options) {
+  return [&options](std::string_view rule) { return options.dryRun(rule); };
 }
 
 struct ReplayArgs {
@@ -136,7 +143,7 @@ int replay(const ReplayArgs& a) {
     }
   }
   const auto bank = loadRules(rules_dir);
-  DecisionLog log(a.decisions);
+  DecisionLog log(a.decisions, a.apply ? dryRunOf(sink_options) : nullptr);
   std::vector<DecisionSink*> sinks = {&log};
   std::unique_ptr<TaintSink> taints;
   if (a.apply) {
@@ -292,7 +299,7 @@ int serve(const std::string& config_path) {
   const auto bank = loadRules(cfg.rules_dir);
   spdlog::info("loaded {} signatures and {} rules from {}", bank->signatures.size(),
                bank->rules.size(), cfg.rules_dir.empty() ? "the embedded bank" : cfg.rules_dir);
-  DecisionLog log(cfg.decisions_path);
+  DecisionLog log(cfg.decisions_path, cfg.kubernetes ? dryRunOf(cfg.taint_sink) : nullptr);
   Metrics metrics;
   DecisionCounter counter(&metrics);
   std::vector<DecisionSink*> sinks = {&log, &counter};

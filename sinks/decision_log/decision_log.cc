@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -11,11 +12,14 @@
 
 namespace faultline {
 
-std::string decisionToJson(const Decision& d) {
+std::string decisionToJson(const Decision& d, bool dry_run) {
   nlohmann::ordered_json j;
   j["time"] = formatRfc3339(d.time_ns);
   j["node"] = d.node;
   j["action"] = actionName(d.action);
+  if (dry_run) {
+    j["dry_run"] = true;
+  }
   j["taint"] = {{"key", d.taint.key}, {"value", d.taint.value}, {"effect", d.taint.effect}};
   j["rule"] = d.rule;
   if (!d.reason.empty()) {
@@ -37,7 +41,9 @@ std::string decisionToJson(const Decision& d) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-DecisionLog::DecisionLog(const std::string& path) : name_("stdout"), out_(stdout) {
+DecisionLog::DecisionLog(const std::string& path,
+                         std::function<bool(std::string_view rule)> dry_run)
+    : name_("stdout"), dry_run_(std::move(dry_run)), out_(stdout) {
   if (!path.empty() && path != "-") {
     name_ = path;
     out_ = std::fopen(path.c_str(), "a");
@@ -57,7 +63,7 @@ DecisionLog::~DecisionLog() {
 }
 
 void DecisionLog::write(const Decision& decision) {
-  const std::string line = decisionToJson(decision) + '\n';
+  const std::string line = decisionToJson(decision, dry_run_ && dry_run_(decision.rule)) + '\n';
   // Decisions are rare and operators tail this log: never hold one back.
   check(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0);
 }

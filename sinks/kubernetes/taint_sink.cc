@@ -384,11 +384,13 @@ bool TaintSink::list() {
   return true;
 }
 
+bool TaintSinkOptions::dryRun(std::string_view rule) const {
+  return dry_run ||
+         std::find(dry_run_rules.begin(), dry_run_rules.end(), rule) != dry_run_rules.end();
+}
+
 void TaintSink::handle(const Decision& d) {
-  const bool dry =
-      options_.dry_run || std::find(options_.dry_run_rules.begin(), options_.dry_run_rules.end(),
-                                    d.rule) != options_.dry_run_rules.end();
-  if (dry) {
+  if (options_.dryRun(d.rule)) {
     spdlog::info("kubernetes: dry run: would {} node {} (rule {})", actionName(d.action), d.node,
                  d.rule);
     ++dry_run_;

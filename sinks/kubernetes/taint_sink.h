@@ -69,6 +69,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -117,6 +118,10 @@ struct TaintSinkOptions {
   // (breaker ConfigMap; default: the pod's namespace), breaker_configmap, dry_run,
   // dry_run_rules, reapply_after, condition_type. Throws std::runtime_error on a bad value.
   static TaintSinkOptions fromYaml(const YAML::Node& kubernetes);
+
+  // Whether the decisions of rule `rule` are decided and logged but never written: dry_run, or
+  // the rule is in dry_run_rules.
+  bool dryRun(std::string_view rule) const;
 };
 
 class TaintSink : public DecisionSink {

@@ -72,14 +72,24 @@ api="http://127.0.0.1:$(cat "$tmp/port")"
 "$FAULTLINE" replay --year 2025 --decisions /dev/null --kube-server "$api" 2>>"$tmp/replay.log"
 [[ $(curl -fsS "$api/_test/requests" | jq '[.[] | select(.method == "PATCH")] | length') == 0 ]] ||
   fail "replay without --apply wrote to the API"
+# In dry run every decision is logged marked "dry_run": true, and nothing is written.
+printf 'kubernetes: {server: "%s", dry_run: true}\n' "$api" >"$tmp/dry.yaml"
+"$FAULTLINE" replay --year 2025 --decisions "$tmp/dry.jsonl" --apply --kube-server "$api" \
+  --config "$tmp/dry.yaml" 2>>"$tmp/replay.log"
+[[ $(jq -s 'length > 0 and all(.dry_run == true)' "$tmp/dry.jsonl") == true ]] ||
+  fail "dry run decisions not marked: $(cat "$tmp/dry.jsonl")"
+[[ $(curl -fsS "$api/_test/requests" | jq '[.[] | select(.method == "PATCH")] | length') == 0 ]] ||
+  fail "replay in dry run wrote to the API"
 # The sample taints half of this 10-node cluster, more than the default blast-radius guard allows
 # (tests/unit/kubernetes_taint_sink_test.cc tests the guard): lift it for this replay.
 printf 'kubernetes: {server: "%s", guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 0}}\n' \
   "$api" >"$tmp/apply.yaml"
-"$FAULTLINE" replay --year 2025 --decisions /dev/null --apply --kube-server "$api" \
+"$FAULTLINE" replay --year 2025 --decisions "$tmp/applied.jsonl" --apply --kube-server "$api" \
   --config "$tmp/apply.yaml" 2>>"$tmp/replay.log"
 tainted=$(for n in ${nodes//,/ }; do
   curl -fsS "$api/api/v1/nodes/$n" | jq -r 'select([.spec.taints[]? | select(.key == "faultline.dev/faulty" and .effect == "NoSchedule")] | length == 1) | .metadata.name'
 done | sort | tr '\n' ' ')
 [[ "$tainted" == "gpu-node-01 gpu-node-02 gpu-node-05 gpu-node-06 trn-node-01 " ]] || fail "--apply tainted: $tainted"
+[[ $(jq -s 'length > 0 and all(has("dry_run") | not)' "$tmp/applied.jsonl") == true ]] ||
+  fail "applied decisions marked dry run"
 echo "PASS"
