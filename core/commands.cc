@@ -13,7 +13,6 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <string_view>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -34,12 +33,6 @@ namespace {
 
 std::shared_ptr<const Bank> loadRules(const std::string& dir) {
   return loadBank(dir.empty() ? embeddedRuleFiles() : readRuleDir(dir));
-}
-
-// The decision log's dry-run mark (DecisionLog) for the decisions a taint sink with these options
-// will not apply; `options` must outlive the log.
-std::function<bool(std::string_view)> dryRunOf(const TaintSinkOptions& options) {
-  return [&options](std::string_view rule) { return options.dryRun(rule); };
 }
 
 struct ReplayArgs {
@@ -143,7 +136,7 @@ int replay(const ReplayArgs& a) {
     }
   }
   const auto bank = loadRules(rules_dir);
-  DecisionLog log(a.decisions, a.apply ? dryRunOf(sink_options) : nullptr);
+  DecisionLog log(a.decisions);
   std::vector<DecisionSink*> sinks = {&log};
   std::unique_ptr<TaintSink> taints;
   if (a.apply) {
@@ -181,7 +174,7 @@ int replay(const ReplayArgs& a) {
     inputs[by_name[k]].number = static_cast<uint32_t>(k);
   }
   const auto start = std::chrono::steady_clock::now();
-  Pipeline pipeline(bank, taint, sinks);
+  Pipeline pipeline(bank, taint, sinks, 1, 0, {}, sink_options.dryRunRules(*bank));
   std::vector<std::unique_ptr<Pipeline>> collectors;
   std::vector<std::unique_ptr<ArchiveSource>> sources;
   for (std::vector<ArchiveInput>& share : shareInputs(std::move(inputs), threads)) {
@@ -299,7 +292,7 @@ int serve(const std::string& config_path) {
   const auto bank = loadRules(cfg.rules_dir);
   spdlog::info("loaded {} signatures and {} rules from {}", bank->signatures.size(),
                bank->rules.size(), cfg.rules_dir.empty() ? "the embedded bank" : cfg.rules_dir);
-  DecisionLog log(cfg.decisions_path, cfg.kubernetes ? dryRunOf(cfg.taint_sink) : nullptr);
+  DecisionLog log(cfg.decisions_path);
   Metrics metrics;
   DecisionCounter counter(&metrics);
   std::vector<DecisionSink*> sinks = {&log, &counter};
@@ -341,7 +334,8 @@ int serve(const std::string& config_path) {
       }
     });
   }
-  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads, cfg.max_lag_ns, nowNanos);
+  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads, cfg.max_lag_ns, nowNanos,
+                    cfg.taint_sink.dryRunRules(*bank));
   ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes};
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the

@@ -39,6 +39,10 @@ struct Decision {
   // infiniband-port-state within 10m", the untaint's recovery, the suppression's limit.
   std::string reason;
   std::vector<Evidence> evidence;
+  // The rule runs in dry run (kubernetes.dry_run, dry_run_rules): decided and logged, never
+  // applied. Dry-run faults taint and untaint a node of their own (Correlator), so that a rule
+  // in dry run never holds back or lifts a real rule's taint.
+  bool dry_run = false;
 };
 
 // "taint" | "untaint" | "suppressed"

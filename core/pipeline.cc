@@ -45,9 +45,9 @@ void jobRuns(const RecordBatch& batch, int64_t limit_ns, std::vector<BatchMatch:
 
 Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
                    std::vector<DecisionSink*> sinks, size_t matchers, int64_t max_lag_ns,
-                   std::function<int64_t()> clock)
+                   std::function<int64_t()> clock, const std::vector<std::string>& dry_run_rules)
     : clock_(std::move(clock)),
-      correlator_(bank, std::move(taint), max_lag_ns),
+      correlator_(bank, std::move(taint), max_lag_ns, dry_run_rules),
       sinks_(std::move(sinks)) {
   matchers_.reserve(std::max<size_t>(matchers, 1));
   for (size_t i = 0; i < std::max<size_t>(matchers, 1); ++i) {

@@ -61,9 +61,11 @@ class Pipeline {
   // `matchers`: how many threads may call match() at once, each with its own Matcher. max_lag_ns:
   // live, how far one node's log may lag behind the others' (Correlator); replay leaves it 0.
   // clock: live, the service's clock (ns since the epoch), which bounds record times in match();
-  // replay, whose inputs are history, leaves it empty.
+  // replay, whose inputs are history, leaves it empty. dry_run_rules: the ids of the rules in dry
+  // run (Correlator; it throws std::runtime_error for an id not in the bank).
   Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint, std::vector<DecisionSink*> sinks,
-           size_t matchers = 1, int64_t max_lag_ns = 0, std::function<int64_t()> clock = {});
+           size_t matchers = 1, int64_t max_lag_ns = 0, std::function<int64_t()> clock = {},
+           const std::vector<std::string>& dry_run_rules = {});
 
   // Live, one thread: match(0, batch) and correlate().
   void process(const RecordBatch& batch);

@@ -1,6 +1,7 @@
 #include "matcher/correlator.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/time.h"
 
@@ -61,9 +62,19 @@ std::string describe(const std::vector<std::pair<std::string, std::string>>& ent
 
 }  // namespace
 
-Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns)
+Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns,
+                       const std::vector<std::string>& dry_run_rules)
     : bank_(std::move(bank)), taint_(std::move(taint)), max_lag_ns_(max_lag_ns) {
   const size_t n = bank_->rules.size();
+  dry_run_.assign(n, false);
+  for (const std::string& id : dry_run_rules) {
+    const auto r = std::find_if(bank_->rules.begin(), bank_->rules.end(),
+                                [&](const Rule& rule) { return rule.id == id; });
+    if (r == bank_->rules.end()) {
+      throw std::runtime_error("dry_run_rules: no rule '" + id + "' in the bank");
+    }
+    dry_run_[static_cast<size_t>(r - bank_->rules.begin())] = true;
+  }
   rules_by_signature_.resize(bank_->signatures.size());
   corroborates_.resize(n);
   cancels_.resize(n);
@@ -521,10 +532,11 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   flt.last_ns = t;
   schedule(node_name, key, flt, rule.quiet_ns > 0 ? t + rule.quiet_ns : INT64_MAX);
   node.counters.erase(key);
-  if (node.tainted) {
+  bool& tainted = dry_run_[ri] ? node.dry_tainted : node.tainted;
+  if (tainted) {
     return;  // one taint per node; this fault must clear too before the node is untainted
   }
-  node.tainted = true;
+  tainted = true;
   if (evidence.size() > kMaxEvidence) {
     evidence.erase(evidence.begin(), evidence.end() - static_cast<std::ptrdiff_t>(kMaxEvidence));
   }
@@ -536,6 +548,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   d.rule = rule.id;
   d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
   d.evidence = std::move(evidence);
+  d.dry_run = dry_run_[ri];
 }
 
 void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
@@ -600,7 +613,10 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
     reason = "recovered by " + flt.recovered_by + ": " + rule.id + describe(flt.entity) +
              (rule.stable_ns > 0 ? " stable since the recovery signal" : "");
   }
-  if (!node.faults.empty() || !node.tainted) {
+  const bool dry = dry_run_[flt.rule];
+  bool& tainted = dry ? node.dry_tainted : node.tainted;
+  if (!tainted || std::any_of(node.faults.begin(), node.faults.end(),
+                              [&](const auto& kv) { return dry_run_[kv.second.rule] == dry; })) {
     return;
   }
   Decision& d = out->emplace_back();
@@ -613,9 +629,12 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   if (!flt.recovered_by.empty()) {
     d.evidence.push_back(flt.recovery);
   }
-  node.tainted = false;
-  node.counters.clear();
-  node.recent.clear();
+  d.dry_run = dry;
+  tainted = false;
+  if (node.faults.empty()) {  // healthy again: its counts start afresh
+    node.counters.clear();
+    node.recent.clear();
+  }
 }
 
 void Correlator::schedule(const std::string& node_name, const std::string& key, Fault& f,

@@ -52,7 +52,10 @@ namespace faultline {
 //     `unless_followed_by` rule's hit, counts however soon), after `recovery.stable` (from the
 //     first such hit) with no new hit of the fault's rule, or after `recovery.quiet` without any
 //     hit; when the last fault of a tainted node clears, the node gets one untaint decision and is
-//     healthy again.
+//     healthy again;
+//   - the faults of rules in dry run taint and untaint the node apart from the others, by the
+//     same semantics, in decisions marked dry_run: a rule in dry run (a new rule tried out) never
+//     holds back a real rule's taint nor names the untaint of a real one.
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {
@@ -68,7 +71,10 @@ class Correlator {
 
   // max_lag_ns: how far (ns of event time) one node's log may run behind the newest of all and
   // still decide its own timers; 0 in replay, whose hits are sorted by time (see advance()).
-  Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns = 0);
+  // dry_run_rules: ids of the bank's rules in dry run. Throws std::runtime_error naming an id
+  // that is not a rule of the bank (a typo would run the rule for real).
+  Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns = 0,
+             const std::vector<std::string>& dry_run_rules = {});
 
   // Appends the decisions `hit` completes (and those of timers that fall due before it). Taken by
   // value: its line and fields become the evidence the correlator keeps, without a copy.
@@ -165,6 +171,7 @@ class Correlator {
   };
   struct NodeData {
     bool tainted = false;
+    bool dry_tainted = false;      // by the faults of rules in dry run
     int64_t time_ns = INT64_MIN;   // its newest hit or heard() time
     int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
     int64_t second = INT64_MIN;    // of the latest hit (secondOf)
@@ -245,6 +252,7 @@ class Correlator {
   std::vector<std::vector<uint32_t>> corroborates_;  // rule -> the rules it corroborates
   std::vector<std::vector<uint32_t>> cancels_;       // rule -> rules whose pending hits it ends
   std::vector<bool> recovers_;                       // rule is named in some recovery.by
+  std::vector<bool> dry_run_;                        // rule is in dry run
   // rule is named in some attach_to, suppressed_by, joins or corroborated_by, or is corroborated
   std::vector<bool> looked_up_;
   std::vector<uint32_t> alias_rules_;

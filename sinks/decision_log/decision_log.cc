@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
-#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -12,12 +11,12 @@
 
 namespace faultline {
 
-std::string decisionToJson(const Decision& d, bool dry_run) {
+std::string decisionToJson(const Decision& d) {
   nlohmann::ordered_json j;
   j["time"] = formatRfc3339(d.time_ns);
   j["node"] = d.node;
   j["action"] = actionName(d.action);
-  if (dry_run) {
+  if (d.dry_run) {
     j["dry_run"] = true;
   }
   j["taint"] = {{"key", d.taint.key}, {"value", d.taint.value}, {"effect", d.taint.effect}};
@@ -41,9 +40,7 @@ std::string decisionToJson(const Decision& d, bool dry_run) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-DecisionLog::DecisionLog(const std::string& path,
-                         std::function<bool(std::string_view rule)> dry_run)
-    : name_("stdout"), dry_run_(std::move(dry_run)), out_(stdout) {
+DecisionLog::DecisionLog(const std::string& path) : name_("stdout"), out_(stdout) {
   if (!path.empty() && path != "-") {
     name_ = path;
     out_ = std::fopen(path.c_str(), "a");
@@ -63,7 +60,7 @@ DecisionLog::~DecisionLog() {
 }
 
 void DecisionLog::write(const Decision& decision) {
-  const std::string line = decisionToJson(decision, dry_run_ && dry_run_(decision.rule)) + '\n';
+  const std::string line = decisionToJson(decision) + '\n';
   // Decisions are rare and operators tail this log: never hold one back.
   check(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0);
 }

@@ -384,13 +384,19 @@ bool TaintSink::list() {
   return true;
 }
 
-bool TaintSinkOptions::dryRun(std::string_view rule) const {
-  return dry_run ||
-         std::find(dry_run_rules.begin(), dry_run_rules.end(), rule) != dry_run_rules.end();
+std::vector<std::string> TaintSinkOptions::dryRunRules(const Bank& bank) const {
+  if (!dry_run) {
+    return dry_run_rules;
+  }
+  std::vector<std::string> all;
+  for (const Rule& r : bank.rules) {
+    all.push_back(r.id);
+  }
+  return all;
 }
 
 void TaintSink::handle(const Decision& d) {
-  if (options_.dryRun(d.rule)) {
+  if (d.dry_run) {
     spdlog::info("kubernetes: dry run: would {} node {} (rule {})", actionName(d.action), d.node,
                  d.rule);
     ++dry_run_;

@@ -69,7 +69,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -78,6 +77,7 @@
 #include <yaml-cpp/node/node.h>
 
 #include "core/decision.h"
+#include "matcher/bank.h"
 #include "sinks/kubernetes/kube_client.h"
 
 namespace faultline {
@@ -119,9 +119,9 @@ struct TaintSinkOptions {
   // dry_run_rules, reapply_after, condition_type. Throws std::runtime_error on a bad value.
   static TaintSinkOptions fromYaml(const YAML::Node& kubernetes);
 
-  // Whether the decisions of rule `rule` are decided and logged but never written: dry_run, or
-  // the rule is in dry_run_rules.
-  bool dryRun(std::string_view rule) const;
+  // The ids of the rules in dry run, for the correlator (Pipeline), which marks their decisions
+  // dry_run: every rule of the bank with dry_run, else dry_run_rules.
+  std::vector<std::string> dryRunRules(const Bank& bank) const;
 };
 
 class TaintSink : public DecisionSink {

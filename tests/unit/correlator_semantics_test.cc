@@ -126,7 +126,9 @@ rules:
 // "node action rule".
 class Feeder {
  public:
-  explicit Feeder(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)), c_(bank_, Taint{}) {}
+  explicit Feeder(std::shared_ptr<const Bank> bank,
+                  const std::vector<std::string>& dry_run_rules = {})
+      : bank_(std::move(bank)), c_(bank_, Taint{}, 0, dry_run_rules) {}
 
   // Feeds `line` on `node` at `sec` seconds, as the hit of the one signature it matches.
   void feed(const std::string& node, int64_t sec, const std::string& line,
@@ -142,7 +144,8 @@ class Feeder {
   std::vector<std::string> decisions() const {
     std::vector<std::string> v;
     for (const Decision& d : out_) {
-      v.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
+      v.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule +
+                  (d.dry_run ? " (dry run)" : ""));
     }
     return v;
   }
@@ -338,6 +341,29 @@ TEST_F(CorrelatorSemantics, HangOnCollectivesMarksThePeersSuspectNotTheReporter)
 
 // Rules of one signature that test different fields, and one rule that tests two, as the SXid
 // rules do: each condition reads its own field of the hit (an absent field reads as '').
+// A rule in dry run (a new rule tried out) taints and untaints the node in decisions of its own,
+// marked dry run, which the taint sink does not apply. Its fault neither holds back a real rule's
+// taint (the node was "tainted" already, by the rule in dry run) nor names the untaint of a real
+// one (the last fault to clear was the rule in dry run's, and the taint stayed on).
+TEST(CorrelatorDryRun, RulesInDryRunTaintAndUntaintApart) {
+  Feeder f(loadBank({{"t.yaml", kBank}}), {"xid-app"});
+  f.feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  f.feed("n1", 100, "Xid 0000:01:00 13");
+  f.feed("n1", 1000, "Xid 0000:01:00 13");  // xid-app's second count: its fault, in dry run
+  f.feed("n1", 1100, "Xid 0000:01:00 79");
+  EXPECT_EQ(f.decisions(),
+            (std::vector<std::string>{"n1 taint xid-app (dry run)", "n1 taint xid-fatal"}));
+  EXPECT_EQ(f.c_.state("n1"), Correlator::NodeState::kTainted);
+  f.feed("n1", 1800, "reset GPU-1 true");
+  f.c_.advance((1800 + 600) * kNanosPerSecond + 1, &f.out_);       // xid-fatal's stable period
+  f.c_.advance((1000 + 2 * 3600) * kNanosPerSecond + 1, &f.out_);  // xid-app's quiet period
+  EXPECT_EQ(f.decisions(),
+            (std::vector<std::string>{"n1 taint xid-app (dry run)", "n1 taint xid-fatal",
+                                      "n1 untaint xid-fatal", "n1 untaint xid-app (dry run)"}));
+  EXPECT_EQ(f.c_.state("n1"), Correlator::NodeState::kHealthy);
+  EXPECT_THROW(Correlator(f.bank_, Taint{}, 0, {"xid-ap"}), std::runtime_error);
+}
+
 TEST(CorrelatorWhere, EachConditionTestsItsOwnField) {
   const auto bank = loadBank({{"w.yaml", R"(
 signatures:

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "matcher/bank.h"
 #include "sinks/kubernetes/taint_sink.h"
 #include "tests/tools/fake_apiserver.h"
 
@@ -914,26 +915,29 @@ TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {
   EXPECT_TRUE(untaint_event);
 }
 
-TEST_F(TaintSinkTest, DryRunWritesNothing) {
+// Dry run is decided by the correlator (Correlator: rules in dry run taint apart); the sink
+// writes nothing for a decision so marked.
+TEST_F(TaintSinkTest, DryRunDecisionsWriteNothing) {
   createNode("n1");
-  TaintSinkOptions global = options();
-  global.dry_run = true;
-  TaintSinkOptions per_rule = options();
-  per_rule.dry_run_rules = {"noisy-rule"};
-  {
-    TaintSink sink(config(), global);
-    sink.write(decision("n1"));
-    sink.flush();
-    EXPECT_EQ(sink.counters().dry_run, 1u);
-  }
-  {
-    TaintSink sink(config(), per_rule);
-    sink.write(decision("n1", "noisy-rule"));
-    sink.flush();
-    EXPECT_EQ(sink.counters().dry_run, 1u);
-  }
+  TaintSink sink(config(), options());
+  Decision d = decision("n1");
+  d.dry_run = true;
+  sink.write(d);
+  d.action = Decision::Action::kUntaint;
+  sink.write(d);
+  sink.flush();
+  EXPECT_EQ(sink.counters().dry_run, 2U);
   EXPECT_TRUE(server_.requests().empty());
   EXPECT_FALSE(tainted("n1"));
+}
+
+TEST(TaintSinkOptions, DryRunRulesAreEveryRuleWithDryRun) {
+  const auto bank = loadBank(embeddedRuleFiles());
+  TaintSinkOptions o;
+  o.dry_run_rules = {"xid-fatal"};
+  EXPECT_EQ(o.dryRunRules(*bank), std::vector<std::string>{"xid-fatal"});
+  o.dry_run = true;
+  EXPECT_EQ(o.dryRunRules(*bank).size(), bank->rules.size());
 }
 
 // --- leadership ---
