@@ -191,7 +191,7 @@ error_code intOf(od::value v, int64_t* out) {
   if (v.get_int64().get(i) == SUCCESS) {
     *out = i;
   } else if (v.get_uint64().get(u) == SUCCESS) {
-    *out = static_cast<int64_t>(u);
+    *out = INT64_MAX;  // past int64: the latest time there is (cast, it wrapped to before 1970)
   }
   return SUCCESS;  // a fraction or an exponent reads as 0
 }

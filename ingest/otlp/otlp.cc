@@ -1,6 +1,9 @@
 #include "ingest/otlp/otlp.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -185,7 +188,10 @@ bool addRecord(WireBytes bytes, const std::vector<Label>& resource, const Stream
     return true;
   }
   LogRecord& rec = batch->records.emplace_back();
-  rec.time_ns = static_cast<int64_t>(time != 0 ? time : observed);
+  // A fixed64 past int64 nanoseconds (year 2262) is the latest time there is, which the pipeline
+  // bounds (Pipeline::match), as in the Loki decoders: cast, it wrapped to a time before 1970.
+  rec.time_ns = static_cast<int64_t>(
+      std::min<uint64_t>(time != 0 ? time : observed, std::numeric_limits<int64_t>::max()));
   rec.line = *line;
   rec.labels_begin = static_cast<uint32_t>(labels_begin);
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());

@@ -188,7 +188,8 @@ bool streamLabels(std::string_view selector, std::string_view tenant, RecordBatc
 }
 
 // An entry's timestamp: a string of nanoseconds, or (accepted too) a JSON integer. One past
-// int64 (year 2262) is taken as INT64_MAX, as in the protobuf body (readEntry).
+// int64 (years 1678 to 2262) is taken as INT64_MAX or INT64_MIN, as in the protobuf body
+// (readEntry).
 bool nanosOf(element v, int64_t* ns) {
   std::string_view s;
   if (v.get(*ns) == SUCCESS) {
@@ -202,8 +203,8 @@ bool nanosOf(element v, int64_t* ns) {
     return false;
   }
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *ns);
-  if (ec == std::errc::result_out_of_range && s.front() != '-' && end == s.data() + s.size()) {
-    *ns = INT64_MAX;
+  if (ec == std::errc::result_out_of_range && end == s.data() + s.size()) {
+    *ns = s.front() == '-' ? INT64_MIN : INT64_MAX;
     return true;
   }
   return ec == std::errc() && end == s.data() + s.size();
@@ -237,10 +238,8 @@ bool readLabelPair(WireBytes bytes, Label* kv) {
 
 // EntryAdapter: timestamp 1 (google.protobuf.Timestamp: seconds 1, nanos 2), line 2,
 // structuredMetadata 3 (LabelPairAdapter: name 1, value 2). Sets *ns (ns since the epoch),
-// *line and appends the metadata, all views into `bytes`. False on malformed wire, or, with
-// *refused and a reason in *error, for a time past int64 nanoseconds.
-bool readEntry(WireBytes bytes, int64_t* ns, std::string_view* line, std::vector<Label>* metadata,
-               std::string* error, bool* refused) {
+// *line and appends the metadata, all views into `bytes`. False on malformed wire.
+bool readEntry(WireBytes bytes, int64_t* ns, std::string_view* line, std::vector<Label>* metadata) {
   int64_t seconds = 0;
   int32_t nanos = 0;
   WireReader r(bytes);
@@ -261,20 +260,13 @@ bool readEntry(WireBytes bytes, int64_t* ns, std::string_view* line, std::vector
   if (!r.ok()) {
     return false;
   }
-  // A Timestamp reaches year 9999; int64 nanoseconds end in 2262. A later one is taken as the
-  // latest time there is, which the pipeline bounds as any time ahead of its clock
-  // (Pipeline::match): one entry a pod stamped in year 9999 must not refuse the request's other
-  // streams. One before 1678 is refused.
+  // A Timestamp runs from year 1 to 9999; int64 nanoseconds from 1678 to 2262. A time beyond is
+  // taken as the nearest there is, which the pipeline bounds (Pipeline::match): one entry that a
+  // pod stamped in year 9999, or with Go's zero time (year 1), must not refuse the request's
+  // other streams.
   if (__builtin_mul_overflow(seconds, int64_t{1'000'000'000}, ns) ||
       __builtin_add_overflow(*ns, int64_t{nanos}, ns)) {
-    if (seconds > 0) {
-      *ns = INT64_MAX;
-      return true;
-    }
-    *error = "entry timestamp out of range (" + std::to_string(seconds) +
-             " s): nanoseconds since the epoch must fit in 64 bits";
-    *refused = true;
-    return false;
+    *ns = seconds > 0 ? INT64_MAX : INT64_MIN;
   }
   return true;
 }
@@ -413,7 +405,7 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       int64_t ns = 0;
       std::string_view line;
       metadata.clear();
-      if (!readEntry(bytes, &ns, &line, &metadata, error, &refused)) {
+      if (!readEntry(bytes, &ns, &line, &metadata)) {
         return false;
       }
       LogRecord& rec = addEntry(begin, end, metadata, batch);

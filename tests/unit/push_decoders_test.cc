@@ -166,8 +166,10 @@ TEST(LokiProto, RefusesCorruptSnappyAndProtobuf) {
 
 // A time past int64 nanoseconds (year 2262) is taken as the latest there is, which the pipeline
 // bounds as any time ahead of its clock: one entry a pod stamped in year 9999 (a shipper taking
-// the time from the line) must not refuse the request's kernel stream. One before 1678 is refused.
-TEST(LokiProto, TimestampBeyondInt64NanosecondsIsTheLatestTime) {
+// the time from the line) must not refuse the request's kernel stream. One before 1678 (Go's zero
+// time, year 1) is taken as the earliest there is: it refused the request, and Promtail drops a
+// batch answered 400, its kernel lines too.
+TEST(LokiProto, TimestampBeyondInt64NanosecondsIsTheNearestTime) {
   // PushRequest{streams: [{labels: "{a=\"b\"}", entries: [{timestamp: {seconds: S}, line:
   // "x"}]}]}, encoded by hand (logproto push.proto field numbers): found by loki_fuzz, it
   // overflowed seconds * 10^9.
@@ -187,9 +189,12 @@ TEST(LokiProto, TimestampBeyondInt64NanosecondsIsTheLatestTime) {
       << error;
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(batch.records[0].time_ns, INT64_MAX);
-  EXPECT_FALSE(
-      decodeLokiProto(body(-18975159936), 1 << 20, "", StreamRules(), &batch, &error, &too_large));
-  EXPECT_NE(error.find("timestamp out of range (-18975159936 s)"), std::string::npos) << error;
+  batch = RecordBatch();
+  ASSERT_TRUE(
+      decodeLokiProto(body(-62135596800), 1 << 20, "", StreamRules(), &batch, &error, &too_large))
+      << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].time_ns, INT64_MIN);
 }
 
 TEST(LokiProto, SnappyLengthOverLimitIsTooLargeBeforeAllocating) {
@@ -596,6 +601,32 @@ TEST(OtlpProto, ReadsValuesInPlaceWhateverTheFieldOrder) {
   }
 }
 
+// A time past int64 nanoseconds (year 2262) is the latest there is, which the pipeline bounds, as
+// in the Loki decoders: cast, 2^64-1 became 1 ns before 1970 and 2^63 the year 1677.
+TEST(OtlpProto, TimeBeyondInt64NanosecondsIsTheLatestTime) {
+  namespace otlp = opentelemetry::proto;
+  otlp::collector::logs::v1::ExportLogsServiceRequest request;
+  otlp::logs::v1::ResourceLogs* rl = request.add_resource_logs();
+  auto* kv = rl->mutable_resource()->add_attributes();
+  kv->set_key("k8s.node.name");
+  kv->mutable_value()->set_string_value("gpu-7");
+  otlp::logs::v1::ScopeLogs* sl = rl->add_scope_logs();
+  for (const uint64_t t : {UINT64_MAX, uint64_t{1} << 63}) {
+    otlp::logs::v1::LogRecord* r = sl->add_log_records();
+    r->set_time_unix_nano(t);
+    r->mutable_body()->set_string_value("x");
+  }
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  const std::string bytes = request.SerializeAsString();
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].time_ns, INT64_MAX);
+  EXPECT_EQ(batch.records[1].time_ns, INT64_MAX);
+}
+
 TEST(OtlpProto, RefusesGarbage) {
   RecordBatch batch;
   uint64_t rejected = 0;
@@ -804,12 +835,13 @@ TEST(OtlpJson, EscapedAndPlainStringsAndTheTimes) {
       {"timeUnixNano":"0","observedTimeUnixNano":"1700000000000000003","body":{"stringValue":"a"}},
       {"timeUnixNano":"17x","observedTimeUnixNano":"1700000000000000004","body":{"stringValue":"b"}},
       {"observedTimeUnixNano":"1700000000000000005","timeUnixNano":"1700000000000000006",
-       "body":{"stringValue":"c"}}]}]}]})";
+       "body":{"stringValue":"c"}},
+      {"timeUnixNano":18446744073709551615,"body":{"stringValue":"d"}}]}]}]})";
     RecordBatch batch;
     uint64_t rejected = 0;
     std::string error;
     ASSERT_TRUE(otlpJson(doc, in_place, &batch, &rejected, &error)) << error;
-    ASSERT_EQ(batch.records.size(), 5u);
+    ASSERT_EQ(batch.records.size(), 6u);
     EXPECT_EQ(rejected, 0u);
     const LogRecord& first = batch.records[0];
     EXPECT_EQ(first.node, "gpu-7");
@@ -821,6 +853,7 @@ TEST(OtlpJson, EscapedAndPlainStringsAndTheTimes) {
     EXPECT_EQ(batch.records[2].time_ns, 1700000000000000003);
     EXPECT_EQ(batch.records[3].time_ns, 1700000000000000004);
     EXPECT_EQ(batch.records[4].time_ns, 1700000000000000006);
+    EXPECT_EQ(batch.records[5].time_ns, INT64_MAX);  // past int64: the latest time there is
   }
 }
 
@@ -875,7 +908,7 @@ TEST(KafkaOtlpDecoder, ProtoAndJsonWithKeyFallbackAndTopicStream) {
   EXPECT_EQ(jb.records[0].time_ns, 1700000000000000000);  // no record time: the message's
 }
 
-TEST(LokiJson, TimestampBeyondInt64NanosecondsIsTheLatestTime) {
+TEST(LokiJson, TimestampBeyondInt64NanosecondsIsTheNearestTime) {
   for (const char* ts : {R"("99999999999999999999")", "18446744073709551615"}) {
     RecordBatch batch;
     std::string error;
@@ -887,9 +920,12 @@ TEST(LokiJson, TimestampBeyondInt64NanosecondsIsTheLatestTime) {
   }
   RecordBatch batch;
   std::string error;
-  EXPECT_FALSE(
-      lokiJson(R"({"streams":[{"stream":{"a":"b"},"values":[["-99999999999999999999","x"]]}]})", "",
-               &batch, &error));
+  ASSERT_TRUE(
+      lokiJson(R"({"streams":[{"stream":{"a":"b"},"values":[["-62135596800000000000","x"]]}]})", "",
+               &batch, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].time_ns, INT64_MIN);
 }
 
 }  // namespace
