@@ -5,9 +5,12 @@
 // parser, OTLP with On Demand (below). Its strings live until the parser's next parse, so
 // everything a record keeps is copied into the batch.
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <simdjson.h>
@@ -36,7 +39,7 @@ int64_t intOf(element v) {
     return i;
   }
   if (v.get(u) == SUCCESS) {
-    return static_cast<int64_t>(u);
+    return INT64_MAX;  // past int64: the latest time there is
   }
   if (v.get(s) == SUCCESS) {  // OTLP JSON writes 64-bit integers as decimal strings
     int64_t n = 0;
@@ -588,6 +591,99 @@ error_code addRequest(od::document& req, const StreamRules& rules, const LabelFi
 
 static_assert(kJsonPadding == simdjson::SIMDJSON_PADDING);
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629 section 4), 0 if none.
+size_t utf8Length(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
+  const uint8_t c = at(i);
+  if (c < 0x80) {
+    return 1;
+  }
+  size_t n = 0;
+  uint8_t lo = 0x80;  // the second byte's range
+  uint8_t hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    lo = c == 0xe0 ? 0xa0 : 0x80;
+    hi = c == 0xed ? 0x9f : 0xbf;  // ED A0..BF: surrogates
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    lo = c == 0xf0 ? 0x90 : 0x80;
+    hi = c == 0xf4 ? 0x8f : 0xbf;  // past U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) {
+    return 0;
+  }
+  for (size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xbf) {
+      return 0;
+    }
+  }
+  return n;
+}
+
+// The UTF-16 code unit of the \uXXXX escape at s[i] (s[i] is the backslash), -1 if there is none.
+int escapedUnit(std::string_view s, size_t i) {
+  if (i + 6 > s.size() || s[i + 1] != 'u') {
+    return -1;
+  }
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data() + i + 2, s.data() + i + 6, v, 16);
+  return ec == std::errc() && end == s.data() + i + 6 ? v : -1;
+}
+
+}  // namespace
+
+bool replaceInvalidUnicode(std::string_view json, std::string* out) {
+  std::string r;
+  bool replaced = false;
+  size_t i = 0;
+  while (i < json.size()) {
+    if (json[i] == '\\' && i + 1 < json.size()) {
+      const int unit = escapedUnit(json, i);
+      size_t n = 2;  // an escape other than \u: its character is never the start of another
+      if (unit >= 0xd800 && unit <= 0xdbff) {
+        const int low = json.size() > i + 6 && json[i + 6] == '\\' ? escapedUnit(json, i + 6) : -1;
+        n = low >= 0xdc00 && low <= 0xdfff ? 12 : 6;
+        if (n == 6) {
+          r += "\\ufffd";
+          replaced = true;
+          i += 6;
+          continue;
+        }
+      } else if (unit >= 0xdc00 && unit <= 0xdfff) {
+        r += "\\ufffd";
+        replaced = true;
+        i += 6;
+        continue;
+      } else if (unit >= 0) {
+        n = 6;
+      }
+      r.append(json.substr(i, n));
+      i += n;
+      continue;
+    }
+    const size_t n = utf8Length(json, i);
+    if (n == 0) {
+      r += "\xef\xbf\xbd";
+      replaced = true;
+      ++i;
+      continue;
+    }
+    r.append(json.substr(i, n));
+    i += n;
+  }
+  if (replaced) {
+    *out = std::move(r);
+  }
+  return replaced;
+}
+
 bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& rules,
                     const LabelFilter& keep, RecordBatch* batch, uint64_t* rejected,
                     std::string* error) {
@@ -624,6 +720,13 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
   batch->records.resize(records);  // the request is refused: none of it is kept
   batch->labels.resize(labels);
   *rejected = rejected_before;
+  if (std::string repaired; (err == simdjson::UTF8_ERROR || err == simdjson::STRING_ERROR) &&
+                            replaceInvalidUnicode(doc, &repaired)) {
+    const size_t size = repaired.size();
+    repaired.append(kJsonPadding, '\0');
+    return decodeOtlpJson(std::string_view(repaired).substr(0, size), repaired.size(), rules, keep,
+                          batch, rejected, error);
+  }
   *error = not_array          ? "resourceLogs is not an array"
            : bound.exceeded() ? "request " + bound.reason()
                               : std::string("not JSON (") + simdjson::error_message(err) + ")";

@@ -409,8 +409,12 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
 bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
                               RecordBatch* batch) const {
   element doc;
-  if (json_->parser.parse(msg.value.data(), msg.value.size()).get(doc) != simdjson::SUCCESS ||
-      !doc.is_object()) {
+  auto err = json_->parser.parse(msg.value.data(), msg.value.size()).get(doc);
+  if (std::string repaired; (err == simdjson::UTF8_ERROR || err == simdjson::STRING_ERROR) &&
+                            replaceInvalidUnicode(msg.value, &repaired)) {
+    err = json_->parser.parse(repaired).get(doc);  // the parser's strings outlive `repaired`
+  }
+  if (err != simdjson::SUCCESS || !doc.is_object()) {
     return false;
   }
   // Refused, as ambiguous: a path given twice with different values, or the shipper's node or

@@ -436,7 +436,12 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
   simdjson::dom::parser parser;  // one per call: the HTTP server decodes on several threads
   element doc;
   const bool copy = readable < text.size() + kJsonPadding;
-  if (const auto err = parser.parse(text.data(), text.size(), copy).get(doc); err != SUCCESS) {
+  auto err = parser.parse(text.data(), text.size(), copy).get(doc);
+  if (std::string repaired; (err == simdjson::UTF8_ERROR || err == simdjson::STRING_ERROR) &&
+                            replaceInvalidUnicode(text, &repaired)) {
+    err = parser.parse(repaired).get(doc);  // the parser's strings outlive `repaired`
+  }
+  if (err != SUCCESS) {
     return fail(std::string("body is not a JSON object (") + simdjson::error_message(err) + ")");
   }
   simdjson::dom::object root;

@@ -3,7 +3,9 @@
 # OpenTelemetry JS log exporters (OTLP/HTTP protobuf and JSON, gzip, chunked bodies) each send a
 # kernel-labelled "GPU has fallen off the bus" Xid 79 for their own node, which must be tainted
 # through the fake API server; each also sends the same line from a pod on gpu-5, which must
-# taint nothing. The clients are the npm project in tests/e2e/node (`npm ci`, see .ci/setup).
+# taint nothing. The JSON clients also send a pod line cut inside an emoji (JSON.stringify writes
+# a lone surrogate escape), which must be taken, not refused with the request. The clients are
+# the npm project in tests/e2e/node (`npm ci`, see .ci/setup).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
@@ -36,6 +38,10 @@ for client in loki-proto loki-json otlp-proto otlp-json; do
     fail "$client could not send the kernel line"
   node "$node_dir/send.js" "$client" "$url" gpu-5 pod "$xid" 2>>"$tmp/clients.log" ||
     fail "$client could not send the pod line"
+  if [[ $client == *json ]]; then
+    node "$node_dir/send.js" "$client" "$url" gpu-5 pod-cut "epoch 3 done" 2>>"$tmp/clients.log" ||
+      fail "$client could not send a pod line cut inside an emoji: $(tail -3 "$tmp/clients.log")"
+  fi
 done
 
 taints() { curl -fsS "$api/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
@@ -48,9 +54,11 @@ expected=$(printf 'gpu-%s xid-fatal\n' 1 2 3 4)
 [[ $(taints gpu-5) == "[]" ]] || fail "gpu-5 tainted by a pod's stdout"
 
 metrics=$(curl -fsS "$url/metrics")
-for format in loki_proto loki_json otlp_proto otlp_json; do
-  grep -q "^faultline_records_total{source=\"http\",format=\"$format\"} 2$" <<<"$metrics" ||
-    fail "metrics: no 2 records for $format: $(grep records_total <<<"$metrics")"
+for format_records in loki_proto:2 loki_json:3 otlp_proto:2 otlp_json:3; do
+  format=${format_records%:*}
+  n=${format_records#*:}
+  grep -q "^faultline_records_total{source=\"http\",format=\"$format\"} $n$" <<<"$metrics" ||
+    fail "metrics: not $n records for $format: $(grep records_total <<<"$metrics")"
 done
 grep -q '^faultline_decisions_total{action="taint"} 4$' <<<"$metrics" || fail "metrics: decisions"
 # The sink counts a taint just after the API server has it: poll. The page is read whole before

@@ -197,6 +197,17 @@ TEST(KafkaJsonDecoder, VectorKubernetesLogs) {
   EXPECT_EQ(batch.job(rec), "");  // a pod of no Job
 }
 
+// A line with a byte that is not UTF-8 (a kernel line may hold any) or a lone surrogate escape is
+// taken with U+FFFD in their place, as Go's decoders read it, not dropped with its message.
+TEST(KafkaJsonDecoder, InvalidUnicodeIsReplacedNotRefused) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(
+      decoder, message("{\"message\": \"Xid 79 \xff \\ud83d\", \"host\": \"gpu-7\"}"), &batch);
+  EXPECT_EQ(rec.line, "Xid 79 \xef\xbf\xbd \xef\xbf\xbd");
+  EXPECT_EQ(rec.node, "gpu-7");
+}
+
 // The NCCL rules count distinct jobs (rules/nccl-pytorch.yaml): a pod's Job comes from the pod
 // labels each shipper adds.
 TEST(KafkaJsonDecoder, APodsJobFromVectorAndFluentBitLabels) {

@@ -274,6 +274,50 @@ bool lokiJson(const std::string& body, std::string_view tenant, RecordBatch* bat
   return ok;
 }
 
+// What simdjson refuses and Go's decoders read as U+FFFD (Loki's, the OTel collector's) is
+// replaced by U+FFFD: bytes that are not UTF-8, one per byte, and lone surrogate escapes.
+TEST(ReplaceInvalidUnicode, AsGoDecodersReadIt) {
+  const std::string fffd = "\xef\xbf\xbd";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("a\ud83d")", R"("a\ufffd")"},                        // high half alone, at the end
+      {R"("\udcff x")", R"("\ufffd x")"},                      // low half alone
+      {R"("\ud83d\u0041")", R"("\ufffd\u0041")"},              // high half, then no low half
+      {"\"a\xff\"", "\"a" + fffd + "\""},                      // not UTF-8
+      {"\"\xc0\xaf\"", "\"" + fffd + fffd + "\""},             // overlong '/'
+      {"\"\xed\xa0\x80\"", "\"" + fffd + fffd + fffd + "\""},  // a surrogate as UTF-8
+      {"\"\xf0\x9f\x98\"", "\"" + fffd + fffd + fffd + "\""},  // cut inside a 4-byte one
+      {"\"\xf4\x90\x80\x80\"", "\"" + fffd + fffd + fffd + fffd + "\""},  // past U+10FFFF
+  };
+  for (const auto& [in, want] : cases) {
+    std::string out;
+    EXPECT_TRUE(replaceInvalidUnicode(in, &out)) << in;
+    EXPECT_EQ(out, want) << in;
+  }
+  // Well-formed: a pair, an escaped backslash before "ud83d", UTF-8 of 2 to 4 bytes.
+  for (const std::string_view ok :
+       {R"("\ud83d\ude80")", R"("\\ud83d")", "\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x80\"", "{}"}) {
+    std::string out = "untouched";
+    EXPECT_FALSE(replaceInvalidUnicode(ok, &out)) << ok;
+    EXPECT_EQ(out, "untouched");
+  }
+}
+
+// JavaScript clients write a string cut inside an emoji as a lone surrogate escape, and a kernel
+// line may hold any byte: one such line refused the whole request (a 400, which winston-loki and
+// the OTel JS exporter drop with the kernel lines in it).
+TEST(LokiJson, InvalidUnicodeIsReplacedNotRefused) {
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(
+      lokiJson(R"({"streams":[{"stream":{"pod":"p"},"values":[["1","done \ud83d"]]},)"
+               "{\"stream\":{\"transport\":\"kernel\"},\"values\":[[\"2\",\"Xid \xff\"]]}]}",
+               "", &batch, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].line, "done \xef\xbf\xbd");
+  EXPECT_EQ(batch.records[1].line, "Xid \xef\xbf\xbd");
+}
+
 TEST(LokiJson, DecodesStreamsWithMetadataAndTenant) {
   const std::string body = R"({"streams":[
     {"stream":{"transport":"kernel","host":"gpu-7"},
@@ -765,6 +809,22 @@ bool otlpJson(const std::string& doc, bool in_place, RecordBatch* batch, uint64_
 // The decoder reads in one forward pass (simdjson On Demand): fields in any order must give what
 // the usual order gives, and a request refused part-way must leave the batch as it was; both
 // from a copy and in place.
+TEST(OtlpJson, InvalidUnicodeIsReplacedNotRefused) {
+  for (bool in_place : {false, true}) {
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    ASSERT_TRUE(otlpJson(R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[)"
+                         R"({"body":{"stringValue":"done \ud83d"}},)"
+                         "{\"body\":{\"stringValue\":\"Xid \xff\"}}]}]}]}",
+                         in_place, &batch, &rejected, &error))
+        << error;
+    ASSERT_EQ(batch.records.size(), 2u);
+    EXPECT_EQ(batch.records[0].line, "done \xef\xbf\xbd");
+    EXPECT_EQ(batch.records[1].line, "Xid \xef\xbf\xbd");
+  }
+}
+
 TEST(OtlpJson, AnyFieldOrderAndRefusedRequestsLeaveTheBatchAlone) {
   for (bool in_place : {false, true}) {
     SCOPED_TRACE(in_place ? "in place" : "copied");

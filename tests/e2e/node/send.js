@@ -10,9 +10,13 @@
 //   KIND    kernel: labelled as the kernel stream (Loki transport="kernel"; OTLP: a journald-
 //           receiver style kvlist body with _TRANSPORT=kernel)
 //           pod: labelled with a pod (Loki pod="evil-0"; OTLP resource k8s.pod.name)
+//           pod-cut: as pod, the line followed by half an emoji (a string cut inside a UTF-16
+//           surrogate pair), which JSON.stringify writes as a lone "\ud83d" escape
 'use strict';
 
-const [client, url, node, kind, line, token] = process.argv.slice(2);
+const [client, url, node, kindArg, lineArg, token] = process.argv.slice(2);
+const kind = kindArg === 'pod-cut' ? 'pod' : kindArg;
+const line = kindArg === 'pod-cut' ? `${lineArg} \u{1F680}`.slice(0, -1) : lineArg;
 const headers = { 'X-Scope-OrgID': 'e2e' };
 if (token) headers.Authorization = `Bearer ${token}`;
 
