@@ -432,7 +432,7 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
   r.line = message;
   r.labels_begin = labels_begin;
   r.labels_end = static_cast<uint32_t>(batch->labels.size());
-  classify(rules, *batch, &r);
+  classifyOtlp(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
   *added = true;
   return SUCCESS;
 }
@@ -493,7 +493,7 @@ error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFi
       batch->labels.insert(batch->labels.end(), own.begin(), own.end());
       r.labels_end = static_cast<uint32_t>(batch->labels.size());
       r.node = {};
-      classify(rules, *batch, &r);
+      classifyOtlp(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
       if (!s->bound->holds(*batch)) {
         return simdjson::CAPACITY;
       }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
+#include <vector>
 
 namespace faultline {
 
@@ -51,6 +53,35 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
         return it != end && it->value == kv.second;
       });
   rec->stream = kernel ? StreamKind::kKernel : StreamKind::kOther;
+}
+
+void classifyOtlp(const StreamRules& rules, uint32_t resource_labels, RecordBatch* batch,
+                  LogRecord* rec) {
+  auto named = [](const auto& names, std::string_view name) {
+    return std::find(std::begin(names), std::end(names), name) != std::end(names);
+  };
+  std::vector<Label>& labels = batch->labels;
+  const auto begin = labels.begin() + rec->labels_begin;
+  const auto own = begin + resource_labels;  // erasing after it keeps both valid
+  if (std::any_of(begin, own, [&](const Label& l) {
+        return !l.value.empty() && named(rules.pod_labels, l.name);
+      })) {
+    labels.erase(std::remove_if(own, labels.end(),
+                                [&](const Label& l) {
+                                  return named(rules.node_labels, l.name) ||
+                                         named(kJobLabels, l.name);
+                                }),
+                 labels.end());
+    rec->labels_end = static_cast<uint32_t>(labels.size());
+  }
+  for (const std::string& name : rules.node_labels) {
+    const auto it = std::find_if(begin, own, [&](const Label& l) { return l.name == name; });
+    if (it != own && !it->value.empty()) {
+      rec->node = it->value;
+      break;
+    }
+  }
+  classify(rules, *batch, rec);
 }
 
 }  // namespace faultline

@@ -53,4 +53,14 @@ class LabelFilter {
 // non-empty, else kernel if a kernel label matches, else other.
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec);
 
+// classify() for an OTLP record, whose labels are its resource's attributes (the first
+// `resource_labels` of its range: the shipper's, as the collector's k8sattributes processor sets
+// them) followed by its own attributes and body fields, which a pod's own JSON can fill (the
+// filelog receiver's json_parser). The node is named by the resource if it holds a node label
+// (node_labels order), else by the record. When the resource names a pod, the record's own node
+// and job labels (kJobLabels) are dropped from the batch (rec->labels_end moves back; the
+// record's labels must be the batch's last): a pod must name neither its node nor its job.
+void classifyOtlp(const StreamRules& rules, uint32_t resource_labels, RecordBatch* batch,
+                  LogRecord* rec);
+
 }  // namespace faultline

@@ -671,6 +671,33 @@ TEST(OtlpProto, TimeBeyondInt64NanosecondsIsTheLatestTime) {
   EXPECT_EQ(batch.records[1].time_ns, INT64_MAX);
 }
 
+// As in OtlpJson.APodsOwnAttributesNameNeitherItsNodeNorItsJob.
+TEST(OtlpProto, APodsOwnAttributesNameNeitherItsNodeNorItsJob) {
+  namespace otlp = opentelemetry::proto;
+  otlp::collector::logs::v1::ExportLogsServiceRequest request;
+  otlp::logs::v1::ResourceLogs* rl = request.add_resource_logs();
+  auto add = [](auto* attributes, const char* key, const char* value) {
+    auto* kv = attributes->Add();
+    kv->set_key(key);
+    kv->mutable_value()->set_string_value(value);
+  };
+  add(rl->mutable_resource()->mutable_attributes(), "k8s.pod.name", "p-0");
+  add(rl->mutable_resource()->mutable_attributes(), "host.name", "gpu-1");
+  otlp::logs::v1::LogRecord* r = rl->add_scope_logs()->add_log_records();
+  r->mutable_body()->set_string_value("watchdog timeout");
+  add(r->mutable_attributes(), "k8s.node.name", "gpu-victim");
+  add(r->mutable_attributes(), "job_name", "run-a");
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  const std::string bytes = request.SerializeAsString();
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].node, "gpu-1");
+  EXPECT_EQ(batch.job(batch.records[0]), "");
+}
+
 TEST(OtlpProto, RefusesGarbage) {
   RecordBatch batch;
   uint64_t rejected = 0;
@@ -823,6 +850,50 @@ TEST(OtlpJson, InvalidUnicodeIsReplacedNotRefused) {
     EXPECT_EQ(batch.records[0].line, "done \xef\xbf\xbd");
     EXPECT_EQ(batch.records[1].line, "Xid \xef\xbf\xbd");
   }
+}
+
+// A record's own attributes can hold a pod's JSON fields (the collector's filelog json_parser
+// parses to attributes): when the resource names the pod (k8sattributes), they name neither its
+// node nor its job. A pod claimed jobs, and so "2 jobs within 1d" tainted its node; and named
+// another node, over the resource's host.name. Without a pod in the resource (a shipper that
+// puts everything in attributes), the record's labels are all there is.
+TEST(OtlpJson, APodsOwnAttributesNameNeitherItsNodeNorItsJob) {
+  for (bool in_place : {false, true}) {
+    for (bool resource_late : {false, true}) {
+      const std::string resource =
+          R"("resource":{"attributes":[{"key":"k8s.pod.name","value":{"stringValue":"p-0"}},)"
+          R"({"key":"host.name","value":{"stringValue":"gpu-1"}}]})";
+      const std::string scopes =
+          R"("scopeLogs":[{"logRecords":[{"body":{"stringValue":"watchdog timeout"},)"
+          R"("attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-victim"}},)"
+          R"({"key":"job_name","value":{"stringValue":"run-a"}}]}]}])";
+      const std::string doc = R"({"resourceLogs":[{)" +
+                              (resource_late ? scopes + "," + resource : resource + "," + scopes) +
+                              "}]}";
+      RecordBatch batch;
+      uint64_t rejected = 0;
+      std::string error;
+      ASSERT_TRUE(otlpJson(doc, in_place, &batch, &rejected, &error)) << error;
+      ASSERT_EQ(batch.records.size(), 1u);
+      const LogRecord& r = batch.records[0];
+      EXPECT_EQ(r.node, "gpu-1") << resource_late;
+      EXPECT_EQ(r.stream, StreamKind::kPod);
+      EXPECT_EQ(batch.job(r), "") << resource_late;
+      EXPECT_EQ(batch.label(r, "k8s.node.name"), "");
+    }
+  }
+  const std::string flat =
+      R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"},"attributes":[)"
+      R"({"key":"k8s.pod.name","value":{"stringValue":"p-0"}},)"
+      R"({"key":"k8s.node.name","value":{"stringValue":"gpu-2"}},)"
+      R"({"key":"job_name","value":{"stringValue":"run-a"}}]}]}]}]})";
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  ASSERT_TRUE(otlpJson(flat, false, &batch, &rejected, &error)) << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].node, "gpu-2");
+  EXPECT_EQ(batch.job(batch.records[0]), "run-a");
 }
 
 TEST(OtlpJson, AnyFieldOrderAndRefusedRequestsLeaveTheBatchAlone) {
