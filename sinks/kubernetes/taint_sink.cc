@@ -170,7 +170,7 @@ void TaintSink::write(const Decision& decision) {
   }
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(decision);
+    queue_.push_back({decision});
   }
   work_cv_.notify_one();
 }
@@ -198,9 +198,9 @@ void TaintSink::run() {
     work_cv_.wait_for(lock, std::chrono::milliseconds(500),
                       [this] { return stopping_ || !queue_.empty(); });
     if (stopping_ && queue_.empty()) {
-      for (const auto& [key, d] : deferred_) {
+      for (const auto& [key, p] : deferred_) {
         spdlog::error("kubernetes: not applied at shutdown: {} of node {} (rule {}), deferred",
-                      actionName(d.action), d.node, d.rule);
+                      actionName(p.decision.action), p.decision.node, p.decision.rule);
       }
       return;
     }
@@ -234,22 +234,22 @@ void TaintSink::run() {
         if (!stopping_ && !deferred_.empty() &&
             Clock::now() - deferred_tried_ >= options_.node_list_period) {
           spdlog::info("kubernetes: handling {} deferred decisions again", deferred_.size());
-          for (auto& [key, d] : deferred_) {
-            queue_.push_back(std::move(d));
+          for (auto& [key, p] : deferred_) {
+            queue_.push_back(std::move(p));
           }
           deferred_.clear();
         }
       }
       continue;
     }
-    Decision decision = std::move(queue_.front());
+    Pending pending = std::move(queue_.front());
     queue_.pop_front();
     if (!leader) {
       // A later decision for the node and key supersedes a deferred one, as when leading: else,
       // leading again, the sink would replay a taint of a node that recovered meanwhile, or an
       // untaint of a new incident's taint.
-      deferred_.erase({decision.node, decision.taint.key});
-      held_.emplace_back(Clock::now(), std::move(decision));
+      deferred_.erase({pending.decision.node, pending.decision.taint.key});
+      held_.emplace_back(Clock::now(), std::move(pending));
       while (!held_.empty() && held_.front().first < Clock::now() - options_.follower_hold) {
         held_.pop_front();
       }
@@ -260,7 +260,7 @@ void TaintSink::run() {
     }
     busy_ = true;
     lock.unlock();
-    handle(decision);
+    handle(pending);
     lock.lock();
     busy_ = false;
     if (queue_.empty()) {
@@ -313,6 +313,18 @@ KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>
                  describe(r));
   }
   return r;
+}
+
+KubeClient::Response TaintSink::patchNode(const std::string& path, const json& patch) {
+  return send(
+      [&] {
+        KubeClient::Response r =
+            client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
+        // The server may have applied a PATCH it did not answer (a timeout, a proxy's 504).
+        may_have_landed_ = may_have_landed_ || r.status == 0 || r.status >= 500;
+        return r;
+      },
+      "PATCH " + path);
 }
 
 bool TaintSink::refresh() {
@@ -395,7 +407,9 @@ std::vector<std::string> TaintSinkOptions::dryRunRules(const Bank& bank) const {
   return all;
 }
 
-void TaintSink::handle(const Decision& d) {
+void TaintSink::handle(const Pending& pending) {
+  const Decision& d = pending.decision;
+  may_have_landed_ = pending.may_have_landed;
   if (d.dry_run) {
     spdlog::info("kubernetes: dry run: would {} node {} (rule {})", actionName(d.action), d.node,
                  d.rule);
@@ -415,7 +429,7 @@ void TaintSink::handle(const Decision& d) {
     if (deferred_.empty()) {
       deferred_tried_ = Clock::now();
     }
-    deferred_[key] = d;
+    deferred_[key] = {d, may_have_landed_};
     ++deferred_count_;
     spdlog::warn("kubernetes: {} of node {} (rule {}) deferred; handled again in {} ms",
                  actionName(d.action), d.node, d.rule, options_.node_list_period.count());
@@ -631,11 +645,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
                          {{"resourceVersion", stringAt(node, "/metadata/resourceVersion")},
                           {"annotations", {{kTaintAnnotation, mark_new.dump()}}}}},
                         {"spec", {{"taints", taints}}}};
-    const KubeClient::Response patched = send(
-        [&] {
-          return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
-        },
-        "PATCH " + path);
+    const KubeClient::Response patched = patchNode(path, patch);
     if (patched.status == 200) {
       return applied(parseObject(patched.body));
     }
@@ -680,9 +690,11 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       return requestFailed("untaint node " + d.node, "GET " + path, got);
     }
     const std::optional<TaintMark> mark = taintMark(node);
-    // Re-read after a 409 with neither the mark nor the taint: an earlier try of ours was applied
-    // and its answer lost (a 504, a timeout).
-    if (attempt > 1 && !mark && !hasTaint(node, d.taint.key, d.taint.effect)) {
+    // Re-read after a 409, or a deferred untaint's first read after a PATCH without an answer,
+    // with neither the mark nor the taint: an earlier try of ours was applied and its answer lost
+    // (a 504, a timeout).
+    if ((attempt > 1 || may_have_landed_) && !mark &&
+        !hasTaint(node, d.taint.key, d.taint.effect)) {
       return removed(node);
     }
     if (!mark || mark->key != d.taint.key || mark->effect != d.taint.effect) {
@@ -701,11 +713,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
                          {{"resourceVersion", stringAt(node, "/metadata/resourceVersion")},
                           {"annotations", {{kTaintAnnotation, nullptr}}}}},
                         {"spec", {{"taints", kept}}}};
-    const KubeClient::Response patched = send(
-        [&] {
-          return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
-        },
-        "PATCH " + path);
+    const KubeClient::Response patched = patchNode(path, patch);
     if (patched.status == 200) {
       return removed(parseObject(patched.body));
     }

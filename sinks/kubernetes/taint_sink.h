@@ -44,7 +44,9 @@
 //   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
 //     response → retry after jittered exponential backoff; 404 and other statuses → failed. A
 //     re-read that shows this decision's own mark and taint (an earlier try applied, its answer
-//     lost) counts as applied; for an untaint, one with neither mark nor taint as removed.
+//     lost) counts as applied; for an untaint, one with neither mark nor taint as removed. So
+//     does the first read of a deferred decision handled again whose PATCH got no answer (none,
+//     or a 5xx) before it was deferred.
 // Untaint removes faultline's taint only where the annotation says faultline set it.
 // A taint or untaint still failing with a retryable answer after max_attempts (an API server
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
@@ -173,9 +175,17 @@ class TaintSink : public DecisionSink {
   // What became of a decision: kRetry when the API server gave retryable answers only.
   enum class Outcome { kDone, kRetry };
 
+  // A decision queued, held while following, or deferred.
+  struct Pending {
+    Decision decision;
+    // An earlier handling's PATCH of the node got no answer (none, or a 5xx): it may have landed,
+    // so a node that shows the decision done shows this decision's own write.
+    bool may_have_landed = false;
+  };
+
   void run();
   uint64_t leaderTerm() const;
-  void handle(const Decision& decision);
+  void handle(const Pending& pending);
   Outcome taint(const Decision& decision);
   Outcome untaint(const Decision& decision);
   // A request of `action` ("taint X on node N") that failed after its tries: logged; kRetry when
@@ -201,6 +211,8 @@ class TaintSink : public DecisionSink {
                  const std::string& message);
   KubeClient::Response send(const std::function<KubeClient::Response()>& request,
                             const std::string& what);
+  // send()s a PATCH of the node object; a try without an answer sets may_have_landed_.
+  KubeClient::Response patchNode(const std::string& path, const nlohmann::json& patch);
   void sleepBeforeRetry(int attempt, int retry_after_s);
 
   KubeClient client_;
@@ -212,12 +224,14 @@ class TaintSink : public DecisionSink {
   std::chrono::steady_clock::time_point listed_{};
   bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
   uint64_t term_ = 0;           // the leadership term the worker acts in; 0: following
+  // The decision being handled's Pending::may_have_landed, then set by patchNode().
+  bool may_have_landed_ = false;
   struct EventRecord {
     std::string name;
     int count = 0;
   };
   std::unordered_map<std::string, EventRecord> events_;  // node + reason + rule → Event
-  std::map<std::pair<std::string, std::string>, Decision> deferred_;  // by node, taint key
+  std::map<std::pair<std::string, std::string>, Pending> deferred_;  // by node, taint key
   std::chrono::steady_clock::time_point deferred_tried_{};
 
   std::atomic<uint64_t> applied_{0};
@@ -232,8 +246,8 @@ class TaintSink : public DecisionSink {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // queue_ gained an entry or stopping_ was set
   std::condition_variable idle_cv_;  // queue_ is empty and nothing is in flight
-  std::deque<Decision> queue_;
-  std::deque<std::pair<std::chrono::steady_clock::time_point, Decision>> held_;  // follower
+  std::deque<Pending> queue_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, Pending>> held_;  // follower
   Breaker breaker_ = Breaker::kUnknown;  // set by the worker only: it reads without mu_
   std::string breaker_reason_ = "state unknown: not read yet";  // unless kClosed
   bool busy_ = false;

@@ -126,6 +126,25 @@ class TaintSinkTest : public ::testing::Test {
     std::lock_guard lock(mu_);
     return suppressed_;
   }
+  // The status of `node`'s FaultlineFaulty condition, "" without one.
+  std::string condition(const std::string& node) {
+    for (const json& c :
+         server_.node(node).value("/status/conditions"_json_pointer, json::array())) {
+      if (c["type"] == "FaultlineFaulty") {
+        return c["status"];
+      }
+    }
+    return "";
+  }
+  // The reasons of the Events written, sorted.
+  Lines eventReasons() {
+    Lines reasons;
+    for (const json& e : server_.objects("events")) {
+      reasons.push_back(e["reason"]);
+    }
+    std::sort(reasons.begin(), reasons.end());
+    return reasons;
+  }
   // Polls `done` for up to 10 s: for what the sink does on its own, between decisions.
   static bool waitFor(const std::function<bool()>& done) {
     for (int i = 0; i < 1000; ++i) {
@@ -474,6 +493,29 @@ TEST_F(TaintSinkTest, AnOutageDefersTheUntaintToo) {
 
   ASSERT_TRUE(waitFor([&] { return sink.counters().untainted == 1; }));
   EXPECT_FALSE(tainted("n1"));
+}
+
+// An untaint whose first PATCH the server applied, its answer lost, and whose retry failed too:
+// deferred. Handled again, the node has neither faultline's mark nor its taint: the sink's own
+// write, recorded as removed (Event, condition False), not refused as a taint it did not set.
+TEST_F(TaintSinkTest, ADeferredUntaintWhoseFirstTryLandedIsStillRecorded) {
+  createNode("n1");
+  TaintSink sink(config(), deferring(2), hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_EQ(condition("n1"), "True");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 503, /*count=*/2, /*after_serving=*/true);
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  ASSERT_FALSE(tainted("n1"));
+  ASSERT_EQ(sink.counters().deferred, 1u);
+
+  ASSERT_TRUE(waitFor([&] { return sink.counters().untainted + sink.counters().suppressed > 0; }));
+  sink.flush();
+  EXPECT_EQ(sink.counters().untainted, 1u);
+  EXPECT_EQ(sink.counters().suppressed, 0u);
+  EXPECT_EQ(condition("n1"), "False");
+  EXPECT_EQ(eventReasons(), (Lines{"FaultlineTaint", "FaultlineUntaint"}));
 }
 
 // A deferred taint is dropped when a later decision for the node and key arrives: the node
