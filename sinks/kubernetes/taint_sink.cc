@@ -591,10 +591,12 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     }
     const std::optional<TaintMark> mark = taintMark(node);
     if (hasTaint(node, d.taint.key, d.taint.effect)) {
-      // Re-read after a 409, marked with this very decision: an earlier try of ours was applied
-      // and its answer lost (a 504, a timeout), and its retry met our own change.
-      if (attempt > 1 && mark && mark->rule == d.rule && mark->key == d.taint.key &&
-          mark->effect == d.taint.effect && mark->time_ns && *mark->time_ns == d.time_ns) {
+      // Re-read after a 409, or a deferred taint's first read after a PATCH without an answer,
+      // marked with this very decision: an earlier try of ours was applied and its answer lost (a
+      // 504, a timeout). A mark with this decision's rule and time can only be this decision's.
+      if ((attempt > 1 || may_have_landed_) && mark && mark->rule == d.rule &&
+          mark->key == d.taint.key && mark->effect == d.taint.effect && mark->time_ns &&
+          *mark->time_ns == d.time_ns) {
         return applied(node);
       }
       spdlog::info("kubernetes: taint {} already present (rule {})", what, d.rule);

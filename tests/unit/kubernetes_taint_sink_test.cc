@@ -495,6 +495,27 @@ TEST_F(TaintSinkTest, AnOutageDefersTheUntaintToo) {
   EXPECT_FALSE(tainted("n1"));
 }
 
+// The same for a taint: its first PATCH applied, the answers lost, deferred. Handled again, the
+// node shows the taint with this decision's own mark: applied, with its Event and condition, not
+// "already present".
+TEST_F(TaintSinkTest, ADeferredTaintWhoseFirstTryLandedIsStillRecorded) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 503, /*count=*/2, /*after_serving=*/true);
+  TaintSink sink(config(), deferring(2), hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  ASSERT_EQ(sink.counters().deferred, 1u);
+
+  ASSERT_TRUE(
+      waitFor([&] { return sink.counters().applied + sink.counters().already_present > 0; }));
+  sink.flush();
+  EXPECT_EQ(sink.counters().applied, 1u);
+  EXPECT_EQ(sink.counters().already_present, 0u);
+  EXPECT_EQ(condition("n1"), "True");
+  EXPECT_EQ(eventReasons(), (Lines{"FaultlineTaint"}));
+}
+
 // An untaint whose first PATCH the server applied, its answer lost, and whose retry failed too:
 // deferred. Handled again, the node has neither faultline's mark nor its taint: the sink's own
 // write, recorded as removed (Event, condition False), not refused as a taint it did not set.
