@@ -211,9 +211,24 @@ void TaintSink::run() {
       // when this replica lost the Lease and won it again): counting from that snapshot could
       // exceed the limits. List again before the first write.
       have_snapshot_ = false;
+      const auto oldest = Clock::now() - options_.follower_hold;
+      // A decision deferred before is as old news as a held one: the node may have recovered
+      // meanwhile, and its untaint gone to another leader.
+      for (auto it = deferred_.begin(); it != deferred_.end();) {
+        const Decision& d = it->second.decision;
+        if (it->second.deferred_since >= oldest) {
+          ++it;
+          continue;
+        }
+        spdlog::error(
+            "kubernetes: dropping {} of node {} (rule {}): deferred more than {} s ago "
+            "(follower_hold), before this leadership term",
+            actionName(d.action), d.node, d.rule, options_.follower_hold.count());
+        ++failed_;
+        it = deferred_.erase(it);
+      }
       if (!held_.empty()) {
         // Decisions seen as a follower may be ones the old leader never wrote: re-check them.
-        const auto oldest = Clock::now() - options_.follower_hold;
         for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
           if (it->first >= oldest) {
             queue_.push_front(std::move(it->second));
@@ -429,7 +444,8 @@ void TaintSink::handle(const Pending& pending) {
     if (deferred_.empty()) {
       deferred_tried_ = Clock::now();
     }
-    deferred_[key] = {d, may_have_landed_};
+    const bool first = pending.deferred_since == Clock::time_point{};
+    deferred_[key] = {d, may_have_landed_, first ? Clock::now() : pending.deferred_since};
     ++deferred_count_;
     spdlog::warn("kubernetes: {} of node {} (rule {}) deferred; handled again in {} ms",
                  actionName(d.action), d.node, d.rule, options_.node_list_period.count());

@@ -52,8 +52,10 @@
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
 // newest such decision per node and taint key and handles it again every node_list_period while
 // it leads, until it is applied or refused, or a later decision for that node and key supersedes
-// it (one that arrives while following, too). Deferred decisions still pending at shutdown are
-// logged as not applied.
+// it (one that arrives while following, too). On leading again (a new term), one first deferred
+// longer ago than follower_hold is dropped, logged and counted as failed, as a held decision that
+// old is dropped: the node may have recovered meanwhile, its untaint sent to another leader.
+// Deferred decisions still pending at shutdown are logged as not applied.
 // Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
 // re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
 // have written meanwhile); all checks are idempotent, so nothing is written twice. Every request
@@ -144,7 +146,7 @@ class TaintSink : public DecisionSink {
     uint64_t suppressed = 0;         // refused: limit, breaker, opt-out, hand-removed, eligible
     uint64_t dry_run = 0;            // decided, not written
     uint64_t deferred = 0;           // API server unavailable: to be handled again later
-    uint64_t failed = 0;             // given up (4xx answers, invalid node name)
+    uint64_t failed = 0;             // given up (4xx answers, invalid node name, old deferred)
   };
 
   // `metrics`, if given, counts the sink's API requests (KubeClient) and must outlive the sink.
@@ -181,6 +183,8 @@ class TaintSink : public DecisionSink {
     // An earlier handling's PATCH of the node got no answer (none, or a 5xx): it may have landed,
     // so a node that shows the decision done shows this decision's own write.
     bool may_have_landed = false;
+    // When it was first deferred (zero until then): a new term drops it after follower_hold.
+    std::chrono::steady_clock::time_point deferred_since{};
   };
 
   void run();

@@ -1057,6 +1057,32 @@ TEST_F(TaintSinkTest, ADecisionWhileFollowingSupersedesADeferredOne) {
   EXPECT_EQ(sink.counters().applied, 0u);
 }
 
+// A deferred taint outlives a lost Lease, but not follower_hold: leading again later, the node may
+// have recovered meanwhile (a follower on the push path gets no later decision to supersede it),
+// so it is dropped and counted as failed, as a held decision that old is.
+TEST_F(TaintSinkTest, ADeferredDecisionOlderThanFollowerHoldIsDroppedOnANewTerm) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
+  std::atomic<uint64_t> term{1};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  TaintSinkOptions o = deferring(2);
+  o.follower_hold = std::chrono::seconds(1);
+  TaintSink sink(config(), o, h);
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_EQ(sink.counters().deferred, 1u);
+  term = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // another replica leads
+  term = 2;
+  // By now the deferred taint would have been handled again (1 s, then the next 500 ms tick).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 2);
+  EXPECT_EQ(sink.counters().applied, 0u);
+  EXPECT_EQ(sink.counters().failed, 1u);
+}
+
 // Regaining leadership within node_list_period of the last LIST: another leader may have tainted
 // nodes meanwhile, so the limits count from a new LIST.
 TEST_F(GuardTest, ListsAgainOnBecomingLeader) {
