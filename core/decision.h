@@ -28,7 +28,7 @@ struct Decision {
   enum class Action : uint8_t {
     kTaint,       // add `taint` to the node
     kUntaint,     // the node recovered: remove the taint faultline set
-    kSuppressed,  // a taint that a safety limit refused; `reason` says which
+    kSuppressed,  // a taint or untaint the sink refused; `reason` says why
   };
   int64_t time_ns = 0;  // event time of the hit that completed the rule
   std::string node;

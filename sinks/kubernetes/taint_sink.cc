@@ -719,6 +719,14 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
                    d.taint.key);
       ++suppressed_;
+      // A refused decision like a refused taint (no Event: the node's taint is not faultline's).
+      Decision s = d;
+      s.action = Decision::Action::kSuppressed;
+      s.reason = "untaint refused: faultline did not set the node's " + d.taint.key +
+                 " taint (no " + kTaintAnnotation + " annotation for it)";
+      if (hooks_.on_suppressed) {
+        hooks_.on_suppressed(s);
+      }
       return Outcome::kDone;
     }
     json kept = json::array();

@@ -47,7 +47,8 @@
 //     lost) counts as applied; for an untaint, one with neither mark nor taint as removed. So
 //     does the first read of a deferred decision handled again whose PATCH got no answer (none,
 //     or a 5xx) before it was deferred.
-// Untaint removes faultline's taint only where the annotation says faultline set it.
+// Untaint removes faultline's taint only where the annotation says faultline set it; elsewhere
+// it is refused (a kSuppressed decision, no Event).
 // A taint or untaint still failing with a retryable answer after max_attempts (an API server
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
 // newest such decision per node and taint key and handles it again every node_list_period while

@@ -978,6 +978,27 @@ TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {
   EXPECT_TRUE(untaint_event);
 }
 
+// An untaint refused (faultline did not set the taint) is a refused decision like a taint's: the
+// hook receives it as suppressed, with why, so the decision log shows the refusal.
+TEST_F(TaintSinkTest, ARefusedUntaintReachesTheSuppressedHook) {
+  createNode("n1", json::array({{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}));
+  TaintSink sink(config(), options(), hooks());
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(sink.counters().suppressed, 1u);
+  const std::vector<Decision> refused = suppressed();
+  ASSERT_EQ(refused.size(), 1u);
+  const Decision& d = refused[0];
+  EXPECT_EQ(d.action, Decision::Action::kSuppressed);
+  EXPECT_EQ(d.node, "n1");
+  EXPECT_EQ(d.rule, "test-rule");
+  EXPECT_EQ(d.taint.key, "faultline.dev/faulty");
+  EXPECT_EQ(d.reason,
+            "untaint refused: faultline did not set the node's faultline.dev/faulty taint (no "
+            "faultline.dev/taint annotation for it)");
+}
+
 // Dry run is decided by the correlator (Correlator: rules in dry run taint apart); the sink
 // writes nothing for a decision so marked.
 TEST_F(TaintSinkTest, DryRunDecisionsWriteNothing) {
