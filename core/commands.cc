@@ -295,7 +295,10 @@ int serve(const std::string& config_path) {
   DecisionLog log(cfg.decisions_path);
   Metrics metrics;
   DecisionCounter counter(&metrics);
-  std::vector<DecisionSink*> sinks = {&log, &counter};
+  // Before the taint sink, whose first LIST restores taints into it (on_restored): it outlives
+  // the sink's thread.
+  Pipeline pipeline(bank, cfg.taint, {&log, &counter}, cfg.match_threads, cfg.max_lag_ns, nowNanos,
+                    cfg.taint_sink.dryRunRules(*bank));
   // Leader election has its own connection so that a slow taint never delays a Lease renewal.
   std::unique_ptr<KubeClient> lease_client;
   std::unique_ptr<LeaderElector> elector;
@@ -312,9 +315,14 @@ int serve(const std::string& config_path) {
       elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election);
       hooks.leader_term = [e = elector.get()] { return e->term(); };
     }
+    // Taints set before this start: the correlator lifts them when their nodes recover.
+    hooks.on_restored = [&pipeline](const std::string& node, const std::string& rule,
+                                    int64_t time_ns) {
+      pipeline.restoreTaint(node, rule, time_ns);
+    };
     taints =
         std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks), &metrics);
-    sinks.push_back(taints.get());
+    pipeline.addSink(taints.get());
   } else {
     spdlog::warn("no kubernetes section: decisions are logged, no taint is applied");
   }
@@ -334,8 +342,6 @@ int serve(const std::string& config_path) {
       }
     });
   }
-  Pipeline pipeline(bank, cfg.taint, sinks, cfg.match_threads, cfg.max_lag_ns, nowNanos,
-                    cfg.taint_sink.dryRunRules(*bank));
   ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes};
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the

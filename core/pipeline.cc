@@ -4,6 +4,8 @@
 #include <iterator>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "core/time.h"
 
 namespace faultline {
@@ -105,6 +107,7 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
 }
 
 void Pipeline::correlate(BatchMatch& matched) {
+  restoreTaints();
   noteMembers(matched.runs);
   correlateHits(matched.hits);
   // After the hits: a node's later records must not decide a timer that one of its hits cancels.
@@ -117,6 +120,33 @@ void Pipeline::correlate(BatchMatch& matched) {
   correlator_nodes_.store(correlator_.nodes(), std::memory_order_relaxed);
   const std::lock_guard lock(stats_mu_);
   correlator_stats_ = correlator_.stats();
+}
+
+void Pipeline::restoreTaint(std::string node, std::string rule, int64_t time_ns) {
+  const std::lock_guard lock(restore_mu_);
+  restored_.push_back({std::move(node), std::move(rule), time_ns});
+}
+
+void Pipeline::restoreTaints() {
+  std::vector<Restored> restored;
+  {
+    const std::lock_guard lock(restore_mu_);
+    restored.swap(restored_);
+  }
+  // As match() bounds record times: an annotation's time may be anything, and the quiet timer
+  // adds to it.
+  const int64_t limit_ns = clock_ ? std::min(clock_() + kMaxAheadNs, kLatestNs) : kLatestNs;
+  for (const Restored& r : restored) {
+    const std::string why =
+        correlator_.restore(r.node, r.rule, std::clamp(r.time_ns, kEarliestNs, limit_ns));
+    if (why.empty()) {
+      spdlog::info("node {}: taint of rule {} (decided {}) restored from before this start", r.node,
+                   r.rule, formatRfc3339(r.time_ns));
+    } else {
+      spdlog::warn("node {}: taint of rule {} from before this start not restored: {}", r.node,
+                   r.rule, why);
+    }
+  }
 }
 
 void Pipeline::collect(const RecordBatch& batch, uint32_t input) {

@@ -67,6 +67,9 @@ class Pipeline {
            size_t matchers = 1, int64_t max_lag_ns = 0, std::function<int64_t()> clock = {},
            const std::vector<std::string>& dry_run_rules = {});
 
+  // Adds a sink before the first batch (serve's taint sink, whose hooks call this pipeline).
+  void addSink(DecisionSink* sink) { sinks_.push_back(sink); }
+
   // Live, one thread: match(0, batch) and correlate().
   void process(const RecordBatch& batch);
   // Live, several threads: worker `worker` (< matchers()) reads the batch with its own Matcher,
@@ -82,6 +85,12 @@ class Pipeline {
   // record and event time to the batch's newest. Decisions reach the sinks before this returns. The
   // hits are moved into the correlator: only their time, signature, stream, seq and repeats stay.
   void correlate(BatchMatch& matched);
+  // Live: `node` carries faultline's taint of rule `rule`, decided at time_ns (ns since the epoch)
+  // by an earlier process (TaintSink::Hooks::on_restored). Any thread: queued, and restored in the
+  // correlator (Correlator::restore) by the next correlate(), before its batch's hits; one it
+  // does not restore is logged with the reason. A time beyond the bounds of match() is taken as
+  // the nearest bound.
+  void restoreTaint(std::string node, std::string rule, int64_t time_ns);
 
   // Replay: matches the batch of input number `input` and keeps its hits; nothing is decided
   // until finishReplay(). Inputs are numbered in the order of their names, so that hits of one
@@ -123,6 +132,8 @@ class Pipeline {
   // Records the job runs with the correlator.
   void noteMembers(const std::vector<BatchMatch::JobRun>& runs);
   void correlateHits(std::vector<Hit>& hits);
+  // Restores the taints restoreTaint() queued.
+  void restoreTaints();
   void emit(const std::vector<Decision>& decisions);
 
   std::vector<Matcher> matchers_;  // replay uses the first
@@ -139,6 +150,13 @@ class Pipeline {
   std::atomic<size_t> correlator_nodes_ = 0;
   mutable std::mutex stats_mu_;  // one lock per correlate(), none per hit
   Correlator::Stats correlator_stats_;
+  struct Restored {
+    std::string node;
+    std::string rule;
+    int64_t time_ns = 0;
+  };
+  std::mutex restore_mu_;           // restoreTaint() runs on the taint sink's thread
+  std::vector<Restored> restored_;  // queued by restoreTaint()
 };
 
 }  // namespace faultline

@@ -551,6 +551,31 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   d.dry_run = dry_run_[ri];
 }
 
+std::string Correlator::restore(std::string_view node_name, std::string_view rule_id,
+                                int64_t time_ns) {
+  const auto r = std::find_if(bank_->rules.begin(), bank_->rules.end(),
+                              [&](const Rule& rule) { return rule.id == rule_id; });
+  if (r == bank_->rules.end()) {
+    return "no such rule in the bank";
+  }
+  const auto ri = static_cast<uint32_t>(r - bank_->rules.begin());
+  if (dry_run_[ri]) {
+    return "the rule is in dry run";  // its faults taint no node for real
+  }
+  NodeData& node = nodeOf(node_name);
+  if (node.tainted) {
+    return "the node is tainted already";  // decided in this process: it knows why
+  }
+  hear(node, time_ns);
+  // Tainted first, so fault() records the fault and its quiet timer without a taint decision.
+  node.tainted = true;
+  Evidence mark;
+  mark.time_ns = time_ns;
+  std::vector<Decision> none;
+  fault(ri, node, std::string(node_name), {}, {std::move(mark)}, time_ns, "", &none);
+  return "";
+}
+
 void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& f,
                          const Evidence& ev, std::vector<Decision>* out) {
   const Rule& by = bank_->rules[ri];

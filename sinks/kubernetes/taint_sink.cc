@@ -378,6 +378,17 @@ bool TaintSink::list() {
   nodes_ = std::move(nodes);
   listed_ = Clock::now();
   have_snapshot_ = true;
+  if (!restored_ && hooks_.on_restored) {
+    restored_ = true;
+    for (const auto& [name, node] : nodes_) {
+      const std::optional<TaintMark> mark = taintMark(node);
+      if (mark && mark->time_ns && hasTaint(node, mark->key, mark->effect)) {
+        spdlog::info("kubernetes: node {} keeps taint {} of rule {} from before this start", name,
+                     mark->key, mark->rule);
+        hooks_.on_restored(name, mark->rule, *mark->time_ns);
+      }
+    }
+  }
 
   // The breaker lives in a ConfigMap so that it survives restarts and leader changes; deleting
   // it is the operator's reset.

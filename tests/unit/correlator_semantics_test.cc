@@ -247,6 +247,34 @@ TEST_F(CorrelatorSemantics, EachHitOfAnActiveFaultMovesItsQuietPeriod) {
   EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-app", "n1 untaint xid-app"}));
 }
 
+// A taint an earlier process decided (restored after a restart, at the taint sink's first LIST)
+// is lifted as that process would have lifted it: by the rule's recovery signal, on any GPU, after
+// its stable period, or by the rule's quiet period from the decision's time. Nothing else is
+// restored: a rule not in the bank, a node tainted already, a rule in dry run.
+TEST_F(CorrelatorSemantics, RestoredTaintIsLiftedByItsRulesRecovery) {
+  EXPECT_EQ(c_.restore("n1", "xid-fatal", 100 * kNanosPerSecond), "");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);
+  EXPECT_NE(c_.restore("n1", "xid-app", 100 * kNanosPerSecond), "");  // tainted already
+  EXPECT_NE(c_.restore("n2", "xid-gone", 100 * kNanosPerSecond), "");
+  EXPECT_EQ(c_.state("n2"), Correlator::NodeState::kHealthy);
+  EXPECT_EQ(c_.restore("n3", "xid-app", 100 * kNanosPerSecond), "");
+  feed("n1", 150, "GPU at 0000:01:00 GPU-1");
+  feed("n2", 150, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 700, "reset GPU-1 true");
+  feed("n2", 700, "reset GPU-1 true");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kRecovering);
+  c_.advance((700 + 600) * kNanosPerSecond + 1, &out_);
+  ASSERT_EQ(decisions(), std::vector<std::string>{"n1 untaint xid-fatal"});
+  EXPECT_EQ(out_[0].evidence.at(0).line, "reset GPU-1 true");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kHealthy);
+  c_.advance((100 + 2 * 3600) * kNanosPerSecond + 1, &out_);  // n3's quiet period
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 untaint xid-fatal", "n3 untaint xid-app"}));
+
+  Feeder dry(bank_, {"xid-fatal"});
+  EXPECT_NE(dry.c_.restore("n1", "xid-fatal", 100 * kNanosPerSecond), "");
+  EXPECT_EQ(dry.c_.state("n1"), Correlator::NodeState::kHealthy);
+}
+
 TEST_F(CorrelatorSemantics, FlapIsDownThenUpOnOnePort) {
   feed("n1", 100, "port 1 DOWN");
   feed("n1", 110, "port 2 ACTIVE");  // another port: no flap

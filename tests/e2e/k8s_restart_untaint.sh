@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A taint set before a restart (a rollout, a crash) is lifted after it when the node recovers, as
+# without the restart: serve taints gpu-1 for an Xid 48, stops, starts again, and the driver
+# reload then 11 minutes of log time (xid-fatal's stable period) remove the taint on the fake API
+# server. The new process learns of the taint from the node's faultline.dev/taint annotation at
+# its first node LIST (TaintSink::Hooks::on_restored).
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1,gpu-2 \
+  --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
+pids+=($!)
+wait_file "$tmp/port" 20
+api="http://127.0.0.1:$(cat "$tmp/port")"
+cat >"$tmp/config.yaml" <<YAML
+decisions: $tmp/decisions.jsonl
+http: {listen: "127.0.0.1:0"}
+kubernetes: {server: "$api", namespace: faultline, node_list_period: 1s,
+             guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 0}}
+YAML
+
+start() {  # $1 = run number: serve logging to $tmp/serve-$1.log; sets serve_pid and port
+  "$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/serve-$1.log" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  wait_listening "$tmp/serve-$1.log"
+}
+stop() { kill -TERM "$serve_pid"; wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"; }
+push() {  # node, ns, line
+  curl -fsS -H 'Content-Type: application/json' --data-binary \
+    "{\"streams\":[{\"stream\":{\"node\":\"$1\",\"transport\":\"kernel\"},\"values\":[[\"$2\",\"$3\"]]}]}" \
+    "http://127.0.0.1:$port/loki/api/v1/push" || fail "push to serve"
+}
+taints() { curl -fsS "$api/api/v1/nodes/gpu-1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
+wait_for() {  # $1 = seconds, $2... = command that must succeed
+  local limit=$1
+  shift
+  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+tainted() { [[ $(taints) != "[]" ]]; }
+untainted() { [[ $(taints) == "[]" ]]; }
+# The first LIST is done, and with it the restoring, once the breaker ConfigMap (read after it)
+# was read.
+listed() {
+  curl -fsS "http://127.0.0.1:$port/metrics" >"$tmp/metrics.txt" &&
+    grep -qE '^faultline_kube_requests_total\{verb="GET",resource="configmaps",code="404"\} [1-9]' \
+      "$tmp/metrics.txt"
+}
+
+m=60000000000
+t0=$(($(date +%s%N) - 30 * m))
+xid='NVRM: Xid (PCI:0000:44:00): 48, pid=1234, name=python, Ch 00000010, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.'
+load='NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024'
+
+start 1
+push gpu-1 "$t0" "$xid"
+wait_for 20 tainted || fail "gpu-1 not tainted: $(taints)"
+stop
+
+start 2
+wait_for 20 listed || fail "serve did not list the nodes after its restart"
+push gpu-1 $((t0 + 10 * m)) "$load"                      # driver reload: xid-fatal's recovery
+push gpu-1 $((t0 + 21 * m)) "some unrelated kernel line"  # past its 10m stable period
+wait_for 20 untainted || fail "gpu-1's taint from before the restart not removed: $(taints)"
+grep -q 'taint of rule xid-fatal .* restored' "$tmp/serve-2.log" || fail "no restore logged"
+[[ $(jq -c 'select(.action == "untaint") | [.node, .rule]' "$tmp/decisions.jsonl") == '["gpu-1","xid-fatal"]' ]] ||
+  fail "one untaint of gpu-1 by xid-fatal expected: $(jq -c '[.node, .action, .rule]' "$tmp/decisions.jsonl")"
+stop
