@@ -142,23 +142,27 @@ std::optional<TaintMark> taintMark(const json& node) {
 }
 
 TaintCount countTaints(const std::map<std::string, json>& nodes, const std::string& key,
-                       int64_t since_ns) {
-  TaintCount count;
-  for (const auto& entry : nodes) {
-    const json* list = at(entry.second, "/spec/taints");
+                       int64_t since_ns, const std::map<std::string, int64_t>& added) {
+  auto taintOf = [&](const json& node) -> const json* {
+    const json* list = at(node, "/spec/taints");
     if (list == nullptr || !list->is_array()) {
-      continue;
+      return nullptr;
     }
     const auto t = std::find_if(list->begin(), list->end(),
                                 [&](const json& x) { return stringMember(x, "key") == key; });
-    if (t == list->end()) {
-      continue;
+    return t == list->end() ? nullptr : &*t;
+  };
+  TaintCount count;
+  for (const auto& [name, node] : nodes) {
+    const auto ours = added.find(name);
+    bool recent = ours != added.end() && ours->second >= since_ns;  // perhaps lifted since
+    if (const json* t = taintOf(node)) {
+      ++count.tainted;
+      int64_t time_added = 0;
+      recent = recent ||
+               (parseRfc3339(stringMember(*t, "timeAdded"), &time_added) && time_added >= since_ns);
     }
-    ++count.tainted;
-    int64_t added = 0;
-    if (parseRfc3339(stringMember(*t, "timeAdded"), &added) && added >= since_ns) {
-      ++count.recent;
-    }
+    count.recent += recent ? 1 : 0;
   }
   return count;
 }

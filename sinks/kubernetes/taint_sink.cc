@@ -506,7 +506,8 @@ std::string TaintSink::guard(const Decision& d) {
   const BlastRadiusLimits& l = options_.limits;
   const int64_t window_start =
       nowNanos() - static_cast<int64_t>(l.window.count()) * kNanosPerSecond;
-  const TaintCount count = countTaints(nodes_, d.taint.key, window_start);
+  std::erase_if(added_, [&](const auto& kv) { return kv.second < window_start; });
+  const TaintCount count = countTaints(nodes_, d.taint.key, window_start, added_);
   const int tainted = count.tainted;
   const int recent = count.recent;
   const int eligible = static_cast<int>(nodes_.size());
@@ -605,6 +606,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     spdlog::info("kubernetes: applied taint {} (rule {})", what, d.rule);
     ++applied_;
     nodes_[d.node] = tainted;
+    added_[d.node] = nowNanos();
     const std::string message =
         "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);

@@ -92,7 +92,7 @@ namespace faultline {
 struct BlastRadiusLimits {
   int max_tainted = 10;             // nodes tainted at once
   double max_tainted_percent = 10;  // of eligible nodes, rounded down but at least 1 node
-  int max_new = 3;                  // taints with timeAdded inside `window`
+  int max_new = 3;  // taints added inside `window` (timeAdded, or when added here if lifted since)
   std::chrono::seconds window{600};
 };
 
@@ -234,6 +234,9 @@ class TaintSink : public DecisionSink {
 
   // Worker-thread state.
   std::map<std::string, nlohmann::json> nodes_;  // the eligible nodes, by name
+  // node -> when this process last added its taint (ns since the epoch), within guard.window:
+  // max_new counts a taint lifted since, which nodes_ no longer shows.
+  std::map<std::string, int64_t> added_;
   std::chrono::steady_clock::time_point listed_{};
   bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
   bool restored_ = false;       // Hooks::on_restored was called (the first LIST)

@@ -770,6 +770,24 @@ TEST_F(GuardTest, RateLimitCountsRecentTaintsOnly) {
   EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
 }
 
+// max_new limits how many taints are added within the window, lifted since or not: counted from
+// the nodes' timeAdded alone, a taint added and lifted within the window no longer counted, and
+// a flapping fault could taint any number of nodes, one after another.
+TEST_F(GuardTest, RateLimitCountsTaintsLiftedSince) {
+  createCluster(10);
+  TaintSink sink(config(), guarded({0, 0, 2, std::chrono::seconds(3600)}), hooks());
+  for (const char* n : {"g0", "g1", "g2"}) {
+    sink.write(decision(n));
+    sink.write(untaintDecision(n));
+  }
+  sink.flush();
+  EXPECT_EQ(sink.counters().applied, 2u);
+  EXPECT_EQ(sink.counters().untainted, 2u);
+  EXPECT_FALSE(tainted("g2"));
+  ASSERT_EQ(suppressed().size(), 2u);  // g2's taint, then its untaint (not faultline's)
+  EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
+}
+
 TEST_F(GuardTest, BreakerStaysTrippedUntilTheOperatorDeletesTheConfigMap) {
   createCluster(10);
   TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
