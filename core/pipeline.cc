@@ -125,13 +125,18 @@ void Pipeline::correlate(BatchMatch& matched) {
 void Pipeline::restoreTaint(std::string node, std::string rule, int64_t time_ns) {
   const std::lock_guard lock(restore_mu_);
   restored_.push_back({std::move(node), std::move(rule), time_ns});
+  restore_pending_.store(true, std::memory_order_release);
 }
 
 void Pipeline::restoreTaints() {
+  if (!restore_pending_.load(std::memory_order_acquire)) {
+    return;  // the turn of every batch: no lock
+  }
   std::vector<Restored> restored;
   {
     const std::lock_guard lock(restore_mu_);
     restored.swap(restored_);
+    restore_pending_.store(false, std::memory_order_relaxed);
   }
   // As match() bounds record times: an annotation's time may be anything, and the quiet timer
   // adds to it.

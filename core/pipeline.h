@@ -155,8 +155,9 @@ class Pipeline {
     std::string rule;
     int64_t time_ns = 0;
   };
-  std::mutex restore_mu_;           // restoreTaint() runs on the taint sink's thread
-  std::vector<Restored> restored_;  // queued by restoreTaint()
+  std::mutex restore_mu_;                      // restoreTaint() runs on the taint sink's thread
+  std::vector<Restored> restored_;             // queued by restoreTaint()
+  std::atomic<bool> restore_pending_ = false;  // restored_ is not empty
 };
 
 }  // namespace faultline
