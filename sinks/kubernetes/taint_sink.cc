@@ -193,10 +193,16 @@ std::string TaintSink::breakerTripped() const {
 
 void TaintSink::run() {
   std::unique_lock lock(mu_);
+  // The first LIST at once: it restores the taints of an earlier process (Hooks::on_restored),
+  // which lines read before it would not find.
+  bool started = false;
   while (true) {
     // Wakes at least twice a second to notice leadership and keep the node snapshot fresh.
-    work_cv_.wait_for(lock, std::chrono::milliseconds(500),
-                      [this] { return stopping_ || !queue_.empty(); });
+    if (started) {
+      work_cv_.wait_for(lock, std::chrono::milliseconds(500),
+                        [this] { return stopping_ || !queue_.empty(); });
+    }
+    started = true;
     if (stopping_ && queue_.empty()) {
       for (const auto& [key, p] : deferred_) {
         spdlog::error("kubernetes: not applied at shutdown: {} of node {} (rule {}), deferred",
