@@ -549,6 +549,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
   d.evidence = std::move(evidence);
   d.dry_run = dry_run_[ri];
+  node.decided = true;
 }
 
 std::string Correlator::restore(std::string_view node_name, std::string_view rule_id,
@@ -563,8 +564,8 @@ std::string Correlator::restore(std::string_view node_name, std::string_view rul
     return "the rule is in dry run";  // its faults taint no node for real
   }
   NodeData& node = nodeOf(node_name);
-  if (node.tainted) {
-    return "the node is tainted already";  // decided in this process: it knows why
+  if (node.tainted || node.decided) {
+    return "this process decided its taint already";
   }
   hear(node, time_ns);
   // Tainted first, so fault() records the fault and its quiet timer without a taint decision.
@@ -655,6 +656,7 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
     d.evidence.push_back(flt.recovery);
   }
   d.dry_run = dry;
+  node.decided = true;
   tainted = false;
   if (node.faults.empty()) {  // healthy again: its counts start afresh
     node.counters.clear();

@@ -99,7 +99,9 @@ class Correlator {
   // and its quiet timer as fault() sets them, and the node as tainted, deciding nothing: the node
   // is then untainted as if fault() had recorded it here. A fault of another rule that had joined
   // the taint is not known. Returns "" if restored, else why not, changing nothing: the node is
-  // tainted already (decided here), or the rule is not in the bank or is in dry run.
+  // tainted already, or untainted, by this process (it knows why; a LIST that predates the sink's
+  // handling of an untaint decided here still shows the taint), or the rule is not in the bank or
+  // is in dry run.
   std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns);
 
   // Job membership, from pod records: `node` ran a pod of `job` at time_ns (ns since the epoch).
@@ -181,6 +183,7 @@ class Correlator {
   struct NodeData {
     bool tainted = false;
     bool dry_tainted = false;      // by the faults of rules in dry run
+    bool decided = false;          // this process decided a taint or untaint of it (restore())
     int64_t time_ns = INT64_MIN;   // its newest hit or heard() time
     int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
     int64_t second = INT64_MIN;    // of the latest hit (secondOf)

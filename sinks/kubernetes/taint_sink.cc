@@ -269,7 +269,9 @@ void TaintSink::run() {
       // A later decision for the node and key supersedes a deferred one, as when leading: else,
       // leading again, the sink would replay a taint of a node that recovered meanwhile, or an
       // untaint of a new incident's taint.
-      deferred_.erase({pending.decision.node, pending.decision.taint.key});
+      if (!pending.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
+        deferred_.erase({pending.decision.node, pending.decision.taint.key});
+      }
       held_.emplace_back(Clock::now(), std::move(pending));
       while (!held_.empty() && held_.front().first < Clock::now() - options_.follower_hold) {
         held_.pop_front();

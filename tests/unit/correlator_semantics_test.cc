@@ -251,6 +251,20 @@ TEST_F(CorrelatorSemantics, EachHitOfAnActiveFaultMovesItsQuietPeriod) {
 // is lifted as that process would have lifted it: by the rule's recovery signal, on any GPU, after
 // its stable period, or by the rule's quiet period from the decision's time. Nothing else is
 // restored: a rule not in the bank, a node tainted already, a rule in dry run.
+// A node this process decided is not restored: a LIST taken before the sink handled an untaint
+// decided here still shows the taint, and restored, the node's next fault decided nothing.
+TEST_F(CorrelatorSemantics, NoRestoreOfANodeThisProcessDecided) {
+  feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 100, "Xid 0000:01:00 79");
+  feed("n1", 700, "reset GPU-1 true");
+  c_.advance((700 + 600) * kNanosPerSecond + 1, &out_);
+  ASSERT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 untaint xid-fatal"}));
+  EXPECT_NE(c_.restore("n1", "xid-fatal", 100 * kNanosPerSecond), "");
+  feed("n1", 5000, "Xid 0000:01:00 79");  // a new incident
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 untaint xid-fatal",
+                                                   "n1 taint xid-fatal"}));
+}
+
 TEST_F(CorrelatorSemantics, RestoredTaintIsLiftedByItsRulesRecovery) {
   EXPECT_EQ(c_.restore("n1", "xid-fatal", 100 * kNanosPerSecond), "");
   EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);

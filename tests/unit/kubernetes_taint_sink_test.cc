@@ -1099,6 +1099,28 @@ TEST_F(TaintSinkTest, ADecisionWhileFollowingSupersedesADeferredOne) {
 // A deferred taint outlives a lost Lease, but not follower_hold: leading again later, the node may
 // have recovered meanwhile (a follower on the push path gets no later decision to supersede it),
 // so it is dropped and counted as failed, as a held decision that old is.
+// A rule in dry run decides apart from the real ones (Correlator): its decision, arriving while
+// following, does not supersede the node's real deferred one.
+TEST_F(TaintSinkTest, ADryRunDecisionWhileFollowingKeepsTheRealDeferredOne) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
+  std::atomic<uint64_t> term{1};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  TaintSink sink(config(), deferring(2), h);
+  sink.write(decision("n1"));  // deferred: PATCH 500 twice
+  sink.flush();
+  ASSERT_EQ(sink.counters().deferred, 1u);
+  term = 0;
+  Decision dry = decision("n1", "rule-on-trial");
+  dry.dry_run = true;
+  sink.write(dry);
+  sink.flush();
+  term = 1;
+  ASSERT_TRUE(waitFor([&] { return tainted("n1"); }));
+  EXPECT_EQ(sink.counters().applied, 1u);
+}
+
 TEST_F(TaintSinkTest, ADeferredDecisionOlderThanFollowerHoldIsDroppedOnANewTerm) {
   createNode("n1");
   server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
