@@ -146,6 +146,7 @@ bool LeaderElector::tryAcquireOrRenew() {
     const KubeClient::Response created = client_.post(leasePath(), lease.dump());
     if (created.status == 201) {
       held_ = parseObject(created.body);
+      took_over_ = true;
       return true;
     }
     if (created.status == 409) {
@@ -189,6 +190,7 @@ bool LeaderElector::tryAcquireOrRenew() {
     return false;
   }
   held_ = parseObject(put.body);
+  took_over_ = !mine;
   return true;
 }
 
@@ -227,7 +229,10 @@ void LeaderElector::run() {
     const bool was = leader_;
     if (renewed) {
       renewed_ns_ = sent_ns;
-      if (!was) {
+      // A new term when another replica may have held the Lease since this one's last: a Lease
+      // that still named this replica (renewals failed for a while, an API server outage) was
+      // held by no one else, so what this replica began (deferred taints) is still its own.
+      if (!was && (term_ == 0 || took_over_)) {
         ++term_;  // before leader_ (see term())
       }
       leader_ = true;

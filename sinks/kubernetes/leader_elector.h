@@ -69,8 +69,9 @@ class LeaderElector {
   // acting within renew_deadline; a 409 on the Lease (another replica won) ends it at once.
   bool isLeader() const;
   // While isLeader(): the term, 1 for the first time this replica won the Lease and one more
-  // each time it won it again; else 0. A writer that sees the term change mid-write knows that
-  // another replica may have led in between.
+  // each time it won it again from another holder (or none: released, created); else 0. Leading
+  // again on a Lease that still named it (renewals failed for a while) keeps the term. A writer
+  // that sees the term change knows that another replica may have led in between.
   uint64_t term() const;
   const std::string& identity() const { return config_.identity; }
 
@@ -89,7 +90,8 @@ class LeaderElector {
   // Last Lease record seen and when (steady clock), for the expiry judgement.
   LeaseRecord observed_;
   std::chrono::steady_clock::time_point observed_time_;
-  nlohmann::json held_;  // the Lease as last written by us, while leader
+  nlohmann::json held_;     // the Lease as last written by us, while leader
+  bool took_over_ = false;  // the last acquisition created the Lease or took it from another
 
   std::atomic<bool> leader_{false};
   std::atomic<uint64_t> term_{0};

@@ -218,9 +218,10 @@ void TaintSink::run() {
       // exceed the limits. List again before the first write.
       have_snapshot_ = false;
       const auto oldest = Clock::now() - options_.follower_hold;
-      // A decision deferred before is as old news as a held one: the node may have recovered
-      // meanwhile, and its untaint gone to another leader.
-      for (auto it = deferred_.begin(); it != deferred_.end();) {
+      // In a new term (another replica may have led since), a decision deferred before is as old
+      // news as a held one: the node may have recovered meanwhile, and its untaint gone to the
+      // other leader. Leading again in the same term (an API server outage ended), it is not.
+      for (auto it = deferred_.begin(); term != led_term_ && it != deferred_.end();) {
         const Decision& d = it->second.decision;
         if (it->second.deferred_since >= oldest) {
           ++it;
@@ -233,6 +234,7 @@ void TaintSink::run() {
         ++failed_;
         it = deferred_.erase(it);
       }
+      led_term_ = term;
       if (!held_.empty()) {
         // Decisions seen as a follower may be ones the old leader never wrote: re-check them.
         for (auto it = held_.rbegin(); it != held_.rend(); ++it) {

@@ -53,9 +53,11 @@
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
 // newest such decision per node and taint key and handles it again every node_list_period while
 // it leads, until it is applied or refused, or a later decision for that node and key supersedes
-// it (one that arrives while following, too). On leading again (a new term), one first deferred
-// longer ago than follower_hold is dropped, logged and counted as failed, as a held decision that
-// old is dropped: the node may have recovered meanwhile, its untaint sent to another leader.
+// it (one that arrives while following, too). On leading in a new term (another replica may have
+// led: LeaderElector::term()), one first deferred longer ago than follower_hold is dropped,
+// logged and counted as failed, as a held decision that old is dropped: the node may have
+// recovered meanwhile, its untaint sent to another leader. Leading again in the same term (the
+// Lease still named this replica: an API server outage ended) keeps them.
 // Deferred decisions still pending at shutdown are logged as not applied.
 // Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
 // re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
@@ -241,6 +243,7 @@ class TaintSink : public DecisionSink {
   bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
   bool restored_ = false;       // Hooks::on_restored was called (the first LIST)
   uint64_t term_ = 0;           // the leadership term the worker acts in; 0: following
+  uint64_t led_term_ = 0;       // the last term the worker acted in
   // The decision being handled's Pending::may_have_landed, then set by patchNode().
   bool may_have_landed_ = false;
   struct EventRecord {

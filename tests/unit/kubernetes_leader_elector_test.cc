@@ -190,8 +190,27 @@ TEST_F(LeaderElectorTest, AConflictOnRenewalEndsLeadershipAtOnce) {
   server_.failNext("PUT", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline",
                    409);
   ASSERT_TRUE(eventually([&] { return lost == 1; }));
-  // The Lease still names it, unexpired: it renews at its next retry, in a new term.
+  // The Lease still names it, unexpired: it renews at its next retry, in the same term, as no
+  // other replica held it meanwhile (what it began, deferred taints, is still its own).
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  EXPECT_EQ(a.term(), 1u);
+}
+
+// Leading again after another replica held the Lease is a new term.
+TEST_F(LeaderElectorTest, LeadingAgainAfterAnotherHolderIsANewTerm) {
+  LeaderElector a(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  EXPECT_EQ(a.term(), 1u);
+  json taken = lease();
+  taken["spec"]["holderIdentity"] = "replica-z";
+  taken["spec"]["leaseDurationSeconds"] = 1;  // then it dies: a takes over once it expires
+  ASSERT_EQ(
+      b_client_
+          ->put("/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", taken.dump())
+          .status,
+      200);
   ASSERT_TRUE(eventually([&] { return a.term() == 2; }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
 }
 
 TEST(LeaderElectionConfigTest, FromYaml) {

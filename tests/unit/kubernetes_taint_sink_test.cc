@@ -1144,6 +1144,28 @@ TEST_F(TaintSinkTest, ADeferredDecisionOlderThanFollowerHoldIsDroppedOnANewTerm)
   EXPECT_EQ(sink.counters().failed, 1u);
 }
 
+// An API server outage long enough to cost the renewals, with no other replica leading meanwhile:
+// leading again in the same term (LeaderElector::term()), the deferred decision is still applied.
+TEST_F(TaintSinkTest, ADeferredDecisionIsKeptWhenLeadingAgainInTheSameTerm) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
+  std::atomic<uint64_t> term{1};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  TaintSinkOptions o = deferring(2);
+  o.follower_hold = std::chrono::seconds(1);
+  TaintSink sink(config(), o, h);
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_EQ(sink.counters().deferred, 1u);
+  term = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // renewals fail
+  term = 1;
+  ASSERT_TRUE(waitFor([&] { return tainted("n1"); }));
+  EXPECT_EQ(sink.counters().applied, 1u);
+  EXPECT_EQ(sink.counters().failed, 0u);
+}
+
 // Regaining leadership within node_list_period of the last LIST: another leader may have tainted
 // nodes meanwhile, so the limits count from a new LIST.
 TEST_F(GuardTest, ListsAgainOnBecomingLeader) {
