@@ -77,14 +77,14 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
 // decodeLokiJson (ingest/push/loki.h).
 inline constexpr size_t kJsonPadding = 64;
 
-// For a JSON document simdjson refused (UTF8_ERROR, STRING_ERROR): sets *out to `json` with what
-// it refuses and Go's decoders (Loki's, the OTel collector's) read as U+FFFD replaced by U+FFFD,
-// and returns true; false, *out untouched, if there is none. Replaced: each byte that is not part
-// of a well-formed UTF-8 sequence (RFC 3629 section 4), one U+FFFD per byte, as Go's utf8 package
-// decodes; and each \u escape of a UTF-16 surrogate that is not half of a pair (RFC 8259 section
-// 8.2: JavaScript's JSON.stringify of a string cut inside an emoji writes "\ud83d"), as
-// \ufffd. So that one such line does not refuse a request whose other lines are a node's kernel
-// log.
+// For a JSON document simdjson refused (UTF8_ERROR, STRING_ERROR): sets *out to `json`, of the
+// same size, with what it refuses and Go's decoders (Loki's, the OTel collector's) take as U+FFFD
+// replaced, and returns true; false, *out untouched, if there is none. Replaced: each byte that
+// is not part of a well-formed UTF-8 sequence (RFC 3629 section 4) by '?', one per byte, as Go's
+// utf8 package decodes them (U+FFFD would triple the body, past the memory bound of the push
+// server); and each \u escape of a UTF-16 surrogate that is not half of a pair (RFC 8259 section
+// 8.2: JavaScript's JSON.stringify of a string cut inside an emoji writes "\ud83d") by \ufffd.
+// So that one such line does not refuse a request whose other lines are a node's kernel log.
 bool replaceInvalidUnicode(std::string_view json, std::string* out);
 
 }  // namespace faultline

@@ -670,7 +670,7 @@ bool replaceInvalidUnicode(std::string_view json, std::string* out) {
     }
     const size_t n = utf8Length(json, i);
     if (n == 0) {
-      r += "\xef\xbf\xbd";
+      r += '?';
       replaced = true;
       ++i;
       continue;

@@ -381,8 +381,6 @@ TEST_F(CorrelatorSemantics, HangOnCollectivesMarksThePeersSuspectNotTheReporter)
   EXPECT_EQ(c_.state("b"), Correlator::NodeState::kHealthy);  // the suspicion lapses
 }
 
-// Rules of one signature that test different fields, and one rule that tests two, as the SXid
-// rules do: each condition reads its own field of the hit (an absent field reads as '').
 // A rule in dry run (a new rule tried out) taints and untaints the node in decisions of its own,
 // marked dry run, which the taint sink does not apply. Its fault neither holds back a real rule's
 // taint (the node was "tainted" already, by the rule in dry run) nor names the untaint of a real
@@ -406,6 +404,8 @@ TEST(CorrelatorDryRun, RulesInDryRunTaintAndUntaintApart) {
   EXPECT_THROW(Correlator(f.bank_, Taint{}, 0, {"xid-ap"}), std::runtime_error);
 }
 
+// Rules of one signature that test different fields, and one rule that tests two, as the SXid
+// rules do: each condition reads its own field of the hit (an absent field reads as '').
 TEST(CorrelatorWhere, EachConditionTestsItsOwnField) {
   const auto bank = loadBank({{"w.yaml", R"(
 signatures:
