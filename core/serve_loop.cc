@@ -15,12 +15,13 @@ namespace faultline {
 
 DecisionCounter::DecisionCounter(Metrics* metrics) : metrics_(metrics) {
   metrics_->declare("faultline_decisions_total", Metrics::Type::kCounter,
-                    "Decisions made, by action");
+                    "Decisions made, by action; dry_run=\"true\" for those of rules in dry run");
 }
 
 void DecisionCounter::write(const Decision& decision) {
   metrics_->add("faultline_decisions_total",
-                Metrics::label("action", std::string(actionName(decision.action))));
+                Metrics::label("action", std::string(actionName(decision.action))) +
+                    (decision.dry_run ? "," + Metrics::label("dry_run", "true") : ""));
 }
 
 void runMatchWorker(size_t worker, BatchQueue& queue, Pipeline& pipeline, InOrder& in_order,

@@ -58,7 +58,8 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
 void runMatchWorker(size_t worker, BatchQueue& queue, Pipeline& pipeline, InOrder& in_order,
                     const std::function<void(const BatchQueue::Item&, const BatchMatch&)>& after);
 
-// A DecisionSink that counts decisions by action in faultline_decisions_total.
+// A DecisionSink that counts decisions by action in faultline_decisions_total, with
+// dry_run="true" for the decisions of rules in dry run (Decision::dry_run).
 class DecisionCounter : public DecisionSink {
  public:
   explicit DecisionCounter(Metrics* metrics);

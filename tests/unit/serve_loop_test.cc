@@ -111,6 +111,23 @@ std::string refusal(const std::string& text) {
 // A key the service does not know, or a list where a path belongs, is refused with file, line and
 // cause: read as absent it would serve on in silence with another setting (`kubernets:` never
 // taints; `rules: [dir]` loads the embedded bank).
+// The decisions of rules in dry run are counted apart: they were not applied.
+TEST(DecisionCounter, CountsDryRunDecisionsApart) {
+  Metrics metrics;
+  DecisionCounter counter(&metrics);
+  Decision d;
+  counter.write(d);
+  d.dry_run = true;
+  counter.write(d);
+  counter.write(d);
+  const std::string page = metrics.render();
+  EXPECT_NE(page.find("faultline_decisions_total{action=\"taint\"} 1\n"), std::string::npos)
+      << page;
+  EXPECT_NE(page.find("faultline_decisions_total{action=\"taint\",dry_run=\"true\"} 2\n"),
+            std::string::npos)
+      << page;
+}
+
 TEST(ServeConfig, RefusesUnknownKeysAndNonStringPaths) {
   EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nmatch_threads: 2\nmax_lag: 5m\n"), "");
   EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nmatch_thread: 4\n"),
