@@ -143,7 +143,8 @@ void Pipeline::restoreTaints() {
   const int64_t limit_ns = clock_ ? std::min(clock_() + kMaxAheadNs, kLatestNs) : kLatestNs;
   for (const Restored& r : restored) {
     const std::string why =
-        correlator_.restore(r.node, r.rule, std::clamp(r.time_ns, kEarliestNs, limit_ns));
+        correlator_.restore(r.node, r.rule, std::clamp(r.time_ns, kEarliestNs, limit_ns),
+                            clock_ ? std::min(clock_(), kLatestNs) : INT64_MIN);
     if (why.empty()) {
       spdlog::info("node {}: taint of rule {} (decided {}) restored from before this start", r.node,
                    r.rule, formatRfc3339(r.time_ns));

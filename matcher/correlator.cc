@@ -553,7 +553,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
 }
 
 std::string Correlator::restore(std::string_view node_name, std::string_view rule_id,
-                                int64_t time_ns) {
+                                int64_t time_ns, int64_t quiet_from_ns) {
   const auto r = std::find_if(bank_->rules.begin(), bank_->rules.end(),
                               [&](const Rule& rule) { return rule.id == rule_id; });
   if (r == bank_->rules.end()) {
@@ -573,7 +573,12 @@ std::string Correlator::restore(std::string_view node_name, std::string_view rul
   Evidence mark;
   mark.time_ns = time_ns;
   std::vector<Decision> none;
-  fault(ri, node, std::string(node_name), {}, {std::move(mark)}, time_ns, "", &none);
+  const std::string name(node_name);
+  fault(ri, node, name, {}, {std::move(mark)}, time_ns, "", &none);
+  if (r->quiet_ns > 0 && quiet_from_ns > time_ns) {
+    const std::string key = entityKey(ri, *r, {});
+    schedule(name, key, node.faults[key], quiet_from_ns + r->quiet_ns);
+  }
   return "";
 }
 

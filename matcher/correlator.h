@@ -95,14 +95,17 @@ class Correlator {
   // Live, after a restart: `node` carries the taint that rule `rule_id` decided at time_ns (ns
   // since the epoch, the decision's event time) in an earlier process, whose state this one never
   // saw. Records that rule's fault with empty entity fields (the mark names none, so the rule's
-  // recovery signal on any GPU or port clears it), its last hit at time_ns (the node heard then)
-  // and its quiet timer as fault() sets them, and the node as tainted, deciding nothing: the node
-  // is then untainted as if fault() had recorded it here. A fault of another rule that had joined
+  // recovery signal on any GPU or port clears it), its last hit at time_ns (the node heard then),
+  // its quiet timer from quiet_from_ns if that is later (live: the service's clock at the
+  // restart; the earlier process may have seen hits since the decision, this one did not), and
+  // the node as tainted, deciding nothing: the node is then untainted as if fault() had recorded
+  // it here. A fault of another rule that had joined
   // the taint is not known. Returns "" if restored, else why not, changing nothing: the node is
   // tainted already, or untainted, by this process (it knows why; a LIST that predates the sink's
   // handling of an untaint decided here still shows the taint), or the rule is not in the bank or
   // is in dry run.
-  std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns);
+  std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns,
+                      int64_t quiet_from_ns = INT64_MIN);
 
   // Job membership, from pod records: `node` ran a pod of `job` at time_ns (ns since the epoch).
   // Kept as a [first, last] interval per (job, node), for suspects_peers rules, until it ended

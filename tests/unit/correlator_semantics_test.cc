@@ -284,6 +284,14 @@ TEST_F(CorrelatorSemantics, RestoredTaintIsLiftedByItsRulesRecovery) {
   c_.advance((100 + 2 * 3600) * kNanosPerSecond + 1, &out_);  // n3's quiet period
   EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 untaint xid-fatal", "n3 untaint xid-app"}));
 
+  // Restored at 3 h, the quiet period counts from then: the earlier process may have seen hits
+  // since the decision (at 100 s), which this one did not.
+  EXPECT_EQ(c_.restore("n4", "xid-app", 100 * kNanosPerSecond, 3 * 3600 * kNanosPerSecond), "");
+  c_.advance((3 * 3600 + 1) * kNanosPerSecond, &out_);
+  EXPECT_EQ(decisions().size(), 2u);
+  c_.advance((5 * 3600 + 1) * kNanosPerSecond, &out_);
+  EXPECT_EQ(decisions().back(), "n4 untaint xid-app");
+
   Feeder dry(bank_, {"xid-fatal"});
   EXPECT_NE(dry.c_.restore("n1", "xid-fatal", 100 * kNanosPerSecond), "");
   EXPECT_EQ(dry.c_.state("n1"), Correlator::NodeState::kHealthy);
