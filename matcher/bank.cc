@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -667,14 +668,13 @@ void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* proble
     }
     Rule& rule = bank->rules[r.rule];
     for (const std::string& id : r.ids) {
-      const auto it = std::find_if(bank->rules.begin(), bank->rules.end(),
-                                   [&](const Rule& x) { return x.id == id; });
-      if (it == bank->rules.end()) {
+      const std::optional<uint32_t> found = bank->ruleIndex(id);
+      if (!found) {
         problems->add(rule.file, r.at,
                       "rule " + rule.id + ": " + r.key + ": unknown rule '" + id + "'");
         continue;
       }
-      const auto index = static_cast<uint32_t>(it - bank->rules.begin());
+      const uint32_t index = *found;
       if (r.key == "attach_to") {
         rule.attach_to.push_back(index);
       } else if (r.key == "suppressed_by") {
@@ -807,6 +807,15 @@ const Signature* Bank::find(std::string_view id) const {
     }
   }
   return nullptr;
+}
+
+std::optional<uint32_t> Bank::ruleIndex(std::string_view id) const {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (rules[i].id == id) {
+      return static_cast<uint32_t>(i);
+    }
+  }
+  return std::nullopt;
 }
 
 std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -149,6 +150,8 @@ struct Bank {
   std::array<CompiledSet, kStreamKinds> sets;
 
   const Signature* find(std::string_view id) const;
+  // The index in `rules` of the rule `id`; nullopt if there is none.
+  std::optional<uint32_t> ruleIndex(std::string_view id) const;
 };
 
 // The text every match of `re` starts with, wherever in a line it starts: the common prefix of

@@ -1,6 +1,7 @@
 #include "matcher/correlator.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "core/time.h"
@@ -68,12 +69,11 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   const size_t n = bank_->rules.size();
   dry_run_.assign(n, false);
   for (const std::string& id : dry_run_rules) {
-    const auto r = std::find_if(bank_->rules.begin(), bank_->rules.end(),
-                                [&](const Rule& rule) { return rule.id == id; });
-    if (r == bank_->rules.end()) {
+    const std::optional<uint32_t> ri = bank_->ruleIndex(id);
+    if (!ri) {
       throw std::runtime_error("dry_run_rules: no rule '" + id + "' in the bank");
     }
-    dry_run_[static_cast<size_t>(r - bank_->rules.begin())] = true;
+    dry_run_[*ri] = true;
   }
   rules_by_signature_.resize(bank_->signatures.size());
   corroborates_.resize(n);
@@ -554,12 +554,12 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
 
 std::string Correlator::restore(std::string_view node_name, std::string_view rule_id,
                                 int64_t time_ns, int64_t quiet_from_ns) {
-  const auto r = std::find_if(bank_->rules.begin(), bank_->rules.end(),
-                              [&](const Rule& rule) { return rule.id == rule_id; });
-  if (r == bank_->rules.end()) {
+  const std::optional<uint32_t> found = bank_->ruleIndex(rule_id);
+  if (!found) {
     return "no such rule in the bank";
   }
-  const auto ri = static_cast<uint32_t>(r - bank_->rules.begin());
+  const uint32_t ri = *found;
+  const Rule& rule = bank_->rules[ri];
   if (dry_run_[ri]) {
     return "the rule is in dry run";  // its faults taint no node for real
   }
@@ -575,9 +575,9 @@ std::string Correlator::restore(std::string_view node_name, std::string_view rul
   std::vector<Decision> none;
   const std::string name(node_name);
   fault(ri, node, name, {}, {std::move(mark)}, time_ns, "", &none);
-  if (r->quiet_ns > 0 && quiet_from_ns > time_ns) {
-    const std::string key = entityKey(ri, *r, {});
-    schedule(name, key, node.faults[key], quiet_from_ns + r->quiet_ns);
+  if (rule.quiet_ns > 0 && quiet_from_ns > time_ns) {
+    const std::string key = entityKey(ri, rule, {});
+    schedule(name, key, node.faults[key], quiet_from_ns + rule.quiet_ns);
   }
   return "";
 }
