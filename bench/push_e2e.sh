@@ -11,7 +11,8 @@
 #                                    MATCH_THREADS (1: serve's match workers), WORK (temp dir),
 #                                    INPUT (a node<TAB>message file to send instead of the corpus),
 #                                    CONTENT_ENCODING (identity; gzip: bodies gzipped as the OTel
-#                                    collector's otlphttp exporter sends them by default)
+#                                    collector's otlphttp exporter sends them by default; zstd:
+#                                    as its `compression: zstd` sends them)
 #
 # The corpus is bench/make_corpus.py's (seeded, real-format kernel lines of NODES nodes, one fault
 # per 100,000 lines), the messages without their dmesg / syslog envelope. For each format a fresh

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 
+#include <boost/crc.hpp>
 #include <libdeflate.h>
+#include <snappy.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 namespace faultline {
 namespace {
@@ -73,6 +78,111 @@ InflateResult inflateInto(libdeflate_decompressor* d, std::string_view in, Conta
   return used == in.size() ? InflateResult::kOk : InflateResult::kCorrupt;
 }
 
+struct ZstdDeleter {
+  void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
+};
+
+// The framing format's stream identifier chunk (snappy's framing_format.txt, 4.1).
+constexpr std::string_view kSnappyStreamIdentifier("\xff\x06\x00\x00sNaPpY", 10);
+constexpr size_t kSnappyMaxChunkBytes = 65536;  // uncompressed, per data chunk (4.2, 4.3)
+
+uint32_t le32(std::string_view s) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    v |= uint32_t{static_cast<uint8_t>(s[i])} << (8 * i);
+  }
+  return v;
+}
+
+// The CRC-32C (Castagnoli) of `data`, masked as the framing format stores it (section 3).
+uint32_t maskedCrc32c(const char* data, size_t size) {
+  boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+  crc.process_bytes(data, size);
+  const uint32_t c = crc.checksum();
+  return ((c >> 15) | (c << 17)) + 0xa282ead8;
+}
+
+// Calls f(type, payload) for each chunk of the framed stream `in` (the identifier chunk
+// included); false if a chunk's header or length runs past the end, or f returns false.
+template <typename F>
+bool forEachSnappyChunk(std::string_view in, F f) {
+  size_t pos = 0;
+  while (pos < in.size()) {
+    if (in.size() - pos < 4) {
+      return false;
+    }
+    const auto type = static_cast<uint8_t>(in[pos]);
+    const size_t length = le32(in.substr(pos, 4)) >> 8;  // 24-bit little-endian length
+    pos += 4;
+    if (length > in.size() - pos || !f(type, in.substr(pos, length))) {
+      return false;
+    }
+    pos += length;
+  }
+  return true;
+}
+
+InflateResult snappyFramed(std::string_view in, size_t max_bytes, size_t padding,
+                           std::string* out) {
+  // First the decompressed size, from the chunks' headers, so that the output is allocated
+  // once, exactly, and never past max_bytes.
+  size_t total = 0;
+  bool too_large = false;
+  const bool well_formed = forEachSnappyChunk(in, [&](uint8_t type, std::string_view payload) {
+    size_t n = 0;
+    if (type == 0xff) {
+      return payload == kSnappyStreamIdentifier.substr(4);
+    }
+    if (type == 0x00 || type == 0x01) {
+      if (payload.size() < 4) {
+        return false;
+      }
+      payload.remove_prefix(4);  // the CRC
+      n = payload.size();
+      if (type == 0x00 && !snappy::GetUncompressedLength(payload.data(), payload.size(), &n)) {
+        return false;
+      }
+      if (n > kSnappyMaxChunkBytes) {
+        return false;
+      }
+    } else if (type < 0x80) {
+      return false;  // reserved unskippable (4.5); 0x80-0xfe are skipped
+    }
+    total += n;
+    too_large = too_large || total > max_bytes;
+    return true;
+  });
+  if (too_large) {
+    return InflateResult::kTooLarge;
+  }
+  if (!well_formed) {
+    return InflateResult::kCorrupt;
+  }
+  *out = std::string(total + padding, '\0');
+  size_t written = 0;
+  const bool ok = forEachSnappyChunk(in, [&](uint8_t type, std::string_view payload) {
+    if (type != 0x00 && type != 0x01) {
+      return true;
+    }
+    const uint32_t crc = le32(payload);
+    payload.remove_prefix(4);
+    char* to = out->data() + written;
+    size_t n = payload.size();
+    if (type == 0x00) {
+      if (!snappy::GetUncompressedLength(payload.data(), payload.size(), &n) ||
+          !snappy::RawUncompress(payload.data(), payload.size(), to)) {
+        return false;
+      }
+    } else {
+      std::memcpy(to, payload.data(), n);
+    }
+    written += n;
+    return maskedCrc32c(to, n) == crc;
+  });
+  out->resize(written);  // keeps the capacity
+  return ok ? InflateResult::kOk : InflateResult::kCorrupt;
+}
+
 }  // namespace
 
 InflateResult inflateBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out) {
@@ -111,6 +221,57 @@ InflateResult inflateBody(std::string_view in, size_t max_bytes, size_t padding,
     out->resize(size);  // keeps the capacity
     return r;
   }
+}
+
+InflateResult zstdBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out) {
+  const unsigned long long stated = ZSTD_getFrameContentSize(in.data(), in.size());
+  // A first guess, as a gzip trailer's: a legacy frame (zstd before v0.8) may state more than
+  // it holds.
+  const bool known = stated != ZSTD_CONTENTSIZE_UNKNOWN && stated != ZSTD_CONTENTSIZE_ERROR;
+  size_t capacity =
+      known ? static_cast<size_t>(std::min<unsigned long long>(stated, max_bytes)) : in.size() * 4;
+  capacity = std::min(std::max<size_t>(capacity, 4096), max_bytes);
+  const std::unique_ptr<ZSTD_DCtx, ZstdDeleter> d(ZSTD_createDCtx());
+  if (!d) {
+    throw std::bad_alloc();
+  }
+  for (;;) {
+    *out = std::string(capacity + padding, '\0');  // exactly: resize() would grow it twofold
+    // One call decodes every frame straight into the output: no window buffer (zstd.h,
+    // ZSTD_decompressDCtx), whatever window a frame's header asks for.
+    const size_t r = ZSTD_decompressDCtx(d.get(), out->data(), capacity, in.data(), in.size());
+    if (ZSTD_isError(r) && ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall) {
+      if (capacity >= max_bytes) {
+        return InflateResult::kTooLarge;
+      }
+      capacity = std::min(capacity * 4, max_bytes);
+      continue;
+    }
+    if (ZSTD_isError(r)) {
+      return InflateResult::kCorrupt;
+    }
+    out->resize(r);  // keeps the capacity
+    return InflateResult::kOk;
+  }
+}
+
+InflateResult snappyBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out) {
+  if (in.substr(0, kSnappyStreamIdentifier.size()) == kSnappyStreamIdentifier) {
+    return snappyFramed(in, max_bytes, padding, out);
+  }
+  size_t n = 0;
+  if (!snappy::GetUncompressedLength(in.data(), in.size(), &n)) {
+    return InflateResult::kCorrupt;
+  }
+  if (n > max_bytes) {
+    return InflateResult::kTooLarge;
+  }
+  *out = std::string(n + padding, '\0');
+  if (!snappy::RawUncompress(in.data(), in.size(), out->data())) {
+    return InflateResult::kCorrupt;
+  }
+  out->resize(n);
+  return InflateResult::kOk;
 }
 
 }  // namespace faultline

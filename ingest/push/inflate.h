@@ -1,6 +1,9 @@
-// Content-Encoding gzip and deflate of push request bodies, undone with libdeflate: whole bodies
-// at once, three to four times faster than zlib's streaming inflate on OTLP requests (bench/README,
-// "Push over Boost.Beast, bodies inflated whole"), which made gzip half of the server's CPU.
+// The Content-Encodings of push request bodies, each undone whole, at once: gzip and deflate with
+// libdeflate, three to four times faster than zlib's streaming inflate on OTLP requests
+// (bench/README, "Push over Boost.Beast, bodies inflated whole"), which made gzip half of the
+// server's CPU; zstd with libzstd; snappy with libsnappy. These are what the OpenTelemetry
+// collector's otlphttp exporter sends (`compression:` gzip, zlib, deflate, zstd, snappy;
+// config/confighttp/compression.go).
 #pragma once
 
 #include <cstddef>
@@ -25,5 +28,19 @@ enum class InflateResult { kOk, kTooLarge, kCorrupt };
 // Returns kTooLarge if the decompressed body is over max_bytes, kCorrupt if `in` is not one
 // whole valid stream (truncated, bad checksum, trailing bytes); *out is then unspecified.
 InflateResult inflateBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out);
+
+// As inflateBody, for zstd (RFC 8878): one frame or several in sequence, skippable frames
+// skipped, each frame's checksum checked when it has one. Decoded in one call into a buffer that
+// starts at the content size the first frame states, or four times the input, and grows fourfold
+// up to max_bytes (each try starts over); a frame's window needs no memory of its own.
+InflateResult zstdBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out);
+
+// As inflateBody, for snappy: the block format (snappy's format_description.txt), or the framing
+// format (framing_format.txt: what `snappy` meant to the OpenTelemetry collector before v0.125,
+// and `x-snappy-framed` since), told apart by the framing format's stream identifier chunk
+// (ff 06 00 00 "sNaPpY"). Framed: every chunk's masked CRC-32C is checked, reserved skippable
+// chunks (0x80-0xfe) are skipped, and the decompressed size is summed from the chunks' headers
+// before anything is allocated. Both refuse a size over max_bytes before allocating.
+InflateResult snappyBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out);
 
 }  // namespace faultline

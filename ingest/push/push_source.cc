@@ -574,11 +574,21 @@ PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
   const std::string type = mediaType(req.content_type);
   const bool json = type == "application/json";
   // `snappy` is a no-op for Loki (some Loki clients set it for their snappy protobuf body,
-  // loki#3407), where an OTLP body so marked is compressed: refused with 415, not misread;
-  // `x-gzip` is gzip (RFC 9110 8.4.1.3).
+  // loki#3407), where an OTLP body so marked is compressed; `x-gzip` is gzip (RFC 9110 8.4.1.3);
+  // `zlib` and `x-snappy-framed` are what the OTel collector's `compression: zlib` and framed
+  // snappy send.
   const std::string encoding = lower(req.content_encoding);
-  const bool inflated = encoding == "gzip" || encoding == "x-gzip" || encoding == "deflate";
-  const bool known_encoding = inflated || encoding.empty() || encoding == "identity" ||
+  using Decompress = InflateResult (*)(std::string_view, size_t, size_t, std::string*);
+  Decompress decompress = nullptr;
+  if (encoding == "gzip" || encoding == "x-gzip" || encoding == "deflate" || encoding == "zlib") {
+    decompress = inflateBody;
+  } else if (encoding == "zstd") {
+    decompress = zstdBody;
+  } else if ((encoding == "snappy" && protocol == Protocol::kOtlp) ||
+             encoding == "x-snappy-framed") {
+    decompress = snappyBody;
+  }
+  const bool known_encoding = decompress != nullptr || encoding.empty() || encoding == "identity" ||
                               (encoding == "snappy" && protocol == Protocol::kLoki);
   const std::string too_large = "body (after Content-Encoding) over the limit of " +
                                 std::to_string(config_.max_body_bytes) + " bytes";
@@ -599,9 +609,9 @@ PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
                   "Content-Type must be application/x-protobuf or application/json", "media_type");
   }
   std::string body = std::move(req.body);
-  if (inflated) {
+  if (decompress != nullptr) {
     std::string out;
-    const InflateResult r = inflateBody(body, config_.max_body_bytes, kJsonPadding, &out);
+    const InflateResult r = decompress(body, config_.max_body_bytes, kJsonPadding, &out);
     if (r == InflateResult::kTooLarge) {
       return reject(protocol, json, 413, too_large, "too_large");
     }

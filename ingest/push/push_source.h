@@ -20,16 +20,16 @@
 // its body within read_timeout plus 1 s per 64 KiB received (512 kbit/s, a slow link), with no
 // pause as long as read_timeout; else the connection is dropped unanswered. So a client trickling
 // bytes holds a thread for at most about 20 s, and one holding it longer must keep sending 64
-// KiB/s. Content-Encoding gzip and deflate (zlib, raw deflate as Loki reads it, or gzip format;
-// inflated whole with libdeflate: ingest/push/inflate.h) and identity on both push paths, snappy
-// (a no-op) on Loki's; chunked request bodies are read like any other; `Expect: 100-continue` is
-// answered.
+// KiB/s. Content-Encoding gzip, deflate and zlib (zlib, raw deflate as Loki reads it, or gzip
+// format; inflated whole with libdeflate), zstd, x-snappy-framed and identity on both push paths
+// (ingest/push/inflate.h); snappy is a no-op on Loki's and decompressed (block or framed) on
+// OTLP's; chunked request bodies are read like any other; `Expect: 100-continue` is answered.
 // A push that fails the bearer token check is answered 401 from its header, its body unread (the
 // connection is closed after). Errors carry a one-line reason: text/plain for Loki, a
 // google.rpc.Status in the request's encoding for OTLP (opentelemetry-proto
 // docs/specification.md "OTLP/HTTP Response"):
-//   400 malformed request or body (HTTP, protobuf, snappy, gzip, JSON, selector); 401 missing or
-//   wrong bearer token; 413 body over max_body_bytes as sent or after decompression (a zip bomb
+//   400 malformed request or body (HTTP, protobuf, snappy, gzip, zstd, JSON, selector); 401 missing
+//   or wrong bearer token; 413 body over max_body_bytes as sent or after decompression (a zip bomb
 //   is inflated only up to max_body_bytes; snappy: from its length header, before allocating); 415
 //   unknown Content-Encoding or OTLP Content-Type; 429 with Retry-After when the pipeline queue
 //   is full (retryable for Loki clients and OTLP alike); 500 if answering threw (e.g. out of

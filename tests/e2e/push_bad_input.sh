@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Bad input on the push endpoints, with curl: every refusal has its status, a one-line reason
-# and a metric, and the server keeps serving: malformed JSON, protobuf, snappy and gzip (400),
-# a body and decompressed bodies (gzip, snappy) over max_body_bytes (413, without inflating the
-# bomb), an unknown Content-Encoding (415), a missing or stale bearer token (401; the token file
-# is re-read when it changes), a chunked body, and a line over max_line_bytes (truncated and
-# counted, still matched); then the metrics of the one request accepted (records, bytes, lines,
+# and a metric, and the server keeps serving: malformed JSON, protobuf, snappy, gzip and zstd
+# (400), a body and decompressed bodies (gzip, snappy, zstd) over max_body_bytes (413, without
+# inflating the bomb), an unknown Content-Encoding (415), a missing or stale bearer token (401;
+# the token file is re-read when it changes), a chunked body, and a line over max_line_bytes
+# (truncated and counted, still matched); then the metrics of the one request accepted (records, bytes, lines,
 # hits by signature, decisions by action, queue depth) and of the refusals by reason.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -50,6 +50,10 @@ printf '\x0a\x05\x0a\x03' >"$tmp/bad.pb"
 expect 400 'protobuf does not parse' "${auth[@]}" "${proto[@]}" --data-binary @"$tmp/bad.pb" "$otlp"
 expect 400 'corrupt gzip data' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: gzip' \
   --data-binary 'not gzip at all' "$otlp"
+expect 400 'corrupt zstd data' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: zstd' \
+  --data-binary 'not zstd at all' "$otlp"
+expect 400 'corrupt snappy data' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: snappy' \
+  --data-binary 'not snappy at all' "$otlp"
 expect 415 'unsupported Content-Encoding' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: br' \
   --data-binary '{}' "$otlp"
 
@@ -61,6 +65,9 @@ expect 413 'over the limit' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: gzip
   --data-binary @"$tmp/bomb.gz" "$loki"
 printf '\x80\xad\xe2\x04garbage' >"$tmp/bomb.snappy"  # varint 10,000,000
 expect 413 'over the limit' "${auth[@]}" "${proto[@]}" --data-binary @"$tmp/bomb.snappy" "$loki"
+head -c 10000000 /dev/zero | zstd -q -c >"$tmp/bomb.zst"
+expect 413 'over the limit' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: zstd' \
+  --data-binary @"$tmp/bomb.zst" "$otlp"
 
 # Auth: none, wrong, then a rotated token file.
 expect 401 'bearer token' "${json[@]}" --data-binary '{"streams":[]}' "$loki"
@@ -102,7 +109,7 @@ for series in 'faultline_records_total{source="http",format="loki_json"} 2' \
   grep -qxF "$series" <<<"$metrics" || fail "metrics: no '$series' in: $(grep -v '^#' <<<"$metrics")"
 done
 [[ $(grep -c '^faultline_hits_total{' <<<"$metrics") == 1 ]] || fail "metrics: hits of other signatures"
-for reason in 'malformed"} 7' 'too_large"} 3' 'unauthorized"} 3' 'encoding"} 1'; do
+for reason in 'malformed"} 9' 'too_large"} 4' 'unauthorized"} 3' 'encoding"} 1'; do
   grep -q "faultline_push_requests_rejected_total{reason=\"$reason" <<<"$metrics" ||
     fail "metrics: no $reason: $(grep rejected_total <<<"$metrics")"
 done

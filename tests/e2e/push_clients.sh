@@ -5,7 +5,9 @@
 # through the fake API server; each also sends the same line from a pod on gpu-5, which must
 # taint nothing. The JSON clients also send a pod line cut inside an emoji (JSON.stringify writes
 # a lone surrogate escape), which must be taken, not refused with the request. The clients are
-# the npm project in tests/e2e/node (`npm ci`, see .ci/setup).
+# the npm project in tests/e2e/node (`npm ci`, see .ci/setup). Last, curl sends gpu-6's kernel
+# line as the OTel collector's journald receiver exports it with `compression: zstd`, the body
+# compressed by the zstd command.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
@@ -14,7 +16,7 @@ command -v node >/dev/null || fail "node not installed (.ci/setup installs nodej
 [[ -d $node_dir/node_modules ]] || fail "run 'npm ci' in $node_dir (.ci/setup does)"
 
 "$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" \
-  --nodes gpu-1,gpu-2,gpu-3,gpu-4,gpu-5 --labels nvidia.com/gpu.present=true \
+  --nodes gpu-1,gpu-2,gpu-3,gpu-4,gpu-5,gpu-6 --labels nvidia.com/gpu.present=true \
   2>"$tmp/apiserver.log" &
 pids+=($!)
 wait_file "$tmp/port" 20
@@ -44,31 +46,39 @@ for client in loki-proto loki-json otlp-proto otlp-json; do
   fi
 done
 
+jq -cn --arg line "$xid" '{resourceLogs: [{resource: {attributes: [{key: "k8s.node.name",
+  value: {stringValue: "gpu-6"}}]}, scopeLogs: [{logRecords: [{timeUnixNano: "1700000000000000000",
+  body: {kvlistValue: {values: [{key: "MESSAGE", value: {stringValue: $line}},
+  {key: "_TRANSPORT", value: {stringValue: "kernel"}}]}}}]}]}]}' | zstd -q -c >"$tmp/otlp.json.zst"
+[[ $(curl -s -o "$tmp/zstd.out" -w '%{http_code}' -H 'Content-Type: application/json' \
+  -H 'Content-Encoding: zstd' --data-binary @"$tmp/otlp.json.zst" "$url/v1/logs") == 200 ]] ||
+  fail "zstd OTLP JSON not taken: $(cat "$tmp/zstd.out")"
+
 taints() { curl -fsS "$api/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
-for n in 1 2 3 4; do
+for n in 1 2 3 4 6; do
   for _ in $(seq 100); do [[ $(taints "gpu-$n") != "[]" ]] && break; sleep 0.1; done
   [[ $(taints "gpu-$n" | jq -r '.[0].effect') == NoSchedule ]] || fail "gpu-$n not tainted"
 done
-expected=$(printf 'gpu-%s xid-fatal\n' 1 2 3 4)
+expected=$(printf 'gpu-%s xid-fatal\n' 1 2 3 4 6)
 [[ $(taints_decided "$tmp/decisions.jsonl") == "$expected" ]] || fail "decisions: $(cat "$tmp/decisions.jsonl")"
 [[ $(taints gpu-5) == "[]" ]] || fail "gpu-5 tainted by a pod's stdout"
 
 metrics=$(curl -fsS "$url/metrics")
-for format_records in loki_proto:2 loki_json:3 otlp_proto:2 otlp_json:3; do
+for format_records in loki_proto:2 loki_json:3 otlp_proto:2 otlp_json:4; do
   format=${format_records%:*}
   n=${format_records#*:}
   grep -q "^faultline_records_total{source=\"http\",format=\"$format\"} $n$" <<<"$metrics" ||
     fail "metrics: not $n records for $format: $(grep records_total <<<"$metrics")"
 done
-grep -q '^faultline_decisions_total{action="taint"} 4$' <<<"$metrics" || fail "metrics: decisions"
+grep -q '^faultline_decisions_total{action="taint"} 5$' <<<"$metrics" || fail "metrics: decisions"
 # The sink counts a taint just after the API server has it: poll. The page is read whole before
 # grep: `curl | grep -q` under pipefail fails when grep exits first and curl meets the closed pipe.
 for _ in $(seq 100); do
   metrics=$(curl -fsS "$url/metrics")
-  grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' <<<"$metrics" && break
+  grep -q '^faultline_taint_outcomes_total{outcome="applied"} 5$' <<<"$metrics" && break
   sleep 0.1
 done
-grep -q '^faultline_taint_outcomes_total{outcome="applied"} 4$' <<<"$metrics" ||
+grep -q '^faultline_taint_outcomes_total{outcome="applied"} 5$' <<<"$metrics" ||
   fail "metrics: taints applied: $(grep taint_outcomes <<<"$metrics")"
 
 kill -TERM "$serve_pid"

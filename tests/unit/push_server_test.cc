@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <snappy.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -160,12 +161,35 @@ TEST(PushServer, RecordsWithoutANodeAreDroppedAndCounted) {
 
 // The OTel collector's `compression: snappy` compresses an OTLP body: refused, not misread. For
 // Loki, whose protobuf body is snappy anyway, the header is a no-op.
-TEST(PushServer, OtlpSnappyIsRefusedLokiSnappyIsANoOp) {
+// `snappy` on OTLP is the collector's `compression: snappy`: the body is decompressed. On Loki
+// it is a no-op (loki#3407).
+TEST(PushServer, OtlpSnappyIsDecompressedLokiSnappyIsANoOp) {
   Fixture f(1 << 20);
-  auto otlp =
+  opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
+  auto* resource = req.add_resource_logs();
+  auto* node = resource->mutable_resource()->add_attributes();
+  node->set_key("k8s.node.name");
+  node->mutable_value()->set_string_value("gpu-1");
+  resource->add_scope_logs()->add_log_records()->mutable_body()->set_string_value(
+      "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus");
+  std::string packed;
+  const std::string body = req.SerializeAsString();
+  snappy::Compress(body.data(), body.size(), &packed);
+  auto otlp = f.client->Post("/v1/logs", {{"Content-Encoding", "snappy"}}, packed,
+                             "application/x-protobuf");
+  ASSERT_TRUE(otlp);
+  EXPECT_EQ(otlp->status, 200);
+  auto item = f.queue.pop();
+  ASSERT_TRUE(item);
+  ASSERT_EQ(item->batch.records.size(), 1U);
+  EXPECT_EQ(item->batch.records[0].node, "gpu-1");
+  EXPECT_EQ(item->batch.records[0].line,
+            "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus");
+  f.queue.done(*item);
+  otlp =
       f.client->Post("/v1/logs", {{"Content-Encoding", "snappy"}}, "x", "application/x-protobuf");
   ASSERT_TRUE(otlp);
-  EXPECT_EQ(otlp->status, 415);
+  EXPECT_EQ(otlp->status, 400);
   EXPECT_EQ(f.lokiJson(kLokiJson, {{"Content-Encoding", "snappy"}})->status, 204);
 }
 
