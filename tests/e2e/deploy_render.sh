@@ -188,6 +188,17 @@ check_collector() {  # $1 = collector config JSON: every pipeline component is d
     '(.receivers | to_entries | any(.key | startswith("journald")) and any(.value.dmesg == true))
      and (.receivers | to_entries | any(.key | startswith("filelog"))
           and any(.value.operators // [] | any(.type == "container")))'
+  # The boot banner, the recovery signal of reboot-cleared faults, is printed before the
+  # collector pod starts: read from the start of the boot, resumed from a stored cursor.
+  expect "$1" "journald reads from the start of the boot, its cursor in a storage extension" \
+    '. as $c | [.receivers | to_entries[] | select(.key | startswith("journald")) | .value]
+     | length > 0 and all(.start_at == "beginning" and (.storage | type == "string")
+       and (.storage | in($c.extensions)) and (.storage as $s | $c.service.extensions | index($s)))'
+  # Without a job, pod hits count no jobs: the rules that need two jobs never fire.
+  expect "$1" "k8sattributes names the pod's job (Job, JobSet, Kubeflow)" \
+    '.processors.k8sattributes.extract | (.metadata | index("k8s.job.name"))
+     and ([.labels[].tag_name] | index("jobset.sigs.k8s.io/jobset-name")
+          and index("training.kubeflow.org/job-name"))'
   expect "$1" "k8sattributes filtered on KUBE_NODE_NAME" \
     '.processors.k8sattributes.filter.node_from_env_var == "KUBE_NODE_NAME"'
   expect "$1" "resource processor upserts k8s.node.name" \
