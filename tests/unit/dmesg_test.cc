@@ -24,6 +24,28 @@ TEST(Dmesg, KmsgDictionaryLinesAreDroppedNotJoined) {
   EXPECT_EQ(b.records[1].line, "hello");
 }
 
+// /dev/kmsg escapes a record's newlines (and other bytes below ' ', and '\\' itself) as \xNN: the
+// NVIDIA driver's three-line "fallen off the bus" report is one record, whose GPU is named on its
+// first line. Unescaped, it reads as dmesg's joined continuations do.
+TEST(Dmesg, KmsgEscapesAreUndone) {
+  auto parser = makeParser(Format::kDmesg, {});
+  RecordBatch b;
+  EXPECT_TRUE(parser->parse(
+      "4,1001,1843308145,-;NVRM: The NVIDIA GPU 0000:b3:00.0\\x0aNVRM: (PCI ID: 10de:26b5) "
+      "installed in this system has\\x0aNVRM: fallen off the bus and is not responding to "
+      "commands.",
+      &b));
+  EXPECT_TRUE(parser->parse("6,1002,1843308146,-;a \\x5c in a path, \\xZZ and a cut \\x4", &b));
+  EXPECT_TRUE(parser->parse("[ 1.0] not kmsg: \\x0a stays", &b));
+  parser->finish(&b);
+  ASSERT_EQ(b.records.size(), 3U);
+  EXPECT_EQ(b.records[0].line,
+            "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system "
+            "has\nNVRM: fallen off the bus and is not responding to commands.");
+  EXPECT_EQ(b.records[1].line, "a \\ in a path, \\xZZ and a cut \\x4");
+  EXPECT_EQ(b.records[2].line, "not kmsg: \\x0a stays");
+}
+
 TEST(Dmesg, IndentedKeyValueLinesOfOtherFormsAreStillContinuations) {
   auto parser = makeParser(Format::kDmesg, {});
   RecordBatch b;
