@@ -199,6 +199,8 @@ check_collector() {  # $1 = collector config JSON: every pipeline component is d
     '.processors.k8sattributes.extract | (.metadata | index("k8s.job.name"))
      and ([.labels[].tag_name] | index("jobset.sigs.k8s.io/jobset-name")
           and index("training.kubeflow.org/job-name"))'
+  expect "$1" "exporters compress with zstd, cheapest for faultline to read" \
+    '[.exporters[] | .compression // .producer.compression] | all(. == "zstd")'
   expect "$1" "k8sattributes filtered on KUBE_NODE_NAME" \
     '.processors.k8sattributes.filter.node_from_env_var == "KUBE_NODE_NAME"'
   expect "$1" "resource processor upserts k8s.node.name" \
