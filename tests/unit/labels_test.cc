@@ -58,5 +58,19 @@ TEST(Classify, AContainersJournalOutputIsAPods) {
   EXPECT_EQ(rec.node, "gpu-2");
 }
 
+// Fluent Bit's loki output, as its docs configure it for Kubernetes (labels
+// $kubernetes['namespace_name'], $kubernetes['pod_name'], ...), names the pod `pod_name`: a pod
+// printing `ib0: Lost carrier` was an `other` record, read by whole-message host signatures.
+TEST(Classify, FluentBitsPodNameMakesAPod) {
+  const StreamRules rules;
+  RecordBatch batch;
+  LogRecord rec = withLabels(
+      &batch,
+      {{"job", "fluentbit"}, {"host", "gpu-3"}, {"pod_name", "train-0"}, {"namespace_name", "ml"}});
+  classify(rules, batch, &rec);
+  EXPECT_EQ(rec.stream, StreamKind::kPod);
+  EXPECT_EQ(rec.node, "gpu-3");
+}
+
 }  // namespace
 }  // namespace faultline
