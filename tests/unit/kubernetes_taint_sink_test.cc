@@ -888,7 +888,9 @@ TEST_F(GuardTest, UnreadableBreakerHoldsTaintsUntilItIsRead) {
   o.max_attempts = 3;
   o.node_list_period = std::chrono::milliseconds(0);
   const std::string cm = "/api/v1/namespaces/faultline/configmaps/faultline-breaker";
-  server_.failNext("GET", cm, 403);
+  // Both the sink's read as it starts and g0's own re-read (node_list_period 0) fail, in either
+  // order: with one failure, a start that won the race read 404 for g0.
+  server_.failNext("GET", cm, 403, /*count=*/2);
   TaintSink sink(config(), o, hooks());
   sink.write(decision("g0"));  // unknown from the start
   sink.flush();
