@@ -56,19 +56,22 @@ curl -fsS -H 'Content-Type: application/json' --data-binary \
 tainted() { curl -fsS "$api/api/v1/nodes/gpu-1" | jq -e '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length == 1' >/dev/null; }
 wait_for 20 tainted || fail "gpu-1 not tainted"
 
-# API requests by verb, resource and status: the Lease renewals, the node LIST and PATCH. The
-# first renewal comes one retry period (300 ms) after the acquisition: wait for it.
-renewed() {
-  curl -fsS "http://127.0.0.1:$port_a/metrics" |
-    grep -qE '^faultline_kube_requests_total\{verb="PUT",resource="leases",code="200"\} [1-9]'
+# API requests by verb, resource and status: the Lease renewals, the node LIST and PATCH, the
+# taint's Event and condition. The first renewal comes one retry period (300 ms) after the
+# acquisition, the Event and condition after the PATCH the node shows: wait for them all.
+series=('verb="PUT",resource="leases",code="200"' 'verb="LIST",resource="nodes",code="200"'
+        'verb="PATCH",resource="nodes",code="200"' 'verb="PATCH",resource="nodes/status",code="200"'
+        'verb="POST",resource="events",code="201"')
+counted() {
+  local m
+  m=$(curl -fsS "http://127.0.0.1:$port_a/metrics") || return 1
+  for s in "${series[@]}"; do grep -qE "^faultline_kube_requests_total\{$s\} [1-9]" <<<"$m" || return 1; done
 }
-wait_for 10 renewed || true  # the loop below names what is missing
+wait_for 10 counted || true  # the loop below names what is missing
 metrics=$(curl -fsS "http://127.0.0.1:$port_a/metrics")
-for series in 'verb="PUT",resource="leases",code="200"' 'verb="LIST",resource="nodes",code="200"' \
-              'verb="PATCH",resource="nodes",code="200"' 'verb="PATCH",resource="nodes/status",code="200"' \
-              'verb="POST",resource="events",code="201"'; do
-  grep -qE "^faultline_kube_requests_total\{$series\} [1-9]" <<<"$metrics" ||
-    fail "no faultline_kube_requests_total{$series} in: $(grep kube_requests <<<"$metrics")"
+for s in "${series[@]}"; do
+  grep -qE "^faultline_kube_requests_total\{$s\} [1-9]" <<<"$metrics" ||
+    fail "no faultline_kube_requests_total{$s} in: $(grep kube_requests <<<"$metrics")"
 done
 [[ $(grep -c '^faultline_kube_requests_total{verb="PATCH",resource="nodes",code="200"} 1$' <<<"$metrics") == 1 ]] ||
   fail "one taint PATCH expected: $(grep kube_requests <<<"$metrics")"
