@@ -9,6 +9,7 @@
 #include <boost/crc.hpp>
 #include <libdeflate.h>
 #include <snappy.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_decompressBound (exported by libzstd 1.5)
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -207,6 +208,7 @@ InflateResult inflateBody(std::string_view in, size_t max_bytes, size_t padding,
     throw std::bad_alloc();
   }
   for (;;) {
+    std::string().swap(*out);  // the last try's buffer goes first: max_bytes is the bound
     *out = std::string(capacity + padding, '\0');  // exactly: resize() would grow it twofold
     size_t size = 0;
     const InflateResult r = inflateInto(d.get(), in, container, out->data(), capacity, &size);
@@ -224,18 +226,22 @@ InflateResult inflateBody(std::string_view in, size_t max_bytes, size_t padding,
 }
 
 InflateResult zstdBody(std::string_view in, size_t max_bytes, size_t padding, std::string* out) {
-  const unsigned long long stated = ZSTD_getFrameContentSize(in.data(), in.size());
-  // A first guess, as a gzip trailer's: a legacy frame (zstd before v0.8) may state more than
-  // it holds.
-  const bool known = stated != ZSTD_CONTENTSIZE_UNKNOWN && stated != ZSTD_CONTENTSIZE_ERROR;
-  size_t capacity =
-      known ? static_cast<size_t>(std::min<unsigned long long>(stated, max_bytes)) : in.size() * 4;
+  // The frames' sizes, exact where their headers state them, else a bound from their blocks
+  // (each at most 128 KiB): the OTel collector's streaming encoder states no size for a body over
+  // one block, and a guess decoded such a body three times over. Taken as a first guess (the
+  // buffer grows past it, as for a gzip trailer's): a legacy frame (zstd before v0.8) may state
+  // less than it holds.
+  const unsigned long long bound = ZSTD_decompressBound(in.data(), in.size());
+  size_t capacity = bound == ZSTD_CONTENTSIZE_ERROR
+                        ? in.size() * 4
+                        : static_cast<size_t>(std::min<unsigned long long>(bound, max_bytes));
   capacity = std::min(std::max<size_t>(capacity, 4096), max_bytes);
   const std::unique_ptr<ZSTD_DCtx, ZstdDeleter> d(ZSTD_createDCtx());
   if (!d) {
     throw std::bad_alloc();
   }
   for (;;) {
+    std::string().swap(*out);  // the last try's buffer goes first: max_bytes is the bound
     *out = std::string(capacity + padding, '\0');  // exactly: resize() would grow it twofold
     // One call decodes every frame straight into the output: no window buffer (zstd.h,
     // ZSTD_decompressDCtx), whatever window a frame's header asks for.
