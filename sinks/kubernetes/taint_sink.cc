@@ -89,6 +89,13 @@ std::string describe(const KubeClient::Response& r) {
   return "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, kMaxLoggedBody);
 }
 
+// `j` as JSON, bytes that are not UTF-8 replaced by U+FFFD: an evidence line is a node's log
+// text (a process name cut to 15 bytes may split a character), and nlohmann's default throws on
+// such bytes, which on the sink's thread ended the process.
+std::string dumpText(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string evidenceText(const Decision& d) {
   if (d.evidence.empty()) {
     return "";
@@ -344,7 +351,7 @@ KubeClient::Response TaintSink::patchNode(const std::string& path, const json& p
   return send(
       [&] {
         KubeClient::Response r =
-            client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
+            client_.patch(path + "?fieldManager=faultline", kStrategicMerge, dumpText(patch));
         // The server may have applied a PATCH it did not answer (a timeout, a proxy's 504).
         may_have_landed_ = may_have_landed_ || r.status == 0 || r.status >= 500;
         return r;
@@ -811,7 +818,8 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
       {"firstTimestamp", now},
       {"lastTimestamp", now},
       {"count", 1}};
-  const KubeClient::Response r = send([&] { return client_.post(path, ev.dump()); }, "POST event");
+  const KubeClient::Response r =
+      send([&] { return client_.post(path, dumpText(ev)); }, "POST event");
   if (r.status == 201) {
     events_[key] = {name, 1};
   } else {
@@ -847,7 +855,7 @@ void TaintSink::condition(const json& node, bool faulty, const std::string& reas
   const std::string path = "/api/v1/nodes/" + name + "/status";
   const KubeClient::Response r = send(
       [&] {
-        return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, patch.dump());
+        return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, dumpText(patch));
       },
       "PATCH " + path);
   if (r.status != 200) {

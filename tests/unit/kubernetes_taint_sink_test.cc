@@ -302,6 +302,25 @@ TEST_F(TaintSinkTest, AWriteWhoseAnswerWasLostIsStillRecorded) {
   EXPECT_EQ(reasons, (std::vector<std::string>{"FaultlineTaint", "FaultlineUntaint"}));
 }
 
+// An evidence line that is not UTF-8 (an Xid's process name cut to 15 bytes inside a character,
+// a /dev/kmsg record's \xNN escapes undone) goes into the Event and the condition with U+FFFD in
+// place of the bad bytes: serializing it threw on the sink's thread, which ended the process.
+TEST_F(TaintSinkTest, EvidenceThatIsNotUtf8IsSentReplaced) {
+  createNode("n1");
+  TaintSink sink(config(), options());
+  Decision d = decision("n1");
+  d.evidence.back().line = "NVRM: Xid (PCI:0000:44:00): 79, pid=7, name=\xe8\xae\xad\xe7\xbb, GPU";
+  sink.write(d);
+  sink.flush();
+
+  EXPECT_TRUE(tainted("n1"));
+  const std::vector<json> events = server_.objects("events");
+  ASSERT_EQ(events.size(), 1U);
+  const std::string message = events[0]["message"];
+  EXPECT_NE(message.find("name=\xe8\xae\xad\xef\xbf\xbd, GPU"), std::string::npos) << message;
+  EXPECT_EQ(condition("n1"), "True");
+}
+
 TEST_F(TaintSinkTest, RepeatedEventIsAggregated) {
   createNode("n1", json::array(), {{"faultline.dev/opt-out", "true"}});
   TaintSink sink(config(), options(), hooks());
