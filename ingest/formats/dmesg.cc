@@ -101,14 +101,6 @@ bool isDmesgIso(std::string_view s) {
   return true;
 }
 
-int hexValue(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  c = static_cast<char>(c | 0x20);  // lower case
-  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 // A /dev/kmsg message with its escapes undone into *out: the kernel writes each byte below ' ',
 // from 127, and '\' itself as "\xNN" (kernel/printk/printk.c, msg_add_ext_text), so a multi-line
 // report (the "fallen off the bus" one, whose lines name the GPU) arrives as one record joined by
@@ -117,9 +109,9 @@ void unescapeKmsg(std::string_view msg, std::string* out) {
   out->clear();
   for (size_t i = 0; i < msg.size(); ++i) {
     const bool escape = msg[i] == '\\' && i + 3 < msg.size() && msg[i + 1] == 'x' &&
-                        hexValue(msg[i + 2]) >= 0 && hexValue(msg[i + 3]) >= 0;
+                        hexDigit(msg[i + 2]) >= 0 && hexDigit(msg[i + 3]) >= 0;
     if (escape) {
-      out->push_back(static_cast<char>(hexValue(msg[i + 2]) * 16 + hexValue(msg[i + 3])));
+      out->push_back(static_cast<char>(hexDigit(msg[i + 2]) * 16 + hexDigit(msg[i + 3])));
       i += 3;
     } else {
       out->push_back(msg[i]);

@@ -77,6 +77,21 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
 // decodeLokiJson (ingest/push/loki.h).
 inline constexpr size_t kJsonPadding = 64;
 
+// The value of the hex digit `c` in either case, -1 if `c` is none: for the escapes of
+// /dev/kmsg records and of Loki's selectors.
+inline int hexDigit(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
 // For a JSON document simdjson refused (UTF8_ERROR, STRING_ERROR): sets *out to `json`, of the
 // same size, with what it refuses and Go's decoders (Loki's, the OTel collector's) take as U+FFFD
 // replaced, and returns true; false, *out untouched, if there is none. Replaced: each byte that
