@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -156,6 +157,22 @@ class TaintSinkTest : public ::testing::Test {
     }
     std::sort(reasons.begin(), reasons.end());
     return reasons;
+  }
+  // A sink with options `o`, reading the leader term from *term if given, that holds a deferred
+  // taint of n1: the node is created and the taint's PATCH is answered 500 twice (both tries of
+  // deferring(2)).
+  std::unique_ptr<TaintSink> deferredTaintOfN1(const TaintSinkOptions& o,
+                                               const std::atomic<uint64_t>* term = nullptr) {
+    createNode("n1");
+    server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
+    TaintSink::Hooks h = hooks();
+    if (term != nullptr) {
+      h.leader_term = [term] { return term->load(); };
+    }
+    auto sink = std::make_unique<TaintSink>(config(), o, h);
+    sink->write(decision("n1"));
+    sink->flush();
+    return sink;
   }
   // Polls `done` for up to 10 s: for what the sink does on its own, between decisions.
   static bool waitFor(const std::function<bool()>& done) {
@@ -573,19 +590,15 @@ TEST_F(TaintSinkTest, ADeferredUntaintWhoseFirstTryLandedIsStillRecorded) {
 // A deferred taint is dropped when a later decision for the node and key arrives: the node
 // recovered before the API server came back.
 TEST_F(TaintSinkTest, ALaterDecisionSupersedesADeferredOne) {
-  createNode("n1");
-  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
-  TaintSink sink(config(), deferring(2), hooks());
-  sink.write(decision("n1"));
-  sink.flush();
-  ASSERT_EQ(sink.counters().deferred, 1u);
-  sink.write(untaintDecision("n1"));  // nothing to untaint: faultline's taint never landed
-  sink.flush();
+  const auto sink = deferredTaintOfN1(deferring(2));
+  ASSERT_EQ(sink->counters().deferred, 1u);
+  sink->write(untaintDecision("n1"));  // nothing to untaint: faultline's taint never landed
+  sink->flush();
   // By now the deferred taint would have been handled again (1 s, then the next 500 ms tick).
   std::this_thread::sleep_for(std::chrono::milliseconds(1800));
   EXPECT_FALSE(tainted("n1"));
   EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 2);
-  EXPECT_EQ(sink.counters().applied, 0u);
+  EXPECT_EQ(sink->counters().applied, 0u);
 }
 
 TEST_F(TaintSinkTest, ClientErrorIsDropped) {
@@ -1109,66 +1122,48 @@ TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
 // longer ago than follower_hold, so it is no longer held), and leading again must not replay the
 // deferred taint.
 TEST_F(TaintSinkTest, ADecisionWhileFollowingSupersedesADeferredOne) {
-  createNode("n1");
-  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
   std::atomic<uint64_t> term{1};
-  TaintSink::Hooks h = hooks();
-  h.leader_term = [&] { return term.load(); };
   TaintSinkOptions o = deferring(2);
   o.follower_hold = std::chrono::seconds(0);
-  TaintSink sink(config(), o, h);
-  sink.write(decision("n1"));
-  sink.flush();
-  ASSERT_EQ(sink.counters().deferred, 1u);
+  const auto sink = deferredTaintOfN1(o, &term);
+  ASSERT_EQ(sink->counters().deferred, 1u);
   term = 0;
-  sink.write(untaintDecision("n1"));  // held while following
-  sink.flush();
+  sink->write(untaintDecision("n1"));  // held while following
+  sink->flush();
   term = 2;
   // By now the deferred taint would have been handled again (1 s, then the next 500 ms tick).
   std::this_thread::sleep_for(std::chrono::milliseconds(1800));
   EXPECT_FALSE(tainted("n1"));
   EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 2);
-  EXPECT_EQ(sink.counters().applied, 0u);
+  EXPECT_EQ(sink->counters().applied, 0u);
+}
+
+// A rule in dry run decides apart from the real ones (Correlator): its decision, arriving while
+// following, does not supersede the node's real deferred one.
+TEST_F(TaintSinkTest, ADryRunDecisionWhileFollowingKeepsTheRealDeferredOne) {
+  std::atomic<uint64_t> term{1};
+  const auto sink = deferredTaintOfN1(deferring(2), &term);
+  ASSERT_EQ(sink->counters().deferred, 1u);
+  term = 0;
+  Decision dry = decision("n1", "rule-on-trial");
+  dry.dry_run = true;
+  sink->write(dry);
+  sink->flush();
+  term = 1;
+  // The server holds the taint before the sink reads its answer: wait on the sink's count.
+  ASSERT_TRUE(waitFor([&] { return sink->counters().applied == 1; }));
+  EXPECT_TRUE(tainted("n1"));
 }
 
 // A deferred taint outlives a lost Lease, but not follower_hold: leading again later, the node may
 // have recovered meanwhile (a follower on the push path gets no later decision to supersede it),
 // so it is dropped and counted as failed, as a held decision that old is.
-// A rule in dry run decides apart from the real ones (Correlator): its decision, arriving while
-// following, does not supersede the node's real deferred one.
-TEST_F(TaintSinkTest, ADryRunDecisionWhileFollowingKeepsTheRealDeferredOne) {
-  createNode("n1");
-  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
-  std::atomic<uint64_t> term{1};
-  TaintSink::Hooks h = hooks();
-  h.leader_term = [&] { return term.load(); };
-  TaintSink sink(config(), deferring(2), h);
-  sink.write(decision("n1"));  // deferred: PATCH 500 twice
-  sink.flush();
-  ASSERT_EQ(sink.counters().deferred, 1u);
-  term = 0;
-  Decision dry = decision("n1", "rule-on-trial");
-  dry.dry_run = true;
-  sink.write(dry);
-  sink.flush();
-  term = 1;
-  // The server holds the taint before the sink reads its answer: wait on the sink's count.
-  ASSERT_TRUE(waitFor([&] { return sink.counters().applied == 1; }));
-  EXPECT_TRUE(tainted("n1"));
-}
-
 TEST_F(TaintSinkTest, ADeferredDecisionOlderThanFollowerHoldIsDroppedOnANewTerm) {
-  createNode("n1");
-  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
   std::atomic<uint64_t> term{1};
-  TaintSink::Hooks h = hooks();
-  h.leader_term = [&] { return term.load(); };
   TaintSinkOptions o = deferring(2);
   o.follower_hold = std::chrono::seconds(1);
-  TaintSink sink(config(), o, h);
-  sink.write(decision("n1"));
-  sink.flush();
-  ASSERT_EQ(sink.counters().deferred, 1u);
+  const auto sink = deferredTaintOfN1(o, &term);
+  ASSERT_EQ(sink->counters().deferred, 1u);
   term = 0;
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // another replica leads
   term = 2;
@@ -1176,31 +1171,25 @@ TEST_F(TaintSinkTest, ADeferredDecisionOlderThanFollowerHoldIsDroppedOnANewTerm)
   std::this_thread::sleep_for(std::chrono::milliseconds(1800));
   EXPECT_FALSE(tainted("n1"));
   EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 2);
-  EXPECT_EQ(sink.counters().applied, 0u);
-  EXPECT_EQ(sink.counters().failed, 1u);
+  EXPECT_EQ(sink->counters().applied, 0u);
+  EXPECT_EQ(sink->counters().failed, 1u);
 }
 
 // An API server outage long enough to cost the renewals, with no other replica leading meanwhile:
 // leading again in the same term (LeaderElector::term()), the deferred decision is still applied.
 TEST_F(TaintSinkTest, ADeferredDecisionIsKeptWhenLeadingAgainInTheSameTerm) {
-  createNode("n1");
-  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/2);
   std::atomic<uint64_t> term{1};
-  TaintSink::Hooks h = hooks();
-  h.leader_term = [&] { return term.load(); };
   TaintSinkOptions o = deferring(2);
   o.follower_hold = std::chrono::seconds(1);
-  TaintSink sink(config(), o, h);
-  sink.write(decision("n1"));
-  sink.flush();
-  ASSERT_EQ(sink.counters().deferred, 1u);
+  const auto sink = deferredTaintOfN1(o, &term);
+  ASSERT_EQ(sink->counters().deferred, 1u);
   term = 0;
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // renewals fail
   term = 1;
   // The server holds the taint before the sink reads its answer: wait on the sink's count.
-  ASSERT_TRUE(waitFor([&] { return sink.counters().applied == 1; }));
+  ASSERT_TRUE(waitFor([&] { return sink->counters().applied == 1; }));
   EXPECT_TRUE(tainted("n1"));
-  EXPECT_EQ(sink.counters().failed, 0u);
+  EXPECT_EQ(sink->counters().failed, 0u);
 }
 
 // Regaining leadership within node_list_period of the last LIST: another leader may have tainted
