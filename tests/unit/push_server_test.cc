@@ -48,6 +48,21 @@ struct Fixture {
   std::unique_ptr<httplib::Client> client;
 };
 
+// An OTLP protobuf ExportLogsServiceRequest: one resource naming node gpu-1, `count` records
+// whose body is `line`.
+std::string otlpBody(const std::string& line, int count) {
+  opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
+  auto* resource = req.add_resource_logs();
+  auto* node = resource->mutable_resource()->add_attributes();
+  node->set_key("k8s.node.name");
+  node->mutable_value()->set_string_value("gpu-1");
+  auto* records = resource->add_scope_logs();
+  for (int i = 0; i < count; ++i) {
+    records->add_log_records()->mutable_body()->set_string_value(line);
+  }
+  return req.SerializeAsString();
+}
+
 TEST(PushServer, AcceptsLokiJsonAndQueuesTheBatch) {
   Fixture f(1 << 20);
   auto res = f.lokiJson();
@@ -163,15 +178,9 @@ TEST(PushServer, RecordsWithoutANodeAreDroppedAndCounted) {
 // it is a no-op (loki#3407).
 TEST(PushServer, OtlpSnappyIsDecompressedLokiSnappyIsANoOp) {
   Fixture f(1 << 20);
-  opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
-  auto* resource = req.add_resource_logs();
-  auto* node = resource->mutable_resource()->add_attributes();
-  node->set_key("k8s.node.name");
-  node->mutable_value()->set_string_value("gpu-1");
-  resource->add_scope_logs()->add_log_records()->mutable_body()->set_string_value(
-      "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus");
   std::string packed;
-  const std::string body = req.SerializeAsString();
+  const std::string body =
+      otlpBody("NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus", 1);
   snappy::Compress(body.data(), body.size(), &packed);
   auto otlp = f.client->Post("/v1/logs", {{"Content-Encoding", "snappy"}}, packed,
                              "application/x-protobuf");
@@ -207,18 +216,9 @@ TEST(PushServer, OtlpJsonPartialSuccess) {
 // holds (its records point into it), and the queue counts the batch by that buffer: not by the
 // capacity of a body grown piece by piece by doubling (1 MiB for this 0.53 MiB).
 TEST(PushServer, QueueCountsAHeldOtlpBodyAtItsSize) {
-  opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest req;
-  auto* resource = req.add_resource_logs();
-  auto* node = resource->mutable_resource()->add_attributes();
-  node->set_key("k8s.node.name");
-  node->mutable_value()->set_string_value("gpu-1");
-  auto* records = resource->add_scope_logs();
   const std::string line =
       "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus " + std::string(420, '.');
-  for (int i = 0; i < 1100; ++i) {
-    records->add_log_records()->mutable_body()->set_string_value(line);
-  }
-  const std::string body = req.SerializeAsString();
+  const std::string body = otlpBody(line, 1100);
   ASSERT_GT(body.size(), size_t{512} << 10);
   ASSERT_LT(body.size(), size_t{544} << 10);
   Fixture f(64 << 20);
