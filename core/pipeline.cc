@@ -139,12 +139,12 @@ void Pipeline::restoreTaints() {
     restore_pending_.store(false, std::memory_order_relaxed);
   }
   // As match() bounds record times: an annotation's time may be anything, and the quiet timer
-  // adds to it.
-  const int64_t limit_ns = clock_ ? std::min(clock_() + kMaxAheadNs, kLatestNs) : kLatestNs;
+  // adds to it. Quiet periods count from now (Correlator::restore).
+  const int64_t now_ns = clock_ ? std::min(clock_(), kLatestNs) : INT64_MIN;
+  const int64_t limit_ns = clock_ ? std::min(now_ns + kMaxAheadNs, kLatestNs) : kLatestNs;
   for (const Restored& r : restored) {
     const std::string why =
-        correlator_.restore(r.node, r.rule, std::clamp(r.time_ns, kEarliestNs, limit_ns),
-                            clock_ ? std::min(clock_(), kLatestNs) : INT64_MIN);
+        correlator_.restore(r.node, r.rule, std::clamp(r.time_ns, kEarliestNs, limit_ns), now_ns);
     if (why.empty()) {
       spdlog::info("node {}: taint of rule {} (decided {}) restored from before this start", r.node,
                    r.rule, formatRfc3339(r.time_ns));
