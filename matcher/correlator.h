@@ -99,11 +99,10 @@ class Correlator {
   // its quiet timer from quiet_from_ns if that is later (live: the service's clock at the
   // restart; the earlier process may have seen hits since the decision, this one did not), and
   // the node as tainted, deciding nothing: the node is then untainted as if fault() had recorded
-  // it here. A fault of another rule that had joined
-  // the taint is not known. Returns "" if restored, else why not, changing nothing: the node is
-  // tainted already, or untainted, by this process (it knows why; a LIST that predates the sink's
-  // handling of an untaint decided here still shows the taint), or the rule is not in the bank or
-  // is in dry run.
+  // it here. A fault of another rule that had joined the taint is not known. Returns "" if
+  // restored, else why not, changing nothing: the node is tainted already, or untainted, by this
+  // process (it knows why; a LIST that predates the sink's handling of an untaint decided here
+  // still shows the taint), or the rule is not in the bank or is in dry run.
   std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns,
                       int64_t quiet_from_ns = INT64_MIN);
 

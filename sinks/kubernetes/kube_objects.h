@@ -66,7 +66,7 @@ std::optional<TaintMark> taintMark(const nlohmann::json& node);
 // The blast-radius guard's counts over eligible nodes (taint_sink.h BlastRadiusLimits).
 struct TaintCount {
   int tainted = 0;  // nodes with a taint of this key
-  // nodes whose (first such) taint's timeAdded >= since_ns, or whose time in `added` is
+  // nodes whose (first such) taint's timeAdded, or whose time in `added`, is >= since_ns
   int recent = 0;
 };
 // `added`: node name -> when faultline last added the taint (ns since the epoch), so that a taint
