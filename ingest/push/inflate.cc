@@ -87,6 +87,7 @@ struct ZstdDeleter {
 constexpr std::string_view kSnappyStreamIdentifier("\xff\x06\x00\x00sNaPpY", 10);
 constexpr size_t kSnappyMaxChunkBytes = 65536;  // uncompressed, per data chunk (4.2, 4.3)
 
+// The little-endian 32-bit number at the start of `s` (at least 4 bytes).
 uint32_t le32(std::string_view s) {
   uint32_t v = 0;
   for (size_t i = 0; i < 4; ++i) {
@@ -195,11 +196,7 @@ InflateResult inflateBody(std::string_view in, size_t max_bytes, size_t padding,
   // and a first guess otherwise.
   size_t capacity = in.size() * 4;
   if (gzip && in.size() >= 18) {
-    uint32_t isize = 0;
-    for (size_t i = 0; i < 4; ++i) {
-      isize |= uint32_t{static_cast<uint8_t>(in[in.size() - 4 + i])} << (8 * i);  // little endian
-    }
-    capacity = isize;
+    capacity = le32(in.substr(in.size() - 4));  // ISIZE
   }
   capacity = std::min(std::max<size_t>(capacity, 4096), max_bytes);
   const std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> d(
