@@ -432,7 +432,9 @@ struct PushServer::Listener {
     }
     out.body() = std::move(res.body);
     out.keep_alive(keep_alive);
-    out.prepare_payload();
+    if (res.status != 204) {  // RFC 9110 8.6: no Content-Length in a 204; Beast's would set 0
+      out.prepare_payload();
+    }
     beast::error_code ec;
     http::write(socket, out, ec);
     return !ec;

@@ -377,7 +377,10 @@ TEST(PushServer, HttpDetailsClientsRelyOn) {
     c.send(head + "Expect: 100-continue\r\n\r\n");
     EXPECT_EQ(c.receive("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
     c.send(body);
-    EXPECT_EQ(c.receive("\r\n\r\n").rfind("HTTP/1.1 204 No Content\r\n", 0), 0u);
+    const std::string answer = c.receive("\r\n\r\n");
+    EXPECT_EQ(answer.rfind("HTTP/1.1 204 No Content\r\n", 0), 0u) << answer;
+    // RFC 9110 8.6: a server must not send Content-Length in a 204.
+    EXPECT_EQ(answer.find("Content-Length"), std::string::npos) << answer;
   }
   {  // Two requests sent at once on one connection (pipelined) are answered in order.
     RawConnection c(f.server->port());
