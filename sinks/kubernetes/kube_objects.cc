@@ -164,6 +164,11 @@ TaintCount countTaints(const std::map<std::string, json>& nodes, const std::stri
     }
     count.recent += recent ? 1 : 0;
   }
+  // A node faultline tainted that has since left the list (deleted, replaced, relabelled) still
+  // counts: else a rule that taints every node an autoscaler brings up would pass max_new.
+  for (const auto& [name, added_ns] : added) {
+    count.recent += added_ns >= since_ns && !nodes.contains(name) ? 1 : 0;
+  }
   return count;
 }
 

@@ -66,11 +66,13 @@ std::optional<TaintMark> taintMark(const nlohmann::json& node);
 // The blast-radius guard's counts over eligible nodes (taint_sink.h BlastRadiusLimits).
 struct TaintCount {
   int tainted = 0;  // nodes with a taint of this key
-  // nodes whose (first such) taint's timeAdded, or whose time in `added`, is >= since_ns
+  // nodes whose (first such) taint's timeAdded, or whose time in `added` (listed or not), is
+  // >= since_ns
   int recent = 0;
 };
 // `added`: node name -> when faultline last added the taint (ns since the epoch), so that a taint
-// lifted since, which `nodes` no longer shows, still counts as added.
+// lifted since, which `nodes` no longer shows, or of a node no longer in `nodes`, still counts as
+// added.
 TaintCount countTaints(const std::map<std::string, nlohmann::json>& nodes, const std::string& key,
                        int64_t since_ns, const std::map<std::string, int64_t>& added = {});
 

@@ -833,6 +833,30 @@ TEST_F(GuardTest, RateLimitCountsTaintsLiftedSince) {
   EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
 }
 
+// A node tainted within the window that then leaves the eligible list (deleted and replaced by
+// an autoscaler, or relabelled as its GPU fell off) still counts for max_new: else a rule that
+// taints every node brought up in its place would never be stopped.
+TEST_F(GuardTest, RateLimitCountsTaintsOfNodesNoLongerListed) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({0, 0, 2, std::chrono::seconds(3600)});
+  o.node_list_period = std::chrono::milliseconds(0);  // re-read before every decision
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("g0"));
+  ASSERT_TRUE(tainted("g1"));
+  for (const char* n : {"g0", "g1"}) {
+    ASSERT_TRUE(server_.mutate(n, {{"metadata", {{"labels", {{kGpu, nullptr}}}}}}));
+  }
+  sink.write(decision("g2"));
+  sink.flush();
+
+  EXPECT_FALSE(tainted("g2"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
+}
+
 TEST_F(GuardTest, BreakerStaysTrippedUntilTheOperatorDeletesTheConfigMap) {
   createCluster(10);
   TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
