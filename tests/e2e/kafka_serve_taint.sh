@@ -24,6 +24,7 @@ api="http://127.0.0.1:$(cat "$tmp/port")"
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/decisions.jsonl
 kubernetes: {server: "$api"}
+http: {listen: "127.0.0.1:0"}  # /metrics: when the restarted service has read its line
 kafka:
   brokers: "$brokers"
   group_id: faultline-e2e
@@ -32,11 +33,6 @@ kafka:
     - {name: kernel, encoding: raw, stream: kernel}
     - {name: pods, encoding: json}
 YAML
-start_serve() {
-  "$FAULTLINE" serve --config "$tmp/config.yaml" 2>>"$tmp/serve.log" &
-  serve_pid=$!
-  pids+=("$serve_pid")
-}
 taints() { curl -fsS "$api/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
 
 # Kernel lines keyed by node (the key names the node for the raw encoding); the fault is real
@@ -55,7 +51,7 @@ echo '{"kubernetes.pod_name":null,"kubernetes.namespace_name":null,"kubernetes.c
 echo "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus" |
   kcat -P -b "$brokers" -t kernel 2>>"$tmp/kcat.log"
 
-start_serve
+start_serve_http "$tmp/config.yaml"
 for _ in $(seq 300); do [[ $(taints gpu-1) != "[]" ]] && break; sleep 0.1; done
 [[ $(taints gpu-1 | jq length) == 1 ]] || fail "gpu-1 not tainted: $(taints gpu-1)"
 [[ $(taints gpu-1 | jq -r '.[0].effect') == NoSchedule ]] || fail "taint effect"
@@ -72,9 +68,17 @@ timeout 30 tail --pid="$serve_pid" -f /dev/null || rc=$?
 wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
 
 # Restarted in the same group, it resumes after the committed offsets: nothing is decided twice.
-start_serve
+mv "$tmp/serve.log" "$tmp/serve-1.log"
+start_serve_http "$tmp/config.yaml"
 echo "gpu-2:IPv6: ADDRCONF(NETDEV_CHANGE): cali0: link becomes ready" | kcat -P -b "$brokers" -t kernel -K: 2>>"$tmp/kcat.log"
-sleep 10  # the mock coordinator holds a rejoin for session.timeout.ms - 1 s
+# The mock coordinator holds a rejoin for session.timeout.ms - 1 s; a sanitizer build is slower.
+lines=0
+for _ in $(seq 600); do
+  lines=$(curl -fsS "http://127.0.0.1:$port/metrics" | awk '$1 == "faultline_lines_total" { print $2 }')
+  [[ ${lines:-0} -ge 1 ]] && break
+  sleep 0.1
+done
+[[ ${lines:-0} -ge 1 ]] || fail "the restarted service read no line within 60 s"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "second serve exited non-zero"
 # It read exactly the one new line (so it did consume), and decided nothing again.
