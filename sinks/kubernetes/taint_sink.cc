@@ -215,6 +215,12 @@ void TaintSink::run() {
         spdlog::error("kubernetes: not applied at shutdown: {} of node {} (rule {}), deferred",
                       actionName(p.decision.action), p.decision.node, p.decision.rule);
       }
+      for (const auto& [key, p] : refused_) {
+        spdlog::error(
+            "kubernetes: not applied at shutdown: taint of node {} (rule {}), refused by the "
+            "blast-radius guard",
+            p.decision.node, p.decision.rule);
+      }
       return;
     }
     const uint64_t term = leaderTerm();
@@ -280,6 +286,7 @@ void TaintSink::run() {
       // untaint of a new incident's taint.
       if (!pending.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
         deferred_.erase({pending.decision.node, pending.decision.taint.key});
+        refused_.erase({pending.decision.node, pending.decision.taint.key});
       }
       held_.emplace_back(Clock::now(), std::move(pending));
       while (!held_.empty() && held_.front().first < Clock::now() - options_.follower_hold) {
@@ -422,8 +429,11 @@ bool TaintSink::list() {
     }
   } else if (r.status == 404) {
     if (breaker_ == Breaker::kTripped) {
-      spdlog::warn("kubernetes: breaker reset by an operator (ConfigMap {}/{} deleted)",
-                   options_.breaker_namespace, options_.breaker_configmap);
+      spdlog::warn(
+          "kubernetes: breaker reset by an operator (ConfigMap {}/{} deleted); taking up the {} "
+          "taints it refused whose faults have not cleared since",
+          options_.breaker_namespace, options_.breaker_configmap, refused_.size());
+      resumeRefused();
     }
     setBreaker(Breaker::kClosed, "");
   } else if (breaker_ == Breaker::kUnknown || breaker_ == Breaker::kClosed) {
@@ -467,6 +477,7 @@ void TaintSink::handle(const Pending& pending) {
   }
   const std::pair key{d.node, d.taint.key};
   deferred_.erase(key);  // superseded by this decision
+  refused_.erase(key);
   const Outcome outcome = d.action == Decision::Action::kTaint ? taint(d) : untaint(d);
   if (outcome == Outcome::kRetry) {
     if (deferred_.empty()) {
@@ -584,6 +595,22 @@ bool TaintSink::record(const std::string& reason) {
   return false;
 }
 
+void TaintSink::resumeRefused() {
+  std::vector<Pending> refused;
+  for (auto& [key, p] : refused_) {
+    refused.push_back(std::move(p));
+  }
+  refused_.clear();
+  // The earliest fault first: the guard may refuse again once a limit is reached.
+  std::stable_sort(refused.begin(), refused.end(), [](const Pending& a, const Pending& b) {
+    return a.decision.time_ns < b.decision.time_ns;
+  });
+  std::lock_guard lock(mu_);
+  for (Pending& p : refused) {
+    queue_.push_back(std::move(p));
+  }
+}
+
 void TaintSink::setBreaker(Breaker state, std::string reason) {
   std::lock_guard lock(mu_);
   breaker_ = state;
@@ -671,6 +698,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       }
       if (const std::string refused = guard(d); !refused.empty()) {
         suppress(d, refused);
+        refused_[{d.node, d.taint.key}] = {d};  // taken up again when the breaker is reset
         return Outcome::kDone;
       }
       guarded = true;

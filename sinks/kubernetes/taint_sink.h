@@ -40,7 +40,9 @@
 //   * the node's annotation says faultline tainted it for this rule, with a decision time within
 //     reapply_after, and the taint is gone: an operator removed it by hand: suppressed;
 //   * breaker state unknown (not read yet, or its GET failed): deferred;
-//   * breaker tripped, or the taint would exceed a limit (which trips it): suppressed;
+//   * breaker tripped, or the taint would exceed a limit (which trips it): suppressed, and kept
+//     until the breaker is reset, then handled again (earliest decision first), unless a later
+//     decision for the node and key (its untaint: the fault cleared) superseded it meanwhile;
 //   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
 //     response → retry after jittered exponential backoff; 404 and other statuses → failed. A
 //     re-read that shows this decision's own mark and taint (an earlier try applied, its answer
@@ -217,6 +219,9 @@ class TaintSink : public DecisionSink {
   // "" if the taint is within the limits, else the reason it is not (and the breaker trips).
   std::string guard(const Decision& decision);
   void trip(const std::string& reason);
+  // An operator reset the breaker: queues the taints it refused, earliest decision first, to be
+  // handled again (through the guard: they may trip it again).
+  void resumeRefused();
   // POSTs the breaker ConfigMap; true once it exists (201, or 409 AlreadyExists).
   bool record(const std::string& reason);
   void setBreaker(Breaker state, std::string reason);
@@ -252,6 +257,9 @@ class TaintSink : public DecisionSink {
   };
   std::unordered_map<std::string, EventRecord> events_;  // node + reason + rule → Event
   std::map<std::pair<std::string, std::string>, Pending> deferred_;  // by node, taint key
+  // Taints the guard refused, by node and taint key, until a later decision for the node and key
+  // supersedes them (an untaint: the fault cleared) or the breaker is reset (resumeRefused()).
+  std::map<std::pair<std::string, std::string>, Pending> refused_;
   std::chrono::steady_clock::time_point deferred_tried_{};
 
   std::atomic<uint64_t> applied_{0};

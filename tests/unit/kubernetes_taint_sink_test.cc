@@ -874,22 +874,77 @@ TEST_F(GuardTest, BreakerStaysTrippedUntilTheOperatorDeletesTheConfigMap) {
   // A restarted service (or a new leader) finds the breaker tripped even with room to taint.
   ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
   {
-    TaintSink sink(config(), o, hooks());
+    TaintSinkOptions room = guarded({2, 0, 0, std::chrono::seconds(60)});
+    room.node_list_period = std::chrono::milliseconds(0);
+    TaintSink sink(config(), room, hooks());
     sink.write(decision("g2"));
     sink.flush();
     EXPECT_FALSE(tainted("g2"));
     EXPECT_NE(sink.breakerTripped(), "");
 
-    // kubectl -n faultline delete configmap faultline-breaker
+    // kubectl -n faultline delete configmap faultline-breaker: g2's refused taint is taken up.
     ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
     sink.write(decision("g3"));
     sink.flush();
+    EXPECT_TRUE(tainted("g2"));
     EXPECT_TRUE(tainted("g3"));
     EXPECT_EQ(sink.breakerTripped(), "");
   }
   ASSERT_EQ(suppressed().size(), 2u);
   EXPECT_NE(suppressed()[1].reason.find("delete ConfigMap faultline/faultline-breaker"),
             std::string::npos);
+}
+
+// A node whose taint the breaker refused is still faulty when an operator resets the breaker:
+// the correlator decided it once and will not again (a GPU fallen off the bus prints no more),
+// so the sink takes the refused taint up at the reset, through the guard again (as NVSentinel's
+// fault quarantine resumes its accumulated events by default).
+TEST_F(GuardTest, ResetTakesUpTheTaintsTheBreakerRefused) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
+  o.node_list_period = std::chrono::milliseconds(0);  // re-read at every wake
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));  // over max_tainted: refused, trips
+  sink.flush();
+  ASSERT_TRUE(tainted("g0"));
+  ASSERT_FALSE(tainted("g1"));
+  ASSERT_NE(sink.breakerTripped(), "");
+
+  // The operator looked: g0 was repaired and its taint removed, then the breaker reset.
+  ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
+  ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
+  for (int i = 0; i < 200 && !tainted("g1"); ++i) {  // the sink LISTs twice a second when idle
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(tainted("g1"));
+  EXPECT_EQ(sink.breakerTripped(), "");
+  EXPECT_EQ(sink.counters().applied, 2u);
+  EXPECT_FALSE(breaker().is_object());
+}
+
+// A refused taint whose node recovered before the reset (its untaint decision arrived) is not
+// taken up.
+TEST_F(GuardTest, ResetDropsARefusedTaintWhoseFaultCleared) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
+  o.node_list_period = std::chrono::milliseconds(0);
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));  // refused, trips
+  sink.write(untaintDecision("g1"));
+  sink.flush();
+  ASSERT_FALSE(tainted("g1"));
+
+  ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
+  ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
+  for (int i = 0; i < 200 && !sink.breakerTripped().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(sink.breakerTripped(), "");
+  sink.flush();  // what the reset queued, it queued before the breaker read as closed
+  EXPECT_FALSE(tainted("g1"));
+  EXPECT_EQ(sink.counters().applied, 1u);
 }
 
 // A trip the ConfigMap POST could not record stays tripped: a 404 for the ConfigMap is no
@@ -928,7 +983,11 @@ TEST_F(GuardTest, UnrecordedTripStaysTrippedAndIsRecordedLater) {
   EXPECT_NE(s[2].reason.find("delete ConfigMap faultline/faultline-breaker"), std::string::npos)
       << s[2].reason;
 
-  // Once recorded, deleting it is the reset.
+  // Once recorded, deleting it is the reset. (g1..g3 recovered meanwhile: their untaints leave
+  // no refused taint to take up at the reset.)
+  for (const char* n : {"g1", "g2", "g3"}) {
+    sink.write(untaintDecision(n));
+  }
   ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
   sink.write(decision("g4"));
   sink.flush();
