@@ -64,3 +64,31 @@ start_tls_apiserver() {
 # GET $1 from that server, trusting the cluster CA. The tests' own requests carry the token
 # "probe"; faultline's are told apart by theirs.
 api_get() { curl -fsS --cacert "$tmp/ca.crt" -H 'Authorization: Bearer probe' "$api$1"; }
+# The labelled scenarios (tests/scenarios/README.md) start at 2025-03-01T00:00:00Z (replay
+# --boot-time of their dmesg files).
+scenario_base=1740787200
+# Writes the scenarios' background lines to $tmp/pool.txt: real kernel lines (the bundled gpud
+# captures; the gpud and loghub corpora in directory $1 read in place when present) and seeded
+# templates, without any line a signature or recovery rule could take for a fault or a recovery.
+scenario_pool() {
+  local corpora=$1
+  {
+    sed 's/^\[[^]]*\] //' "$FL_SOURCE"/tests/data/sample/gpu-node-01.dmesg
+    zcat "$FL_SOURCE/tests/data/sample/gpu-node-02.dmesg.gz" | sed -n 's/^<[0-9]>\[[^]]*\] //p'
+    if [[ -d $corpora/gpud ]]; then sed 's/^[0-9,]*-;//' "$corpora"/gpud/kmsg.1.log; fi
+    if [[ -d $corpora/loghub ]]; then  # research-use data: read in place, never copied
+      tr -d '\r' <"$corpora/loghub/Linux_2k.log" | sed 's/^.*\]: //'
+    fi
+    awk 'BEGIN { srand(42); for (i = 0; i < 2000; i++) { r = int(rand() * 3);
+      if (r == 0) printf "IPv6: ADDRCONF(NETDEV_CHANGE): cali%08x: link becomes ready\n", int(rand()*2^31);
+      else if (r == 1) printf "nvidia-nvswitch%d: open (major=510)\n", int(rand()*4);
+      else printf "python3[%d]: segfault at %x ip %x sp %x error 4 in libc.so.6[7f7c7ac00000+d3d3000]\n", int(rand()*99999), int(rand()*2^31), int(rand()*2^31), int(rand()*2^31) } }'
+  } | grep -v -E 'NVRM|SXid|NEURON_HW_ERR|Port: [0-9]+ Link|Link (up|down)|fallen off|Linux version|AER|GPU reset|lost carrier|mlx5|segfault at .* in libnccl|^\s' \
+    >"$tmp/pool.txt"
+  [[ $(wc -l <"$tmp/pool.txt") -gt 100 ]] || fail "no background"
+}
+# Generates the archive of scenario file $1 into new directory $2 (scenario_pool first).
+gen_scenario() {
+  mkdir "$2"
+  awk -v out="$2" -v pool="$tmp/pool.txt" -v base="$scenario_base" -f "$FL_SOURCE/tests/scenarios/gen.awk" "$1"
+}
