@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -215,11 +216,11 @@ void TaintSink::run() {
         spdlog::error("kubernetes: not applied at shutdown: {} of node {} (rule {}), deferred",
                       actionName(p.decision.action), p.decision.node, p.decision.rule);
       }
-      for (const auto& [key, p] : refused_) {
+      for (const auto& [key, r] : refused_) {
         spdlog::error(
             "kubernetes: not applied at shutdown: taint of node {} (rule {}), refused by the "
             "blast-radius guard",
-            p.decision.node, p.decision.rule);
+            r.decision.node, r.decision.rule);
       }
       return;
     }
@@ -246,6 +247,18 @@ void TaintSink::run() {
             actionName(d.action), d.node, d.rule, options_.follower_hold.count());
         ++failed_;
         it = deferred_.erase(it);
+      }
+      // So is a refused taint: a reset seen in this term must not taint a node that recovered.
+      for (auto it = refused_.begin(); term != led_term_ && it != refused_.end();) {
+        if (it->second.since >= oldest) {
+          ++it;
+          continue;
+        }
+        spdlog::warn(
+            "kubernetes: dropping the refused taint of node {} (rule {}): refused more than {} s "
+            "ago (follower_hold), before this leadership term",
+            it->second.decision.node, it->second.decision.rule, options_.follower_hold.count());
+        it = refused_.erase(it);
       }
       led_term_ = term;
       if (!held_.empty()) {
@@ -596,18 +609,27 @@ bool TaintSink::record(const std::string& reason) {
 }
 
 void TaintSink::resumeRefused() {
-  std::vector<Pending> refused;
-  for (auto& [key, p] : refused_) {
-    refused.push_back(std::move(p));
+  std::vector<Decision> refused;
+  for (auto& [key, r] : refused_) {
+    refused.push_back(std::move(r.decision));
   }
   refused_.clear();
   // The earliest fault first: the guard may refuse again once a limit is reached.
-  std::stable_sort(refused.begin(), refused.end(), [](const Pending& a, const Pending& b) {
-    return a.decision.time_ns < b.decision.time_ns;
-  });
+  std::stable_sort(refused.begin(), refused.end(),
+                   [](const Decision& a, const Decision& b) { return a.time_ns < b.time_ns; });
   std::lock_guard lock(mu_);
-  for (Pending& p : refused) {
-    queue_.push_back(std::move(p));
+  // A decision for the node and key already queued is later and supersedes the refused taint,
+  // which queued behind it would taint a node whose untaint was just handled.
+  std::set<std::pair<std::string, std::string>> queued;
+  for (const Pending& p : queue_) {
+    if (!p.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
+      queued.insert({p.decision.node, p.decision.taint.key});
+    }
+  }
+  for (Decision& d : refused) {
+    if (!queued.contains({d.node, d.taint.key})) {
+      queue_.push_back({std::move(d)});
+    }
   }
 }
 
@@ -698,7 +720,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       }
       if (const std::string refused = guard(d); !refused.empty()) {
         suppress(d, refused);
-        refused_[{d.node, d.taint.key}] = {d};  // taken up again when the breaker is reset
+        refused_[{d.node, d.taint.key}] = {Clock::now(), d};  // taken up again at a reset
         return Outcome::kDone;
       }
       guarded = true;

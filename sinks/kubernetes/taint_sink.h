@@ -41,8 +41,9 @@
 //     reapply_after, and the taint is gone: an operator removed it by hand: suppressed;
 //   * breaker state unknown (not read yet, or its GET failed): deferred;
 //   * breaker tripped, or the taint would exceed a limit (which trips it): suppressed, and kept
-//     until the breaker is reset, then handled again (earliest decision first), unless a later
-//     decision for the node and key (its untaint: the fault cleared) superseded it meanwhile;
+//     until the breaker is reset, then queued again (earliest decision first), unless a later
+//     decision for the node and key (its untaint: the fault cleared) superseded it meanwhile or
+//     is queued;
 //   * else PATCH; 409 → re-GET, re-check and retry; 429 (after Retry-After), 5xx, 401 and no
 //     response → retry after jittered exponential backoff; 404 and other statuses → failed. A
 //     re-read that shows this decision's own mark and taint (an earlier try applied, its answer
@@ -58,8 +59,9 @@
 // it (one that arrives while following, too). On leading in a new term (another replica may have
 // led: LeaderElector::term()), one first deferred longer ago than follower_hold is dropped,
 // logged and counted as failed, as a held decision that old is dropped: the node may have
-// recovered meanwhile, its untaint sent to another leader. Leading again in the same term (the
-// Lease still named this replica: an API server outage ended) keeps them.
+// recovered meanwhile, its untaint sent to another leader; so is a taint the guard refused that
+// long ago (logged; it was counted as suppressed). Leading again in the same term (the Lease
+// still named this replica: an API server outage ended) keeps them.
 // Deferred decisions still pending at shutdown are logged as not applied.
 // Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
 // re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
@@ -220,7 +222,8 @@ class TaintSink : public DecisionSink {
   std::string guard(const Decision& decision);
   void trip(const std::string& reason);
   // An operator reset the breaker: queues the taints it refused, earliest decision first, to be
-  // handled again (through the guard: they may trip it again).
+  // handled again (through the guard: they may trip it again), but for a node and key with a
+  // decision in the queue already.
   void resumeRefused();
   // POSTs the breaker ConfigMap; true once it exists (201, or 409 AlreadyExists).
   bool record(const std::string& reason);
@@ -258,8 +261,13 @@ class TaintSink : public DecisionSink {
   std::unordered_map<std::string, EventRecord> events_;  // node + reason + rule → Event
   std::map<std::pair<std::string, std::string>, Pending> deferred_;  // by node, taint key
   // Taints the guard refused, by node and taint key, until a later decision for the node and key
-  // supersedes them (an untaint: the fault cleared) or the breaker is reset (resumeRefused()).
-  std::map<std::pair<std::string, std::string>, Pending> refused_;
+  // supersedes them (an untaint: the fault cleared), the breaker is reset (resumeRefused()), or a
+  // new term finds them refused longer ago than follower_hold.
+  struct Refused {
+    std::chrono::steady_clock::time_point since;
+    Decision decision;
+  };
+  std::map<std::pair<std::string, std::string>, Refused> refused_;
   std::chrono::steady_clock::time_point deferred_tried_{};
 
   std::atomic<uint64_t> applied_{0};

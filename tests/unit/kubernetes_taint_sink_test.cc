@@ -914,12 +914,11 @@ TEST_F(GuardTest, ResetTakesUpTheTaintsTheBreakerRefused) {
   // The operator looked: g0 was repaired and its taint removed, then the breaker reset.
   ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
   ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
-  for (int i = 0; i < 200 && !tainted("g1"); ++i) {  // the sink LISTs twice a second when idle
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  // The sink LISTs twice a second when idle. The server holds the taint before the sink reads
+  // its answer: wait on the sink's count.
+  ASSERT_TRUE(waitFor([&] { return sink.counters().applied == 2; }));
   EXPECT_TRUE(tainted("g1"));
   EXPECT_EQ(sink.breakerTripped(), "");
-  EXPECT_EQ(sink.counters().applied, 2u);
   EXPECT_FALSE(breaker().is_object());
 }
 
@@ -942,6 +941,56 @@ TEST_F(GuardTest, ResetDropsARefusedTaintWhoseFaultCleared) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_EQ(sink.breakerTripped(), "");
+  sink.flush();  // what the reset queued, it queued before the breaker read as closed
+  EXPECT_FALSE(tainted("g1"));
+  EXPECT_EQ(sink.counters().applied, 1u);
+}
+
+// The reset is seen while the refused node's untaint is still queued (the LIST a taint of a node
+// that just joined asks for): the untaint, handled first, must not leave the older refused taint
+// to be taken up after it, tainting a node that recovered.
+TEST_F(GuardTest, ResetDropsARefusedTaintWhoseUntaintIsQueued) {
+  createCluster(10);
+  TaintSink sink(config(), guarded({1, 0, 0, std::chrono::seconds(60)}), hooks());  // LIST hourly
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));  // refused, trips
+  sink.flush();
+  ASSERT_FALSE(tainted("g1"));
+
+  ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
+  ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // a missing node is listed again
+  sink.write(decision("absent"));                                // its LIST sees the reset
+  sink.write(untaintDecision("g1"));
+  sink.flush();
+  EXPECT_EQ(sink.breakerTripped(), "");
+  EXPECT_FALSE(tainted("g1"));
+  EXPECT_EQ(sink.counters().applied, 1u);
+}
+
+// A taint refused before another replica led is as old news as a deferred one: on the push path
+// this replica, following, got no untaint of the node meanwhile; a reset seen in the new term does
+// not take it up.
+TEST_F(GuardTest, ANewTermDropsTaintsRefusedBeforeFollowerHold) {
+  createCluster(10);
+  std::atomic<uint64_t> term{1};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
+  o.node_list_period = std::chrono::milliseconds(0);
+  o.follower_hold = std::chrono::seconds(1);
+  TaintSink sink(config(), o, h);
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));  // refused, trips
+  sink.flush();
+  ASSERT_FALSE(tainted("g1"));
+
+  term = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // another replica leads
+  ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
+  ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
+  term = 2;
+  ASSERT_TRUE(waitFor([&] { return sink.breakerTripped().empty(); }));
   sink.flush();  // what the reset queued, it queued before the breaker read as closed
   EXPECT_FALSE(tainted("g1"));
   EXPECT_EQ(sink.counters().applied, 1u);
