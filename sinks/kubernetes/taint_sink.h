@@ -62,7 +62,7 @@
 // recovered meanwhile, its untaint sent to another leader; so is a taint the guard refused that
 // long ago (logged; it was counted as suppressed). Leading again in the same term (the Lease
 // still named this replica: an API server outage ended) keeps them.
-// Deferred decisions still pending at shutdown are logged as not applied.
+// Deferred decisions and refused taints still pending at shutdown are logged as not applied.
 // Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
 // re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
 // have written meanwhile); all checks are idempotent, so nothing is written twice. Every request
@@ -94,11 +94,14 @@
 namespace faultline {
 
 // The blast-radius guard. A limit of 0 is off. Counts are of eligible nodes carrying a taint
-// with the decision's key, as the last LIST saw them plus faultline's own writes since.
+// with the decision's key, as the last LIST saw them plus faultline's own writes since; max_new
+// also counts the taints this process added to nodes no longer listed.
 struct BlastRadiusLimits {
   int max_tainted = 10;             // nodes tainted at once
   double max_tainted_percent = 10;  // of eligible nodes, rounded down but at least 1 node
-  int max_new = 3;  // taints added inside `window` (timeAdded, or when added here if lifted since)
+  // taints added inside `window` (timeAdded, or when added here if lifted since or no longer
+  // listed)
+  int max_new = 3;
   std::chrono::seconds window{600};
 };
 
