@@ -79,6 +79,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [[ ${lines:-0} -ge 1 ]] || fail "the restarted service read no line within 60 s"
+sleep 2  # time for a wrong re-read of the other partition's committed lines to show
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "second serve exited non-zero"
 # It read exactly the one new line (so it did consume), and decided nothing again.
