@@ -142,6 +142,7 @@ int replay(const ReplayArgs& a) {
   if (a.apply) {
     TaintSink::Hooks hooks;
     hooks.on_suppressed = [&log](const Decision& d) { log.write(d); };
+    hooks.on_resumed = [&log](const Decision& d) { log.write(d); };
     taints = std::make_unique<TaintSink>(*kube, sink_options, std::move(hooks));
     sinks.push_back(taints.get());
   }
@@ -310,6 +311,7 @@ int serve(const std::string& config_path) {
       log.write(d);
       counter.write(d);
     };
+    hooks.on_resumed = [&log](const Decision& d) { log.write(d); };  // counted when decided
     if (cfg.leader_election) {
       lease_client = std::make_unique<KubeClient>(*cfg.kubernetes, &metrics);
       elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election);

@@ -476,6 +476,7 @@ std::vector<std::string> TaintSinkOptions::dryRunRules(const Bank& bank) const {
 void TaintSink::handle(const Pending& pending) {
   const Decision& d = pending.decision;
   may_have_landed_ = pending.may_have_landed;
+  resumed_ = pending.resumed;
   if (d.dry_run) {
     spdlog::info("kubernetes: dry run: would {} node {} (rule {})", actionName(d.action), d.node,
                  d.rule);
@@ -497,7 +498,7 @@ void TaintSink::handle(const Pending& pending) {
       deferred_tried_ = Clock::now();
     }
     const bool first = pending.deferred_since == Clock::time_point{};
-    deferred_[key] = {d, may_have_landed_, first ? Clock::now() : pending.deferred_since};
+    deferred_[key] = {d, may_have_landed_, first ? Clock::now() : pending.deferred_since, resumed_};
     ++deferred_count_;
     spdlog::warn("kubernetes: {} of node {} (rule {}) deferred; handled again in {} ms",
                  actionName(d.action), d.node, d.rule, options_.node_list_period.count());
@@ -628,7 +629,7 @@ void TaintSink::resumeRefused() {
   }
   for (Decision& d : refused) {
     if (!queued.contains({d.node, d.taint.key})) {
-      queue_.push_back({std::move(d)});
+      queue_.push_back({.decision = std::move(d), .resumed = true});
     }
   }
 }
@@ -677,6 +678,11 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
         "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
     condition(tainted, true, "FaultDetected", message);
+    if (resumed_ && hooks_.on_resumed) {
+      Decision r = d;
+      r.reason = "taken up at the breaker reset" + (d.reason.empty() ? "" : ": " + d.reason);
+      hooks_.on_resumed(r);
+    }
     return Outcome::kDone;
   };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {

@@ -143,6 +143,10 @@ class TaintSink : public DecisionSink {
   struct Hooks {
     // Receives every refused decision as kSuppressed with its reason, on the sink's thread.
     std::function<void(const Decision&)> on_suppressed;
+    // Receives each refused taint applied after an operator reset the breaker, its reason
+    // prefixed with "taken up at the breaker reset: ", on the sink's thread: the decision log
+    // shows the taint after its refusal.
+    std::function<void(const Decision&)> on_resumed;
     // While this replica may write: its leadership term (LeaderElector::term()), which changes
     // each time it wins the Lease; 0 while another replica leads: nothing is written. Empty =
     // always leading, term 1.
@@ -203,6 +207,7 @@ class TaintSink : public DecisionSink {
     bool may_have_landed = false;
     // When it was first deferred (zero until then): a new term drops it after follower_hold.
     std::chrono::steady_clock::time_point deferred_since{};
+    bool resumed = false;  // a refused taint queued again at a breaker reset
   };
 
   void run();
@@ -257,6 +262,7 @@ class TaintSink : public DecisionSink {
   uint64_t led_term_ = 0;       // the last term the worker acted in
   // The decision being handled's Pending::may_have_landed, then set by patchNode().
   bool may_have_landed_ = false;
+  bool resumed_ = false;  // the decision being handled's Pending::resumed
   struct EventRecord {
     std::string name;
     int count = 0;

@@ -55,6 +55,10 @@ class TaintSinkTest : public ::testing::Test {
       std::lock_guard lock(mu_);
       suppressed_.push_back(d);
     };
+    h.on_resumed = [this](const Decision& d) {
+      std::lock_guard lock(mu_);
+      resumed_.push_back(d);
+    };
     return h;
   }
 
@@ -139,6 +143,10 @@ class TaintSinkTest : public ::testing::Test {
     std::lock_guard lock(mu_);
     return suppressed_;
   }
+  std::vector<Decision> resumed() {
+    std::lock_guard lock(mu_);
+    return resumed_;
+  }
   // The status of `node`'s FaultlineFaulty condition, "" without one.
   std::string condition(const std::string& node) {
     for (const json& c :
@@ -188,6 +196,7 @@ class TaintSinkTest : public ::testing::Test {
   FakeApiServer server_;
   std::mutex mu_;
   std::vector<Decision> suppressed_;
+  std::vector<Decision> resumed_;
 };
 
 json existingTaint() {
@@ -915,11 +924,17 @@ TEST_F(GuardTest, ResetTakesUpTheTaintsTheBreakerRefused) {
   ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
   ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
   // The sink LISTs twice a second when idle. The server holds the taint before the sink reads
-  // its answer: wait on the sink's count.
-  ASSERT_TRUE(waitFor([&] { return sink.counters().applied == 2; }));
+  // its answer: wait on the sink's report of it (Hooks::on_resumed, after its count).
+  ASSERT_TRUE(waitFor([&] { return resumed().size() == 1; }));
+  EXPECT_EQ(sink.counters().applied, 2u);
   EXPECT_TRUE(tainted("g1"));
   EXPECT_EQ(sink.breakerTripped(), "");
   EXPECT_FALSE(breaker().is_object());
+  // The decision log gets the taint after its refusal.
+  const Decision r = resumed()[0];
+  EXPECT_EQ(r.node, "g1");
+  EXPECT_EQ(r.action, Decision::Action::kTaint);
+  EXPECT_EQ(r.reason.rfind("taken up at the breaker reset", 0), 0u) << r.reason;
 }
 
 // A refused taint whose node recovered before the reset (its untaint decision arrived) is not
