@@ -235,30 +235,31 @@ void TaintSink::run() {
       // In a new term (another replica may have led since), a decision deferred before is as old
       // news as a held one: the node may have recovered meanwhile, and its untaint gone to the
       // other leader. Leading again in the same term (an API server outage ended), it is not.
-      for (auto it = deferred_.begin(); term != led_term_ && it != deferred_.end();) {
-        const Decision& d = it->second.decision;
-        if (it->second.deferred_since >= oldest) {
-          ++it;
-          continue;
-        }
-        spdlog::error(
-            "kubernetes: dropping {} of node {} (rule {}): deferred more than {} s ago "
-            "(follower_hold), before this leadership term",
-            actionName(d.action), d.node, d.rule, options_.follower_hold.count());
-        ++failed_;
-        it = deferred_.erase(it);
-      }
-      // So is a refused taint: a reset seen in this term must not taint a node that recovered.
-      for (auto it = refused_.begin(); term != led_term_ && it != refused_.end();) {
-        if (it->second.since >= oldest) {
-          ++it;
-          continue;
-        }
-        spdlog::warn(
-            "kubernetes: dropping the refused taint of node {} (rule {}): refused more than {} s "
-            "ago (follower_hold), before this leadership term",
-            it->second.decision.node, it->second.decision.rule, options_.follower_hold.count());
-        it = refused_.erase(it);
+      if (term != led_term_) {
+        std::erase_if(deferred_, [&](const auto& entry) {
+          const Decision& d = entry.second.decision;
+          if (entry.second.deferred_since >= oldest) {
+            return false;
+          }
+          spdlog::error(
+              "kubernetes: dropping {} of node {} (rule {}): deferred more than {} s ago "
+              "(follower_hold), before this leadership term",
+              actionName(d.action), d.node, d.rule, options_.follower_hold.count());
+          ++failed_;
+          return true;
+        });
+        // So is a refused taint: a reset seen in this term must not taint a node that recovered.
+        std::erase_if(refused_, [&](const auto& entry) {
+          const Decision& d = entry.second.decision;
+          if (entry.second.since >= oldest) {
+            return false;
+          }
+          spdlog::warn(
+              "kubernetes: dropping the refused taint of node {} (rule {}): refused more than {} "
+              "s ago (follower_hold), before this leadership term",
+              d.node, d.rule, options_.follower_hold.count());
+          return true;
+        });
       }
       led_term_ = term;
       if (!held_.empty()) {
@@ -298,8 +299,7 @@ void TaintSink::run() {
       // leading again, the sink would replay a taint of a node that recovered meanwhile, or an
       // untaint of a new incident's taint.
       if (!pending.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
-        deferred_.erase({pending.decision.node, pending.decision.taint.key});
-        refused_.erase({pending.decision.node, pending.decision.taint.key});
+        supersede(pending.decision);
       }
       held_.emplace_back(Clock::now(), std::move(pending));
       while (!held_.empty() && held_.front().first < Clock::now() - options_.follower_hold) {
@@ -489,9 +489,8 @@ void TaintSink::handle(const Pending& pending) {
     ++failed_;
     return;
   }
+  supersede(d);
   const std::pair key{d.node, d.taint.key};
-  deferred_.erase(key);  // superseded by this decision
-  refused_.erase(key);
   const Outcome outcome = d.action == Decision::Action::kTaint ? taint(d) : untaint(d);
   if (outcome == Outcome::kRetry) {
     if (deferred_.empty()) {
@@ -607,6 +606,12 @@ bool TaintSink::record(const std::string& reason) {
       "LIST",
       describe(r));
   return false;
+}
+
+void TaintSink::supersede(const Decision& d) {
+  const std::pair key{d.node, d.taint.key};
+  deferred_.erase(key);
+  refused_.erase(key);
 }
 
 void TaintSink::resumeRefused() {

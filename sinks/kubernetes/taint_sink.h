@@ -144,8 +144,8 @@ class TaintSink : public DecisionSink {
     // Receives every refused decision as kSuppressed with its reason, on the sink's thread.
     std::function<void(const Decision&)> on_suppressed;
     // Receives each refused taint applied after an operator reset the breaker, its reason
-    // prefixed with "taken up at the breaker reset: ", on the sink's thread: the decision log
-    // shows the taint after its refusal.
+    // starting "taken up at the breaker reset", on the sink's thread: the decision log shows the
+    // taint after its refusal.
     std::function<void(const Decision&)> on_resumed;
     // While this replica may write: its leadership term (LeaderElector::term()), which changes
     // each time it wins the Lease; 0 while another replica leads: nothing is written. Empty =
@@ -229,6 +229,9 @@ class TaintSink : public DecisionSink {
   // "" if the taint is within the limits, else the reason it is not (and the breaker trips).
   std::string guard(const Decision& decision);
   void trip(const std::string& reason);
+  // `d` supersedes what is kept of an earlier decision for its node and taint key: a deferred
+  // decision, a refused taint.
+  void supersede(const Decision& d);
   // An operator reset the breaker: queues the taints it refused, earliest decision first, to be
   // handled again (through the guard: they may trip it again), but for a node and key with a
   // decision in the queue already.
