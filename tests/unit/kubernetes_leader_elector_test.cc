@@ -1,12 +1,15 @@
 // LeaderElector against the in-process fake API server: one Lease, several replicas.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
@@ -23,11 +26,26 @@ class LeaderElectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.start();
+    // Each client its own bearer token, so that the server's request log tells whose a request
+    // was (Request::authorization "Bearer a" or "Bearer b").
     KubeConfig c;
     c.server = server_.url();
     c.qps = 0;
+    std::ofstream(tokenFile("a")) << "a";
+    std::ofstream(tokenFile("b")) << "b";
+    c.token_file = tokenFile("a");
     a_client_ = std::make_unique<KubeClient>(c);
+    c.token_file = tokenFile("b");
     b_client_ = std::make_unique<KubeClient>(c);
+  }
+  void TearDown() override {
+    std::filesystem::remove(tokenFile("a"));
+    std::filesystem::remove(tokenFile("b"));
+  }
+  static std::string tokenFile(const std::string& who) {
+    return (std::filesystem::temp_directory_path() /
+            ("fl-lease-token-" + who + "-" + std::to_string(getpid())))
+        .string();
   }
 
   // Short timings for test speed, in client-go's proportions.
@@ -56,7 +74,7 @@ class LeaderElectorTest : public ::testing::Test {
 
   json lease() { return server_.object("leases", "faultline", "faultline"); }
   // Creates the Lease with this spec, as another writer would; the API status.
-  int createLease(const json& spec) {
+  long createLease(const json& spec) {
     return a_client_
         ->post("/apis/coordination.k8s.io/v1/namespaces/faultline/leases",
                json({{"metadata", {{"name", "faultline"}}}, {"spec", spec}}).dump())
@@ -72,16 +90,24 @@ TEST_F(LeaderElectorTest, OneLeaderAndTheLeaseFields) {
   LeaderElector a(*a_client_, config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   LeaderElector b(*b_client_, config("replica-b"));
-  // b sees a valid Lease held by a: it stays a follower across several retry periods.
-  ASSERT_TRUE(eventually([&] {
-    int b_reads = 0;
+  // b sees a valid Lease held by a: it stays a follower across several retry periods, reading
+  // the Lease and never writing it.
+  const auto b_requests = [&](const std::string& method) {
+    int n = 0;
     for (const auto& r : server_.requests()) {
-      b_reads += r.method == "GET" && r.path.find("/leases/") != std::string::npos ? 1 : 0;
+      n += r.authorization == "Bearer b" && r.method == method &&
+                   r.path.find("/leases") != std::string::npos
+               ? 1
+               : 0;
     }
-    return b_reads > 10;
-  }));
+    return n;
+  };
+  ASSERT_TRUE(eventually([&] { return b_requests("GET") > 10; }));
   EXPECT_TRUE(a.isLeader());
   EXPECT_FALSE(b.isLeader());
+  for (const char* write : {"POST", "PUT", "PATCH", "DELETE"}) {
+    EXPECT_EQ(b_requests(write), 0) << write;
+  }
 
   const json l = lease();
   EXPECT_EQ(l["apiVersion"], "coordination.k8s.io/v1");
