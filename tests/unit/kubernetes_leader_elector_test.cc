@@ -81,6 +81,24 @@ class LeaderElectorTest : public ::testing::Test {
         .status;
   }
 
+  // Another writer (b's client) rewrites the Lease's holder and duration: it reads the Lease and
+  // PUTs it back with that resourceVersion, read again on a 409 as client-go's RetryOnConflict
+  // does (5 tries), since a leader's renewal may land between the read and the PUT. The last
+  // PUT's status.
+  long overwriteLease(const std::string& holder, int duration_s) {
+    long status = 0;
+    for (int i = 0; i < 5 && status != 200; ++i) {
+      json l = lease();
+      l["spec"]["holderIdentity"] = holder;
+      l["spec"]["leaseDurationSeconds"] = duration_s;
+      status =
+          b_client_
+              ->put("/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", l.dump())
+              .status;
+    }
+    return status;
+  }
+
   FakeApiServer server_;
   std::unique_ptr<KubeClient> a_client_;
   std::unique_ptr<KubeClient> b_client_;
@@ -190,15 +208,7 @@ TEST_F(LeaderElectorTest, StolenLeaseEndsLeadership) {
   LeaderElector a(*a_client_, config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   // An operator (or a replica with a skewed view) rewrites the Lease: a's PUTs now conflict.
-  const json l = lease();
-  json stolen = l;
-  stolen["spec"]["holderIdentity"] = "replica-z";
-  stolen["spec"]["leaseDurationSeconds"] = 30;
-  ASSERT_EQ(
-      b_client_
-          ->put("/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", stolen.dump())
-          .status,
-      200);
+  ASSERT_EQ(overwriteLease("replica-z", 30), 200);
   ASSERT_TRUE(eventually([&] { return !a.isLeader(); }));
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-z");
 }
@@ -227,14 +237,8 @@ TEST_F(LeaderElectorTest, LeadingAgainAfterAnotherHolderIsANewTerm) {
   LeaderElector a(*a_client_, config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   EXPECT_EQ(a.term(), 1u);
-  json taken = lease();
-  taken["spec"]["holderIdentity"] = "replica-z";
-  taken["spec"]["leaseDurationSeconds"] = 1;  // then it dies: a takes over once it expires
-  ASSERT_EQ(
-      b_client_
-          ->put("/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", taken.dump())
-          .status,
-      200);
+  // replica-z takes the Lease and dies: a takes over once z's 1 s runs out.
+  ASSERT_EQ(overwriteLease("replica-z", 1), 200);
   ASSERT_TRUE(eventually([&] { return a.term() == 2; }));
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
 }
