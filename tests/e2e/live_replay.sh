@@ -1,14 +1,41 @@
 #!/usr/bin/env bash
 # Replay and the live service decide alike (README, "Replay": the decisions live ingestion would
 # have given): every labelled scenario (tests/scenarios) is replayed, and its same records are
-# pushed to `faultline serve` over Loki JSON push, and the two must give the same decisions
-# (node, action, rule). Live, each node's agent pushes its own streams (one per node and stream
-# kind: the dmesg file as the kernel stream, the jsonl files with their labels) in event-time
-# order with their stamps; the nodes take turns, each pushing its next 5 minutes of event time,
-# so a node lags the newest time by less than max_lag (10m), as the service allows. Timers only
-# fall due as event time moves, so both also get a trailing harmless kernel line on every node
-# 3 days after the scenario's last line, past every window, timer and max_lag of the bank: both
-# then decide every quiet recovery too. No scenario is excluded.
+# fed to `faultline serve`, and the two must give the same decisions, each whole (node, action,
+# rule, time, reason, evidence: the lines and their times as the service took them). Live, each
+# node's agent pushes its own streams (one per node and stream kind: the dmesg file as the kernel
+# stream, the jsonl files with their labels) in event-time order with their stamps; the nodes
+# take turns, each pushing its next 5 minutes of event time, so a node lags the newest time by
+# less than max_lag (10m), as the service allows. Timers only fall due as event time moves, so
+# both also get a trailing harmless kernel line on every node 3 days after the scenario's last
+# line, past every window, timer and max_lag of the bank: both then decide every quiet recovery
+# too. No scenario is excluded.
+#
+# Scenario k (in name order) goes over carrier k mod 5, still one service per scenario, so each
+# decoder's path to decisions is compared with replay without more services to run:
+#   loki_json   Loki push, JSON, as the records are written (one request per run of one stream);
+#   loki_proto  the same requests as Loki protobuf + snappy;
+#   otlp_json, otlp_proto  the same requests as OTLP/HTTP, one resource per stream, as the OTel
+#               collector sends them: kernel and host-service streams as its journald receiver
+#               (a kvlist body of journal fields: MESSAGE, _TRANSPORT, SYSLOG_IDENTIFIER,
+#               _HOSTNAME; the resource's host.name), pods as its filelog receiver with
+#               k8sattributes (a string body; the resource's k8s.node.name, k8s.pod.name,
+#               k8s.namespace.name, and k8s.job.name for the job_name label);
+#   kafka_json  the same records in the same order in one partition of a librdkafka mock
+#               cluster (kcat), as Vector's kafka sink writes them (vector_records): the json
+#               encoding, Kafka's own decoder (its otlp encodings call the OTLP/HTTP ones). A
+#               consumer group's first join waits out the mock broker's 3 s initial rebalance
+#               delay, so these services all start before the push scenarios run and are read
+#               when those are done.
+# Each record keeps its nanosecond time, node and stream kind (kernel, pod with its job, or a
+# host service) on every carrier. The protobuf and OTLP bodies are made by tests/e2e/node/
+# encode.js from the Loki JSON requests with the real clients' encoders (winston-loki's
+# PushRequest and snappy; the OTel JS exporters' serializers), one node process per encoding
+# for all scenarios. Not the clients' send paths: winston-loki stamps in milliseconds and both
+# batch on their own, where the test needs each entry's nanoseconds and the requests' order. Not
+# bench/push_load: it stamps the wall clock and writes one kernel stream's labels. The service's
+# record count (faultline_records_total) must be the scenario's: a 200 of OTLP can still drop
+# records (partial_success). The script prints how many scenarios each carrier took.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 export LC_ALL=C  # the order of file names, as replay takes them
@@ -66,55 +93,152 @@ requests() {
     { node = $2; labels = $3; vals[++n] = "[\"" $1 "\"," $4 "]" }
     END { close_req() }'
 }
+# Loki JSON requests $@ as Vector's kafka sink writes their entries, one JSON object a line: its
+# journald source's (host, _TRANSPORT, SYSLOG_IDENTIFIER) or its kubernetes_logs source's
+# (kubernetes.pod_name, pod_namespace, pod_node_name, pod_labels) fields, and the time in RFC 3339
+# with nanoseconds.
+vector_records() {
+  jq -c '.streams[] | .stream as $l | .values[] | .[0] as $ns |
+    {timestamp: ($ns[:-9] | tonumber | todate | rtrimstr("Z") + "." + $ns[-9:] + "Z"),
+      message: .[1]} +
+    if $l.pod then {kubernetes: ({pod_name: $l.pod, pod_namespace: $l.namespace,
+      pod_node_name: $l.node_name} + if $l.job_name then {pod_labels: {"job-name": $l.job_name}}
+      else {} end)}
+    else {host: $l.node_name, _TRANSPORT: (if $l.transport == "kernel" then "kernel"
+      else "journal" end), SYSLOG_IDENTIFIER: ($l.syslog_identifier // "kernel")} end' "$@"
+}
 
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/live.jsonl
 http: {listen: "127.0.0.1:0"}
 YAML
+command -v node >/dev/null || fail "node not installed (.ci/setup installs nodejs)"
+[[ -d $FL_SOURCE/tests/e2e/node/node_modules ]] ||
+  fail "run 'npm ci' in tests/e2e/node (.ci/setup does)"
+command -v kcat >/dev/null || fail "kcat not installed"
+carriers=(loki_json loki_proto otlp_json otlp_proto kafka_json)  # scenario k: carriers[k % 5]
 shopt -s nullglob
-n=0 decisions=0 failed=()
+# First every scenario is generated and replayed and its Loki JSON requests are written, so that
+# one node process re-encodes the requests of each other encoding (a start costs 0.3 s).
+names=()
 for scn in "$FL_SOURCE"/tests/scenarios/*.scn; do
   name=$(basename "$scn" .scn)
+  names+=("$name")
   dir=$tmp/$name
   gen_scenario "$scn" "$dir"
   files=("$dir"/*)
   for f in "${files[@]}"; do
     if [[ $f == *.dmesg ]]; then dmesg_records "$f"; else jsonl_records "$f"; fi
-  done | sort -s -t$'\t' -k1,1n -k2,2 >"$tmp/records.tsv"  # a node's lines of one time: by file
-  last=$(tail -1 "$tmp/records.tsv" | cut -f1)
+  done | sort -s -t$'\t' -k1,1n -k2,2 >"$tmp/$name.tsv"  # a node's lines of one time: by file
+  last=$(tail -1 "$tmp/$name.tsv" | cut -f1)
   end=$((${last:0:-9} + 3 * 86400))000000000
-  cut -f2 "$tmp/records.tsv" | sort -u | jq -cR --arg t "$end" '{labels: {node_name: .,
+  cut -f2 "$tmp/$name.tsv" | sort -u | jq -cR --arg t "$end" '{labels: {node_name: .,
     transport: "kernel"}, line: "faultline live-replay: end of scenario", timestamp: $t}' \
     >"$tmp/$name.end.jsonl"
-  jsonl_records "$tmp/$name.end.jsonl" >>"$tmp/records.tsv"
+  jsonl_records "$tmp/$name.end.jsonl" >>"$tmp/$name.tsv"
 
-  : >"$tmp/replay.jsonl"  # decision logs are appended to
-  : >"$tmp/live.jsonl"
-  "$FAULTLINE" replay --boot-time 2025-03-01T00:00:00Z --decisions "$tmp/replay.jsonl" "${files[@]}" \
-    "$tmp/$name.end.jsonl" 2>"$tmp/replay.log" || fail "$name: replay exited $?"
+  "$FAULTLINE" replay --boot-time 2025-03-01T00:00:00Z --decisions "$tmp/$name.replay.jsonl" \
+    "${files[@]}" "$tmp/$name.end.jsonl" 2>"$tmp/replay.log" || fail "$name: replay exited $?"
+  mkdir -p "$tmp/req/$name"
+  requests "$tmp/$name.tsv" "$tmp/req/$name"
+done
+[[ ${#names[@]} -ge 30 ]] || fail "only ${#names[@]} scenarios"
+for k in 1 2 3; do
+  dirs=()
+  for ((i = k; i < ${#names[@]}; i += 5)); do dirs+=("$tmp/req/${names[i]}"); done
+  node "$FL_SOURCE/tests/e2e/node/encode.js" "${carriers[k]//_/-}" "${dirs[@]}" \
+    2>"$tmp/encode.log" || fail "encode.js ${carriers[k]} exited $?"
+done
 
-  rm -rf "$tmp/req" && mkdir "$tmp/req"
-  requests "$tmp/records.tsv" "$tmp/req"
+n=0 decisions=0 failed=()
+declare -A carried=()
+# Compares scenario $1's decisions over carrier $2 (log $3) with replay's, each whole: node,
+# action, rule, time, reason and evidence (the lines and their times as the carrier took them).
+compare() {
+  local replayed live
+  replayed=$(jq -cS . "$tmp/$1.replay.jsonl" | sort)
+  live=$(jq -cS . "$3" | sort)
+  if [[ $replayed != "$live" ]]; then
+    failed+=("$1 ($2)")
+    echo "$1 ($2): replay [$(jq -r '"\(.node) \(.action) \(.rule)"' <<<"$replayed")]" \
+      "live [$(jq -r '"\(.node) \(.action) \(.rule)"' <<<"$live")]; the decisions, replay's <:" >&2
+    diff <(echo "$replayed") <(echo "$live") | head -20 >&2 || true
+  fi
+  carried[$2]=$((${carried[$2]:-0} + 1))
+  n=$((n + 1)) decisions=$((decisions + $(grep -c . <<<"$replayed" || true)))
+}
+# The service's faultline_records_total{source=$1,format=$2} (empty if not yet counted).
+records_taken() {
+  curl -fsS "http://127.0.0.1:$port/metrics" |
+    sed -n "s/^faultline_records_total{source=\"$1\",format=\"$2\"} //p"
+}
+
+# The Kafka scenarios' services start first: each waits out its group's first join meanwhile.
+kafka=() topics=()
+for ((i = 4; i < ${#names[@]}; i += 5)); do
+  kafka+=("${names[i]}") topics+=(--topic "${names[i]}:1")
+done
+"$FL_BUILD/tests/tools/mock_kafka" --brokers 1 "${topics[@]}" \
+  --bootstrap-file "$tmp/bootstrap" >"$tmp/mock.log" 2>&1 &
+pids+=($!)
+wait_file "$tmp/bootstrap" 20
+brokers=$(cat "$tmp/bootstrap")
+declare -A kafka_pid=()
+for name in "${kafka[@]}"; do
+  vector_records "$tmp/req/$name"/*.json | kcat -P -b "$brokers" -t "$name" 2>>"$tmp/kcat.log"
+  cat >"$tmp/$name.yaml" <<YAML
+decisions: $tmp/$name.live.jsonl
+http: {listen: "127.0.0.1:0"}  # /metrics: when every record was read
+kafka: {brokers: "$brokers", group_id: "$name", topics: [{name: "$name", encoding: json}]}
+YAML
+  : >"$tmp/$name.live.jsonl"
+  "$FAULTLINE" serve --config "$tmp/$name.yaml" 2>"$tmp/$name.serve.log" &
+  kafka_pid[$name]=$!
+  pids+=($!)
+done
+
+for ((i = 0; i < ${#names[@]}; i++)); do
+  name=${names[i]} carrier=${carriers[i % 5]}
+  case $carrier in
+    loki_json) path=loki/api/v1/push type=application/json ok=204 ext=json ;;
+    loki_proto) path=loki/api/v1/push type=application/x-protobuf ok=204 ext=bin ;;
+    otlp_json) path=v1/logs type=application/json ok=200 ext=bin ;;
+    otlp_proto) path=v1/logs type=application/x-protobuf ok=200 ext=bin ;;
+    kafka_json) continue ;;
+  esac
+  : >"$tmp/live.jsonl"  # decision logs are appended to
   : >"$tmp/serve.log"
   start_serve_http "$tmp/config.yaml"
-  for r in "$tmp"/req/*.json; do  # one curl, one connection, the requests in order
-    printf 'url = "http://127.0.0.1:%s/loki/api/v1/push"\nheader = "Content-Type: application/json"\n' "$port"
+  for r in "$tmp/req/$name"/*."$ext"; do  # one curl, one connection, the requests in order
+    printf 'url = "http://127.0.0.1:%s/%s"\nheader = "Content-Type: %s"\n' "$port" "$path" "$type"
     printf 'data-binary = "@%s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\nnext\n' "$r"
   done | sed '$d' >"$tmp/curl.cfg"
   codes=$(curl -s -K "$tmp/curl.cfg" | sort | uniq -c)
-  [[ $(awk '$2 != 204' <<<"$codes") == "" ]] || fail "$name: push answered $codes"
+  [[ $(awk -v ok="$ok" '$2 != ok' <<<"$codes") == "" ]] ||
+    fail "$name: $carrier push answered $codes"
+  taken=$(records_taken http "$carrier")
+  [[ $taken == $(wc -l <"$tmp/$name.tsv") ]] ||
+    fail "$name: $carrier took ${taken:-no} records of $(wc -l <"$tmp/$name.tsv")"
   kill -TERM "$serve_pid"
   wait "$serve_pid" || fail "$name: serve exited non-zero after SIGTERM"
-
-  replayed=$(jq -r '"\(.node) \(.action) \(.rule)"' "$tmp/replay.jsonl" | sort)
-  live=$(jq -r '"\(.node) \(.action) \(.rule)"' "$tmp/live.jsonl" | sort)
-  if [[ $replayed != "$live" ]]; then
-    failed+=("$name")
-    echo "$name: replay [$replayed] live [$live]" >&2
-  fi
-  n=$((n + 1)) decisions=$((decisions + $(grep -c . <<<"$replayed" || true)))
+  compare "$name" "$carrier" "$tmp/live.jsonl"
 done
-[[ $n -ge 30 ]] || fail "only $n scenarios"
+
+for name in "${kafka[@]}"; do
+  wait_listening "$tmp/$name.serve.log"
+  want=$(wc -l <"$tmp/$name.tsv")
+  for _ in $(seq 1200); do  # the records are counted once their batch is correlated
+    taken=$(records_taken kafka all)
+    [[ $taken == "$want" ]] && break
+    sleep 0.1
+  done
+  [[ $taken == "$want" ]] || fail "$name: kafka_json read ${taken:-no} records of $want"
+  kill -TERM "${kafka_pid[$name]}"
+  wait "${kafka_pid[$name]}" || fail "$name: serve exited non-zero after SIGTERM"
+  compare "$name" kafka_json "$tmp/$name.live.jsonl"
+done
+
 echo "scenarios: $n, decisions compared: $decisions"
+for carrier in "${carriers[@]}"; do echo "$carrier: ${carried[$carrier]:-0} scenarios"; done
 [[ ${#failed[@]} == 0 ]] || fail "replay and live differ: ${failed[*]}"
 echo "PASS"
