@@ -209,6 +209,14 @@ class KafkaDecoder::JsonFields {
     return true;
   }
 
+  // Whether any of `slots` holds a string, empty or not.
+  bool hasString(const std::vector<uint32_t>& slots) const {
+    return std::any_of(slots.begin(), slots.end(), [&](uint32_t slot) {
+      const element* v = at(slot);
+      return v != nullptr && v->is_string();
+    });
+  }
+
   // The first of `slots` whose value is a non-empty string; valid until the next parse.
   std::string_view firstString(const std::vector<uint32_t>& slots) const {
     for (uint32_t slot : slots) {
@@ -424,8 +432,11 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
                    [&](const std::vector<uint32_t>& slots) { return json_->agree(slots); })) {
     return false;
   }
+  // An empty line (a blank printk line, a journal entry without text) is a record, as replay and
+  // the push decoders take it: it moves its node's own time, by which the node's timers fall due.
+  // Only a message without a string line field is malformed.
   const std::string_view line = trimNewline(json_->firstString(json_->line));
-  if (line.empty()) {
+  if (line.empty() && !json_->hasString(json_->line)) {
     return false;
   }
   std::string_view node = json_->firstString(json_->node);

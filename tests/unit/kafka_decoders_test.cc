@@ -488,6 +488,28 @@ TEST(KafkaJsonDecoder, MalformedIsSkippedAndNextDecodes) {
   EXPECT_EQ(decodeOne(decoder, message(R"({"message": "ok"})"), &batch).line, "ok");
 }
 
+// An empty line is a record, as replay and the Loki and OTLP decoders take it (a blank dmesg line,
+// a journal entry without text: Vector's journald source writes "message": ""); only a message
+// without a string line field is malformed. A non-empty spelling of the line still wins.
+TEST(KafkaJsonDecoder, EmptyLineIsARecord) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  ASSERT_TRUE(decoder.decode(message(R"({"message": "", "host": "gpu-1", "_TRANSPORT": "kernel",
+      "timestamp": "2025-03-01T17:32:14.4Z"})"),
+                             kReceiveNs, &batch));
+  ASSERT_EQ(batch.records.size(), 1);
+  const LogRecord& vector = batch.records[0];
+  EXPECT_EQ(vector.line, "");
+  EXPECT_EQ(vector.node, "gpu-1");
+  EXPECT_EQ(vector.stream, StreamKind::kKernel);
+  EXPECT_EQ(vector.time_ns, civilToNanos(2025, 3, 1, 17, 32, 14) + 400'000'000);
+  EXPECT_EQ(decodeOne(decoder, message(R"({"log": "\n"})"), &batch).line, "");
+  EXPECT_EQ(decodeOne(decoder, message(R"({"message": "", "log": "x"})"), &batch).line, "x");
+  EXPECT_FALSE(decoder.decode(message(R"({"host": "gpu-1"})"), kReceiveNs, &batch));
+  EXPECT_FALSE(decoder.decode(message(R"({"message": null})"), kReceiveNs, &batch));
+  EXPECT_EQ(batch.records.size(), 3);
+}
+
 // A message must be one JSON object, whole: what follows it refuses it too.
 TEST(KafkaJsonDecoder, OneWholeObjectRequired) {
   const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
