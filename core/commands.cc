@@ -1,9 +1,13 @@
 #include "core/commands.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -19,9 +23,11 @@
 #include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/pipeline.h"
+#include "core/rules_watch.h"
 #include "core/serve_loop.h"
 #include "core/time.h"
 #include "ingest/kafka/kafka_source.h"
@@ -284,13 +290,65 @@ extern "C" void onSignal(int /*sig*/) {
   }
 }
 
+// serve()'s return when the rule directory changed to files that load: runCli executes the binary
+// again, which loads them.
+constexpr int kRestartOnNewRules = -1;
+
+// Reads the rule directory again every `period` until `token` is stopped (RulesWatch): files that
+// do not load are logged and shown in faultline_rules_last_reload_successful, and change nothing;
+// files that load set `new_rules` and stop the service, to be started again on them.
+void watchRules(RulesWatch watch, const std::string& dir, std::chrono::nanoseconds period,
+                Metrics& metrics, std::atomic<bool>& new_rules, std::stop_source& stop,
+                const std::stop_token& token) {
+  std::mutex mu;
+  std::condition_variable_any stopped;  // only a stop request wakes it before the period ends
+  std::unique_lock lock(mu);
+  for (;;) {
+    stopped.wait_for(lock, token, period, [] { return false; });
+    if (token.stop_requested()) {
+      return;
+    }
+    const RulesWatch::Check c = watch.check();
+    if (!c.changed) {
+      continue;
+    }
+    switch (c.state) {
+      case RulesWatch::State::kRefused:
+        spdlog::error("rules: {} changed and does not load; the running bank stays:\n{}", dir,
+                      watch.message());
+        metrics.set("faultline_rules_last_reload_successful", "", 0);
+        break;
+      case RulesWatch::State::kRunning:
+        spdlog::info("rules: {} holds the running bank again", dir);
+        metrics.set("faultline_rules_last_reload_successful", "", 1);
+        break;
+      case RulesWatch::State::kNew:
+        spdlog::warn("rules: {} changed and loads ({}): restarting on it", dir, watch.message());
+        new_rules = true;
+        stop.request_stop();
+        return;
+    }
+  }
+}
+
+// Executes this binary again with the same arguments and environment: the process keeps its pid,
+// so a container is not restarted. Returns only if that fails, having logged why.
+void execAgain(char** argv) {
+  spdlog::default_logger()->flush();
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", argv);
+  spdlog::error("executing /proc/self/exe again: {}", std::strerror(errno));
+}
+
 int serve(const std::string& config_path) {
   const ServiceConfig cfg = loadServiceConfig(config_path);
   if (!cfg.kafka && !cfg.http) {
     std::cerr << "faultline: " << config_path << ": no source configured (kafka, http)\n";
     return 2;
   }
-  const auto bank = loadRules(cfg.rules_dir);
+  std::vector<RuleFile> rule_files =
+      cfg.rules_dir.empty() ? embeddedRuleFiles() : readRuleDir(cfg.rules_dir);
+  const auto bank = loadBank(rule_files);
   spdlog::info("loaded {} signatures and {} rules from {}", bank->signatures.size(),
                bank->rules.size(), cfg.rules_dir.empty() ? "the embedded bank" : cfg.rules_dir);
   DecisionLog log(cfg.decisions_path);
@@ -361,7 +419,23 @@ int serve(const std::string& config_path) {
     // replica consumes every partition, so a follower is ready to take over: it stays ready.
     ready = [sinks = std::move(ready), e = elector.get()] { return e->isLeader() && sinks(); };
   }
+  std::atomic<bool> new_rules = false;
+  std::jthread rules_watch;
+  if (!cfg.rules_dir.empty() && cfg.rules_reload_ns > 0) {
+    metrics.declare("faultline_rules_last_reload_successful", Metrics::Type::kGauge,
+                    "1 while the rule directory holds the bank this process runs, 0 while it "
+                    "holds files that do not load (the log says why)");
+    metrics.set("faultline_rules_last_reload_successful", "", 1);
+    rules_watch = std::jthread([&, files = std::move(rule_files)](const std::stop_token& token) {
+      watchRules(RulesWatch(cfg.rules_dir, files), cfg.rules_dir,
+                 std::chrono::nanoseconds(cfg.rules_reload_ns), metrics, new_rules, stop, token);
+    });
+  }
   runServe(sources, pipeline, metrics, ready, stop.get_token());
+  if (rules_watch.joinable()) {
+    rules_watch.request_stop();
+    rules_watch.join();
+  }
   g_stop = nullptr;
   uint64_t lines = 0;
   uint64_t hits = 0;
@@ -370,7 +444,7 @@ int serve(const std::string& config_path) {
     hits += pipeline.matcherStats(w).hits;
   }
   spdlog::info("stopped: {} lines, {} hits, {} decisions", lines, hits, pipeline.decisions());
-  return 0;
+  return new_rules ? kRestartOnNewRules : 0;
 }
 
 }  // namespace
@@ -442,7 +516,11 @@ int runCli(int argc, char** argv) {
       return replay(ra);
     }
     if (sv->parsed()) {
-      return serve(config);
+      if (const int code = serve(config); code != kRestartOnNewRules) {
+        return code;
+      }
+      execAgain(argv);
+      return 1;
     }
     return rulesTest(rules_dir);
   } catch (const BankError& e) {

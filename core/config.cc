@@ -43,10 +43,13 @@ ServiceConfig loadServiceConfig(const std::string& path) {
       throw std::runtime_error("the configuration is a YAML map");
     }
     checkKeys(root, "",
-              {"rules", "decisions", "taint", "kubernetes", "kafka", "http", "queue_bytes",
-               "match_threads", "max_lag"});
+              {"rules", "rules_reload", "decisions", "taint", "kubernetes", "kafka", "http",
+               "queue_bytes", "match_threads", "max_lag"});
     ServiceConfig cfg;
     cfg.rules_dir = stringOr(root, "", "rules", "");
+    if (const YAML::Node r = root["rules_reload"]) {
+      cfg.rules_reload_ns = r.IsScalar() && r.Scalar() == "0" ? 0 : durationAt(r, "rules_reload");
+    }
     cfg.decisions_path = stringOr(root, "", "decisions", "");
     if (const YAML::Node t = root["taint"]; t && !t.IsNull()) {
       if (!t.IsMap()) {

@@ -1,6 +1,8 @@
 // The service configuration file (`faultline serve --config FILE`), YAML:
 //
 //   rules: /etc/faultline/rules      # optional: rule directory; default: the embedded bank
+//   rules_reload: 30s                # optional: how often `serve` reads the rule directory
+//                                    # again (core/rules_watch.h); 0: never
 //   decisions: /dev/stdout           # optional: decision log path; default stdout
 //   taint: {key: faultline.dev/faulty, value: "true", effect: NoSchedule}
 //   kubernetes: {server: https://..., token_file: ..., ca_file: ..., qps: 5, burst: 10,
@@ -32,6 +34,7 @@ namespace faultline {
 
 struct ServiceConfig {
   std::string rules_dir;
+  int64_t rules_reload_ns = 30 * kNanosPerSecond;  // 0: the directory is read at start only
   std::string decisions_path;
   Taint taint;
   std::optional<KubeConfig> kubernetes;

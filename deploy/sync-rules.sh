@@ -27,6 +27,10 @@ done
   echo "kind: Kustomization"
   echo "configMapGenerator:"
   echo "  - name: faultline-rules"
+  echo "    # One name for every content: the kubelet updates the mounted files in place and the"
+  echo "    # service reads them again (rules_reload), keeping its bank if the new one does not load."
+  echo "    options:"
+  echo "      disableNameSuffixHash: true"
   echo "    files:"
   for name in "${files[@]}"; do echo "      - $name"; done
 } >"$dst/kustomization.yaml"

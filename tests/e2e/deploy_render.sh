@@ -123,8 +123,9 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
   expect "$j" "container port http = 8080" \
     "$c | any(.ports[]; .name == \"http\" and .containerPort == 8080)"
 
-  # ConfigMap wiring: every configMap volume names a ConfigMap of the render (hashed names);
-  # only the base leaves faultline-config to the overlays.
+  # ConfigMap wiring: every configMap volume names a ConfigMap of the render (faultline-config's
+  # name hashed, faultline-rules' not: the kubelet updates it in place, and the service reads it
+  # again); only the base leaves faultline-config to the overlays.
   local unresolved='[]'
   [[ $2 == 1 ]] && unresolved='["faultline-config"]'
   expect "$j" "configMap volumes reference rendered ConfigMaps (unresolved: $unresolved)" \
@@ -132,7 +133,7 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
      | [$d | .spec.template.spec.volumes[] | select(.configMap) | .configMap.name] as \$refs
      | (\$refs | length == 2) and ([\$refs[] | select(. as \$n | \$cms | index(\$n) == null)] == $unresolved)"
   expect "$j" "rules ConfigMap mounted at /etc/faultline/rules" \
-    "($d | .spec.template.spec.volumes[] | select(.configMap.name // \"\" | startswith(\"faultline-rules-\")) | .name) as \$v
+    "($d | .spec.template.spec.volumes[] | select(.configMap.name // \"\" | . == \"faultline-rules\") | .name) as \$v
      | $c | any(.volumeMounts[]; .name == \$v and .mountPath == \"/etc/faultline/rules\" and .readOnly == true)"
 
   # PodDisruptionBudget.
@@ -142,8 +143,9 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
      | .spec.maxUnavailable == 1 and (\$sel | length > 0) and (\$l | contains(\$sel))] | all"
 
   # The rules ConfigMap: one key per rules/*.yaml, identical content.
-  local rules_cm='(.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("faultline-rules-"))))'
-  expect "$j" "one faultline-rules-<hash> ConfigMap" "[$rules_cm] | length == 1"
+  local rules_cm='(.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("faultline-rules"))))'
+  expect "$j" "one faultline-rules ConfigMap, its name without a hash" \
+    "[$rules_cm] | length == 1 and .[0].metadata.name == \"faultline-rules\""
   expect "$j" "faultline-rules keys == rules/*.yaml $rule_keys" \
     "$rules_cm | ((.data // {}) | keys) == $rule_keys and (.binaryData == null)"
   local f
@@ -311,7 +313,7 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
   mkdir -p "$vol/..2025_01_01_00_00_00.000000000"
   ln -s ..2025_01_01_00_00_00.000000000 "$vol/..data"
   for f in "${rule_files[@]}"; do
-    jq -j --arg k "$f" '.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("faultline-rules-")))
+    jq -j --arg k "$f" '.[] | select(.kind == "ConfigMap" and .metadata.name == "faultline-rules")
                         | .data[$k]' "$tmp/kafka.json" >"$vol/..data/$f"
     ln -s "..data/$f" "$vol/$f"
   done

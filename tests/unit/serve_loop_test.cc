@@ -131,11 +131,11 @@ TEST(DecisionCounter, CountsDryRunDecisionsApart) {
 TEST(ServeConfig, RefusesUnknownKeysAndNonStringPaths) {
   EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nmatch_threads: 2\nmax_lag: 5m\n"), "");
   EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\nmatch_thread: 4\n"),
-            "FILE:2: match_thread: unknown key (rules, decisions, taint, kubernetes, kafka, http, "
-            "queue_bytes, match_threads, max_lag)");
+            "FILE:2: match_thread: unknown key (rules, rules_reload, decisions, taint, kubernetes, "
+            "kafka, http, queue_bytes, match_threads, max_lag)");
   EXPECT_EQ(refusal("kubernets: {}\nhttp: {listen: \"127.0.0.1:0\"}\n"),
-            "FILE:1: kubernets: unknown key (rules, decisions, taint, kubernetes, kafka, http, "
-            "queue_bytes, match_threads, max_lag)");
+            "FILE:1: kubernets: unknown key (rules, rules_reload, decisions, taint, kubernetes, "
+            "kafka, http, queue_bytes, match_threads, max_lag)");
   EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\ntaint: {efect: NoExecute}\n"),
             "FILE:2: taint.efect: unknown key (key, value, effect)");
   EXPECT_EQ(refusal("http: {listen: \"127.0.0.1:0\"}\ntaint: NoExecute\n"),
@@ -187,6 +187,10 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
             "FILE:3: max_lag: expected a duration above 0 and of at most 1d (like 5m)");
   EXPECT_EQ(refusal(http + "max_lag: 0s\n"),
             "FILE:3: max_lag: expected a duration above 0 and of at most 1d (like 5m)");
+  EXPECT_EQ(refusal(http + "rules_reload: often\n"),
+            "FILE:3: rules_reload: expected a duration like 10m, got 'often'");
+  EXPECT_EQ(refusal(http + "rules_reload: 0\n"), "");
+  EXPECT_EQ(refusal(http + "rules_reload: 1m\n"), "");
   EXPECT_EQ(refusal(http + "  threads: -2\n"), "FILE:3: http.threads: expected an integer >= 1");
   EXPECT_EQ(refusal("http:\n  listen: 3100\n"),
             "FILE:2: http.listen: expected host:port, got '3100'");

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The rule directory read again while serving (`rules_reload`, core/rules_watch.h), as the
+# kubelet updates a ConfigMap volume under a running pod:
+#   - a rule file that does not load is logged with its file, line and cause, shown in
+#     faultline_rules_last_reload_successful 0, and changes nothing: the same process goes on
+#     deciding with the bank it loaded, and the directory back as it was shows 1 again;
+#   - files that load restart the service on them in the same process (same pid, as a container
+#     that is not restarted), the decision log kept: a signature only the new bank has then decides.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+# The rule directory is laid out as the kubelet keeps a ConfigMap volume; $tmp/src holds the
+# ConfigMap's files, and publish makes the volume hold them as the kubelet's AtomicWriter does: a
+# new directory, the ..data symlink swapped to it by a rename, a symlink per new file, and the
+# symlinks of removed files deleted.
+mkdir "$tmp/rules" "$tmp/src"
+cp "$FL_SOURCE"/rules/*.yaml "$tmp/src/"
+version=0
+publish() {
+  local vol=$tmp/rules f old
+  old=$(readlink "$vol/..data" || true)
+  version=$((version + 1))
+  mkdir "$vol/..v$version"
+  cp "$tmp"/src/*.yaml "$vol/..v$version/"
+  ln -s "..v$version" "$vol/..data_tmp"
+  mv -T "$vol/..data_tmp" "$vol/..data"
+  for f in "$tmp"/src/*.yaml; do
+    [[ -L $vol/${f##*/} ]] || ln -s "..data/${f##*/}" "$vol/${f##*/}"
+  done
+  for f in "$vol"/*.yaml; do [[ -e $f ]] || rm "$f"; done
+  [[ -z $old ]] || rm -r "${vol:?}/$old"
+}
+publish
+cat >"$tmp/config.yaml" <<YAML
+rules: $tmp/rules
+rules_reload: 200ms
+decisions: $tmp/decisions.jsonl
+http: {listen: "127.0.0.1:0"}
+YAML
+start_serve_http "$tmp/config.yaml"
+signatures=$(sed -n 's/.*loaded \([0-9]*\) signatures.*/\1/p' "$tmp/serve.log")
+t0=1740787200
+# push NODE SECONDS LINE: one kernel line of NODE at t0 + SECONDS, over Loki JSON.
+push() {
+  local body code
+  body=$(jq -cn --arg node "$1" --arg t "$((t0 + $2))000000000" --arg line "$3" \
+    '{streams: [{stream: {node: $node, transport: "kernel"}, values: [[$t, $line]]}]}')
+  code=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary "$body" "http://127.0.0.1:$port/loki/api/v1/push")
+  [[ $code == 204 ]] || fail "push to $1: HTTP $code $(cat "$tmp/body")"
+}
+# wait_decided NODE RULE: waits up to 10 s for a taint of NODE by RULE in the decision log.
+wait_decided() {
+  for _ in $(seq 100); do
+    jq -e --arg n "$1" --arg r "$2" 'select(.action == "taint" and .node == $n and .rule == $r)' \
+      "$tmp/decisions.jsonl" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  fail "no taint of $1 by $2: $(cat "$tmp/decisions.jsonl" 2>/dev/null)"
+}
+gauge() {
+  curl -fsS "http://127.0.0.1:$port/metrics" |
+    awk '$1 == "faultline_rules_last_reload_successful" { print $2 }'
+}
+# wait_log TEXT N: waits up to 10 s for the N-th line of serve.log holding TEXT.
+wait_log() {
+  for _ in $(seq 100); do
+    [[ $(grep -cF -- "$1" "$tmp/serve.log") -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  fail "serve.log has no line '$1' (#$2)"
+}
+xid79='NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.'
+test_line='FLTEST: accelerator 7 wedged'
+
+[[ $(gauge) == 1 ]] || fail "gauge at start: $(gauge)"
+push gpu-a 10 "$xid79"
+wait_decided gpu-a xid-fatal
+
+# A file that does not load: a pattern that does not compile, on line 6.
+cat >"$tmp/src/zz-broken.yaml" <<'YAML'
+signatures:
+  - id: broken
+    description: a pattern that does not compile
+    streams: [kernel]
+    severity: fatal
+    pattern: 'FLTEST: (unclosed'
+    examples:
+      match: ['FLTEST: (unclosed']
+YAML
+publish
+wait_log "changed and does not load" 1
+grep -qE "zz-broken\.yaml:6: .*missing \)" "$tmp/serve.log" ||
+  fail "the refusal names no file, line and cause: $(grep -A3 'does not load' "$tmp/serve.log")"
+[[ $(gauge) == 0 ]] || fail "gauge after a refused bank: $(gauge)"
+pid_before=$serve_pid
+kill -0 "$serve_pid" || fail "serve exited on a refused bank"
+push gpu-b 20 "$xid79"
+wait_decided gpu-b xid-fatal
+sleep 1  # several checks of the same refused files: logged once
+[[ $(grep -cF "changed and does not load" "$tmp/serve.log") == 1 ]] ||
+  fail "a refused bank logged at every check"
+rm "$tmp/src/zz-broken.yaml"
+publish
+wait_log "holds the running bank again" 1
+[[ $(gauge) == 1 ]] || fail "gauge with the running bank back: $(gauge)"
+
+# Before the new bank, its line hits nothing.
+push gpu-c 30 "$test_line"
+sleep 0.5
+if jq -e 'select(.node == "gpu-c")' "$tmp/decisions.jsonl" >/dev/null; then
+  fail "the old bank decided on gpu-c"
+fi
+listening=$(grep -c 'listening on' "$tmp/serve.log")
+cat >"$tmp/src/zz-test.yaml" <<'YAML'
+signatures:
+  - id: fltest-wedged
+    description: a test signature only the new bank has
+    streams: [kernel]
+    severity: fatal
+    pattern: 'FLTEST: accelerator (?P<unit>\d+) wedged'
+    examples:
+      match: ['FLTEST: accelerator 7 wedged']
+rules:
+  - id: fltest-wedged-fatal
+    signature: fltest-wedged
+YAML
+publish
+wait_log "changed and loads" 1
+wait_log "listening on" $((listening + 1))
+wait_listening "$tmp/serve.log"
+kill -0 "$pid_before" || fail "serve is gone after the restart"
+[[ $(pgrep -f "serve --config $tmp/config.yaml" | head -1) == "$pid_before" ]] ||
+  fail "the restart is not the same process"
+grep -q "loaded $((signatures + 1)) signatures .* from $tmp/rules" "$tmp/serve.log" ||
+  fail "the new bank was not loaded: $(grep loaded "$tmp/serve.log")"
+push gpu-d 40 "$test_line"
+wait_decided gpu-d fltest-wedged-fatal
+# The decision log was appended to, not truncated, across the restart.
+[[ $(decided "$tmp/decisions.jsonl") == $'gpu-a xid-fatal\ngpu-b xid-fatal\ngpu-d fltest-wedged-fatal' ]] ||
+  fail "decisions: $(decided "$tmp/decisions.jsonl")"
+[[ $(gauge) == 1 ]] || fail "gauge after the restart: $(gauge)"
+echo "ok: refused bank kept the running one; new bank restarted serve (pid $pid_before) on it"

@@ -1,0 +1,115 @@
+#include "core/rules_watch.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace faultline {
+namespace {
+
+// A rule directory holding the embedded bank's files, removed at the end.
+class RulesWatchTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("rules_watch_test." + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directory(dir_);
+    for (const RuleFile& f : embeddedRuleFiles()) {
+      std::ofstream(dir_ / std::filesystem::path(f.name).filename()) << f.text;
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name) << text;
+  }
+  std::filesystem::path dir_;
+};
+
+constexpr const char* kBroken =
+    "signatures:\n"
+    "  - id: broken\n"
+    "    description: a pattern that does not compile\n"
+    "    streams: [kernel]\n"
+    "    severity: fatal\n"
+    "    pattern: 'FLTEST: (unclosed'\n"
+    "    examples:\n"
+    "      match: ['FLTEST: (unclosed']\n";
+
+constexpr const char* kNewSignature =
+    "signatures:\n"
+    "  - id: fltest-wedged\n"
+    "    description: a test signature\n"
+    "    streams: [kernel]\n"
+    "    severity: fatal\n"
+    "    pattern: 'FLTEST: accelerator \\d+ wedged'\n"
+    "    examples:\n"
+    "      match: ['FLTEST: accelerator 7 wedged']\n";
+
+// The running bank's files give kRunning; a file that does not load is refused once with its
+// file, line and cause, then reported unchanged; the directory back as it was is kRunning again.
+TEST_F(RulesWatchTest, ARefusedBankIsReportedOnceAndTheRunningOneStays) {
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
+  RulesWatch::Check c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRunning);
+  EXPECT_FALSE(c.changed);
+
+  write("zz-broken.yaml", kBroken);
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_TRUE(c.changed);
+  EXPECT_NE(watch.message().find("zz-broken.yaml:6: signature broken: pattern does not compile"),
+            std::string::npos)
+      << watch.message();
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_FALSE(c.changed);
+
+  std::filesystem::remove(dir_ / "zz-broken.yaml");
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRunning);
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(watch.message(), "");
+}
+
+// Files that load are a new bank, whatever changed: a new signature, or one rule file's text.
+TEST_F(RulesWatchTest, FilesThatLoadAreANewBank) {
+  const size_t signatures = loadBank(readRuleDir(dir_.string()))->signatures.size();
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
+  write("zz-test.yaml", kNewSignature);
+  const RulesWatch::Check c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kNew);
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(watch.message().rfind(std::to_string(signatures + 1) + " signatures and ", 0), 0U)
+      << watch.message();
+
+  RulesWatch edited(dir_.string(), readRuleDir(dir_.string()));
+  write("zz-test.yaml", std::string(kNewSignature) + "# a comment\n");
+  EXPECT_EQ(edited.check().state, RulesWatch::State::kNew);
+}
+
+// A directory gone (its ConfigMap deleted) or left with no rule file is refused, not an empty bank.
+TEST_F(RulesWatchTest, ADirectoryWithoutRulesIsRefused) {
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    std::filesystem::remove(entry.path());
+  }
+  RulesWatch::Check c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_TRUE(c.changed);
+  EXPECT_NE(watch.message().find("no *.yaml rule file"), std::string::npos) << watch.message();
+  EXPECT_FALSE(watch.check().changed);
+
+  std::filesystem::remove_all(dir_);
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_TRUE(c.changed);  // another cause
+  EXPECT_NE(watch.message().find("No such file or directory"), std::string::npos)
+      << watch.message();
+}
+
+}  // namespace
+}  // namespace faultline
