@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# A taint set before a restart (a rollout, a crash) is lifted after it when the node recovers, as
-# without the restart: serve taints gpu-1 for an Xid 48, stops, starts again, and the driver
-# reload then 11 minutes of log time (xid-fatal's stable period) remove the taint on the fake API
-# server. The new process learns of the taint from the node's faultline.dev/taint annotation at
-# its first node LIST (TaintSink::Hooks::on_restored).
+# A taint set before a restart (a rollout, a crash, a rules change) is lifted after it when the
+# node recovers, as without the restart: serve taints a node for an Xid 48, restarts, and the
+# driver reload then 11 minutes of log time (xid-fatal's stable period) remove the taint on the
+# fake API server. The new process learns of the taint from the node's faultline.dev/taint
+# annotation at its first node LIST (TaintSink::Hooks::on_restored). Twice: gpu-1's serve is
+# stopped (SIGTERM) and started again; gpu-2's restarts itself on a changed rule directory
+# (rules_reload, core/rules_watch.h: the same process executes itself again).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -14,10 +16,14 @@ wait_file "$tmp/port" 20
 api="http://127.0.0.1:$(cat "$tmp/port")"
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/decisions.jsonl
+rules: $tmp/rules
+rules_reload: 200ms
 http: {listen: "127.0.0.1:0"}
 kubernetes: {server: "$api", namespace: faultline, node_list_period: 1s,
              guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 0}}
 YAML
+mkdir "$tmp/rules"
+cp "$FL_SOURCE"/rules/*.yaml "$tmp/rules/"
 
 start() {  # $1 = run number: serve logging to $tmp/serve-$1.log; sets serve_pid and port
   "$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/serve-$1.log" &
@@ -31,7 +37,8 @@ push() {  # node, ns, line
     "{\"streams\":[{\"stream\":{\"node\":\"$1\",\"transport\":\"kernel\"},\"values\":[[\"$2\",\"$3\"]]}]}" \
     "http://127.0.0.1:$port/loki/api/v1/push" || fail "push to serve"
 }
-taints() { curl -fsS "$api/api/v1/nodes/gpu-1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
+node=gpu-1
+taints() { curl -fsS "$api/api/v1/nodes/$node" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
 wait_for() {  # $1 = seconds, $2... = command that must succeed
   local limit=$1
   shift
@@ -53,17 +60,42 @@ t0=$(($(date +%s%N) - 30 * m))
 xid='NVRM: Xid (PCI:0000:44:00): 48, pid=1234, name=python, Ch 00000010, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.'
 load='NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024'
 
-start 1
-push gpu-1 "$t0" "$xid"
-wait_for 20 tainted || fail "gpu-1 not tainted: $(taints)"
-stop
+# A run: taints $node, restarts by `$1` (a command), and checks that the taint is lifted on
+# recovery, with one untaint decision in $tmp/decisions.jsonl.
+restart_untaints() {
+  push "$node" "$t0" "$xid"
+  wait_for 20 tainted || fail "$node not tainted: $(taints)"
+  "$@"
+  wait_for 20 listed || fail "serve did not list the nodes after its restart"
+  push "$node" $((t0 + 10 * m)) "$load"                      # driver reload: xid-fatal's recovery
+  push "$node" $((t0 + 21 * m)) "some unrelated kernel line"  # past its 10m stable period
+  wait_for 20 untainted || fail "$node's taint from before the restart not removed: $(taints)"
+  grep -q "node $node: taint of rule xid-fatal .* restored" "$tmp"/serve-*.log ||
+    fail "no restore of $node logged"
+  [[ $(jq -c --arg n "$node" 'select(.action == "untaint" and .node == $n) | .rule' "$tmp/decisions.jsonl") == '"xid-fatal"' ]] ||
+    fail "one untaint of $node by xid-fatal expected: $(jq -c '[.node, .action, .rule]' "$tmp/decisions.jsonl")"
+}
+sigterm_and_start() {
+  stop
+  start 2
+}
+# A rule file changed (a comment added): the bank loads, and serve executes itself again; its
+# log goes on in serve-2.log.
+change_rules() {
+  local listening
+  listening=$(grep -c 'listening on' "$tmp/serve-2.log")
+  echo "# changed" >>"$tmp/rules/nvidia-xid.yaml"
+  for _ in $(seq 100); do
+    [[ $(grep -c 'listening on' "$tmp/serve-2.log") -gt $listening ]] && break
+    sleep 0.1
+  done
+  grep -q "changed and loads" "$tmp/serve-2.log" || fail "no restart on the changed rules"
+  kill -0 "$serve_pid" || fail "serve is gone after its restart"
+  wait_listening "$tmp/serve-2.log"
+}
 
-start 2
-wait_for 20 listed || fail "serve did not list the nodes after its restart"
-push gpu-1 $((t0 + 10 * m)) "$load"                      # driver reload: xid-fatal's recovery
-push gpu-1 $((t0 + 21 * m)) "some unrelated kernel line"  # past its 10m stable period
-wait_for 20 untainted || fail "gpu-1's taint from before the restart not removed: $(taints)"
-grep -q 'taint of rule xid-fatal .* restored' "$tmp/serve-2.log" || fail "no restore logged"
-[[ $(jq -c 'select(.action == "untaint") | [.node, .rule]' "$tmp/decisions.jsonl") == '["gpu-1","xid-fatal"]' ]] ||
-  fail "one untaint of gpu-1 by xid-fatal expected: $(jq -c '[.node, .action, .rule]' "$tmp/decisions.jsonl")"
+start 1
+restart_untaints sigterm_and_start
+node=gpu-2
+restart_untaints change_rules
 stop
