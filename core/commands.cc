@@ -284,7 +284,10 @@ std::function<bool()> sinksReady(const ServiceConfig& cfg, Metrics* metrics) {
 }
 
 std::stop_source* g_stop = nullptr;
+// Set by SIGTERM or SIGINT: the service is to exit, even if new rules also stopped it.
+volatile std::sig_atomic_t g_signalled = 0;
 extern "C" void onSignal(int /*sig*/) {
+  g_signalled = 1;
   if (g_stop != nullptr) {
     g_stop->request_stop();  // lock-free: sets an atomic flag and runs no callbacks here
   }
@@ -444,7 +447,7 @@ int serve(const std::string& config_path) {
     hits += pipeline.matcherStats(w).hits;
   }
   spdlog::info("stopped: {} lines, {} hits, {} decisions", lines, hits, pipeline.decisions());
-  return new_rules ? kRestartOnNewRules : 0;
+  return new_rules && g_signalled == 0 ? kRestartOnNewRules : 0;
 }
 
 }  // namespace
