@@ -14,6 +14,7 @@
 #include "core/pipeline.h"
 #include "core/time.h"
 #include "matcher/bank.h"
+#include "tests/unit/helpers.h"
 
 namespace faultline {
 namespace {
@@ -74,14 +75,9 @@ void nodeLog(std::mt19937& rng, const std::string& node, std::vector<Line>* out)
   out->push_back({t + 10 * kS, node, "systemd[1]: Started session 1.", 0});
 }
 
-std::shared_ptr<const Bank> shipped() {
-  static const auto bank = loadBank(embeddedRuleFiles());
-  return bank;
-}
-
 std::vector<std::string> decisions(const std::vector<Line>& lines, bool replay) {
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, replay ? 0 : kMaxLag);
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, replay ? 0 : kMaxLag);
   uint32_t input = 0;
   for (const Line& l : lines) {
     replay ? p.collect(batchOf(l), input++) : p.process(batchOf(l));

@@ -9,6 +9,7 @@
 #include "core/time.h"
 #include "matcher/bank.h"
 #include "matcher/correlator.h"
+#include "tests/unit/helpers.h"
 
 namespace faultline {
 namespace {
@@ -44,11 +45,6 @@ RecordBatch one(int64_t time_ns, const std::string& node, const std::string& lin
   return b;
 }
 
-std::shared_ptr<const Bank> shipped() {
-  static const auto bank = loadBank(embeddedRuleFiles());
-  return bank;
-}
-
 struct Line {
   int64_t time_ns;
   std::string node;
@@ -62,7 +58,7 @@ struct Line {
 std::vector<std::string> live(int64_t max_lag_ns, const std::vector<Line>& lines,
                               std::function<int64_t()> clock = {}) {
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, max_lag_ns, std::move(clock));
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, max_lag_ns, std::move(clock));
   for (const Line& l : lines) {
     p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
   }
@@ -108,7 +104,7 @@ TEST(CorrelatorTime, ANodeItsOwnLogPassesIsDecidedAtOnce) {
 
 TEST(CorrelatorTime, ASilentNodeIsDecidedOnceTheOthersAreMaxLagAhead) {
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, 10 * kMin);
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin);
   p.process(one(kT, "gpu-2", kDown));  // and nothing more from gpu-2
   p.process(one(kT + 6 * kMin, "gpu-3", "systemd[1]: Started session 7."));
   EXPECT_EQ(sink.got, std::vector<std::string>{});  // gpu-2 heard at kT: silent from kT+10m
@@ -188,7 +184,7 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
 TEST(CorrelatorTime, AJobSetsChildJobsAreOneJob) {
   const std::string line = kWatchdog;
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 5 * kMin);
   for (const std::string run : {"llama", "llama2"}) {
     const int64_t t0 = run == "llama" ? kT : kT + 3 * kHour;
     for (int i = 0; i < 8; ++i) {
@@ -212,7 +208,7 @@ TEST(CorrelatorTime, ACorroboratedInfoRulesHitsHoldItsFault) {
       "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
       "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)";
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 5 * kMin);
   p.process(one(kT, "gpu-1", kDown));
   p.process(one(kT + 10 * kNanosPerSecond, "gpu-1", kActive));
   for (int64_t h = 0; h <= 30; ++h) {
@@ -225,7 +221,7 @@ TEST(CorrelatorTime, ACorroboratedInfoRulesHitsHoldItsFault) {
 // end cannot overflow: replay ends (it looped for ever in flushHeld).
 TEST(CorrelatorTime, AStampNearTheEndOfTimeEndsReplay) {
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink});
+  Pipeline p(shippedBank(), Taint{}, {&sink});
   RecordBatch b;
   b.labels.push_back({"job_name", b.copy("j1")});
   b.records.push_back({INT64_MAX - 800, b.copy("n1"), b.copy(kWatchdog), 0, 1, StreamKind::kPod});
@@ -240,7 +236,7 @@ TEST(CorrelatorTime, AStampNearTheEndOfTimeEndsReplay) {
 TEST(CorrelatorTime, AJobsEventIsCounted) {
   const std::string line = kWatchdog;
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 5 * kMin);
   for (const char* node : {"n1", "n2", "n3", "n4"}) {
     p.process(one(kT, node, line, StreamKind::kPod, "train-a"));
   }
@@ -256,7 +252,7 @@ TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
   const std::string line = kWatchdog;
   for (const bool b_first : {false, true}) {
     Collect sink;
-    Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+    Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 5 * kMin);
     RecordBatch batch;
     for (const char* job : b_first ? std::vector<const char*>{"job-b", "job-a"}
                                    : std::vector<const char*>{"job-a", "job-b"}) {
@@ -271,7 +267,7 @@ TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
         << b_first;
 
     Collect replayed;
-    Pipeline r(shipped(), Taint{}, {&replayed});
+    Pipeline r(shippedBank(), Taint{}, {&replayed});
     r.collect(batch, 0);
     r.finishReplay();
     EXPECT_EQ(replayed.got, std::vector<std::string>{"n1 taint pytorch-nccl-watchdog-timeout"})
@@ -284,7 +280,7 @@ TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
 TEST(CorrelatorTime, AnEarlierHitAfterALaterOneIsNoBurst) {
   const std::string line = kWatchdog;
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink}, 1, 5 * kMin);
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 5 * kMin);
   RecordBatch batch;
   for (const auto& [job, at] : {std::pair<const char*, int64_t>{"job-b", kT + 1'500'000'000},
                                 std::pair<const char*, int64_t>{"job-a", kT + 800'000'000}}) {
@@ -303,7 +299,7 @@ TEST(CorrelatorTime, AnEarlierHitAfterALaterOneIsNoBurst) {
 // recovers (forgotten, the taint stayed for good).
 TEST(CorrelatorTime, ReplayForgetsNoNodeItsHitsLeaveQuiet) {
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink});
+  Pipeline p(shippedBank(), Taint{}, {&sink});
   RecordBatch b;
   const int64_t day = 24 * kHour;
   for (const auto& [time_ns, line] : std::vector<std::pair<int64_t, std::string>>{
@@ -334,7 +330,7 @@ TEST(CorrelatorTime, ATaintSaysWhyItsRuleActed) {
     std::vector<std::string> got;
   };
   Reasons sink;
-  Pipeline p(shipped(), Taint{}, {&sink});
+  Pipeline p(shippedBank(), Taint{}, {&sink});
   p.process(one(kT, "gpu-1", "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"));
   for (int i = 0; i < 3; ++i) {
     p.process(one(kT + i * kHour, "gpu-2",
@@ -364,7 +360,7 @@ TEST(CorrelatorTime, ReplayTakesOneSecondsLinesInTheirInputOrder) {
   // A DOWN and the ACTIVE after it in one second of a syslog archive (no sub-second times): the
   // port was down for less than a second. "Link ACTIVE" sorts before "Link DOWN" as text.
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink});
+  Pipeline p(shippedBank(), Taint{}, {&sink});
   RecordBatch b;
   for (const auto& [time_ns, line] : std::vector<std::pair<int64_t, std::string>>{
            {kT, kDown}, {kT, kActive}, {kT + 10 * kMin, "systemd[1]: Started session 7."}}) {
@@ -379,7 +375,7 @@ TEST(CorrelatorTime, AFlapFaultRecoversWhenThePortStaysUp) {
   // Three DOWN-ACTIVE flaps of one port in an hour taint (ib-port-flap); ACTIVE and no DOWN for
   // 30 minutes lift it. The ACTIVE that completes the third flap is the recovery signal.
   Collect sink;
-  Pipeline p(shipped(), Taint{}, {&sink});
+  Pipeline p(shippedBank(), Taint{}, {&sink});
   for (int64_t i = 0; i < 3; ++i) {
     p.process(one(kT + i * 10 * kMin, "gpu-1", kDown));
     p.process(one(kT + i * 10 * kMin + 5 * kNanosPerSecond, "gpu-1", kActive));
@@ -559,7 +555,7 @@ TEST(CorrelatorTime, JobRunsAreKeptOnlyForSuspectsPeersAndOnlyForItsWindow) {
   Pipeline without(loadBank({{"t.yaml", kBank}}), Taint{}, {});
   without.process(pods);
   EXPECT_EQ(without.correlator().jobRuns(), 0U);
-  Pipeline with(shipped(), Taint{}, {});  // neuron.yaml's HANG_ON_COLLECTIVES suspects peers
+  Pipeline with(shippedBank(), Taint{}, {});  // neuron.yaml's HANG_ON_COLLECTIVES suspects peers
   with.process(pods);
   EXPECT_EQ(with.correlator().jobRuns(), 2U);
   with.process(one(kT + 9 * kMin, "n3", "systemd[1]: Started session 7."));
@@ -571,7 +567,7 @@ TEST(CorrelatorTime, JobRunsAreKeptOnlyForSuspectsPeersAndOnlyForItsWindow) {
 
 TEST(CorrelatorTime, ANodeSilentForForgetAfterIsForgottenUnlessItHoldsAFault) {
   constexpr int64_t kDay = 24 * kHour;
-  Pipeline p(shipped(), Taint{}, {}, 1, 10 * kMin);
+  Pipeline p(shippedBank(), Taint{}, {}, 1, 10 * kMin);
   // The shipped bank's longest duration is under a week: nodes are forgotten after a week.
   ASSERT_EQ(p.correlator().forgetAfterNs(), Correlator::kForgetAfterNs);
   const char* xid13 =
@@ -591,7 +587,7 @@ TEST(CorrelatorTime, ANodeSilentForForgetAfterIsForgottenUnlessItHoldsAFault) {
   EXPECT_EQ(p.correlator().state("tainted"), Correlator::NodeState::kTainted);
   // A forgotten node starts afresh: its next fault taints it as it would any node.
   Collect sink;
-  Pipeline q(shipped(), Taint{}, {&sink}, 1, 10 * kMin);
+  Pipeline q(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin);
   q.process(one(kT, "gpu-1", xid13));
   q.process(one(kT + 8 * kDay, "gpu-2", "systemd[1]: Started session 7."));
   EXPECT_EQ(q.correlator().nodes(), 0U);
@@ -633,7 +629,7 @@ TEST(CorrelatorTime, ARecordFarAheadOfTheClockIsTakenAsAMinuteAhead) {
   // Without the clock (replay's setting) the line's own time decides.
   EXPECT_EQ(farFuture(10 * kMin, {}), std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
 
-  Pipeline p(shipped(), Taint{}, {}, 1, 10 * kMin, clock);
+  Pipeline p(shippedBank(), Taint{}, {}, 1, 10 * kMin, clock);
   BatchMatch m;
   RecordBatch b = one(kT, "gpu-2", kDown);
   b.records.push_back({kT + kMaxAheadNs + 31 * kNanosPerSecond, b.copy("gpu-3"),

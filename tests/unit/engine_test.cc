@@ -9,6 +9,7 @@
 #include "matcher/bank.h"
 #include "matcher/correlator.h"
 #include "matcher/matcher.h"
+#include "tests/unit/helpers.h"
 
 namespace faultline {
 namespace {
@@ -644,16 +645,10 @@ TEST(Correlator, UnlistedCodesAndInfoRulesNeverTaint) {
   EXPECT_TRUE(out.empty());
 }
 
-class Collect : public DecisionSink {
- public:
-  void write(const Decision& d) override { got.push_back(d); }
-  std::vector<Decision> got;
-};
-
 TEST(Pipeline, ReplayOrderDoesNotChangeDecisions) {
   // Two batches given in either order: the later 79 must never be the evidence.
   auto run = [](bool reversed) {
-    Collect sink;
+    CollectingSink sink;
     Pipeline p(bank(), Taint{}, {&sink});
     RecordBatch early;
     RecordBatch late;
@@ -679,7 +674,7 @@ TEST(Pipeline, ReplayOrderDoesNotChangeDecisions) {
 // ipoib-lost-carrier-repeated (the real bank) counts; five in five seconds are.
 TEST(Pipeline, IdenticalLinesInOneSecondCountOnceLiveAsInReplay) {
   auto decisions = [](bool live, int64_t step_ns) {
-    Collect sink;
+    CollectingSink sink;
     Pipeline p(loadBank(embeddedRuleFiles()), Taint{}, {&sink});
     RecordBatch batch;
     for (int64_t i = 0; i < 5; ++i) {

@@ -16,22 +16,17 @@
 #include "core/config.h"
 #include "core/time.h"
 #include "matcher/bank.h"
+#include "tests/unit/helpers.h"
 
 namespace faultline {
 namespace {
-
-class Collect : public DecisionSink {
- public:
-  void write(const Decision& d) override { got.push_back(d); }
-  std::vector<Decision> got;
-};
 
 // 60 batches, alternately of 2000 and 20 records, so that a worker with a short batch finds the
 // long one before it still in its turn and goes on to the next. Every batch carries one Xid 79
 // of one of 12 nodes, a second later per batch, and the first Xid 79 of a node taints it: a
 // batch correlated before an earlier one would give a different time or evidence.
 std::vector<Decision> decide(size_t workers) {
-  Collect sink;
+  CollectingSink sink;
   Pipeline pipeline(loadBank(embeddedRuleFiles()), Taint{}, {&sink}, workers);
   BatchQueue queue(SIZE_MAX);
   for (int b = 0; b < 60; ++b) {
