@@ -75,6 +75,8 @@ class FakeApiServer {
   ~FakeApiServer();  // stops the server
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
+  FakeApiServer(FakeApiServer&&) = delete;
+  FakeApiServer& operator=(FakeApiServer&&) = delete;
 
   // Listens on 127.0.0.1:port (0 = any free port) on background threads and returns the port.
   // Throws std::runtime_error if the port cannot be bound.

@@ -605,7 +605,7 @@ TEST(CorrelatorTime, NodesAreForgottenOnlyAfterTheBanksLongestDuration) {
   Pipeline p(loadBank({{"t.yaml", bank}}), Taint{}, {}, 1, 10 * kMin);
   EXPECT_EQ(p.correlator().forgetAfterNs(), 240 * kHour + 10 * kMin);
   p.process(one(kT, "n1", "nccl timeout", StreamKind::kPod));  // counted by `long` for 10 days
-  p.process(one(kT + 8 * 24 * kHour, "n2", "step 1", StreamKind::kPod));
+  p.process(one(kT + 192 * kHour, "n2", "step 1", StreamKind::kPod));
   EXPECT_EQ(p.correlator().nodes(), 1U);  // a week on, still inside its window
   p.process(one(kT + 241 * kHour, "n2", "step 2", StreamKind::kPod));
   EXPECT_EQ(p.correlator().nodes(), 0U);
