@@ -440,8 +440,11 @@ TXT
     fail "kafka config: decisions $(cat "$tmp/decisions.jsonl"), expected gpu-1 xid-fatal only: $(tail -5 "$tmp/serve.log")"
   [[ $(tainted gpu-1) == 0 ]] || fail "kafka config: a follower wrote a taint"
   # Release the Lease as client-go's ReleaseOnCancel does: the replica takes it at its next retry.
+  # The update names the version it replaces, as an API server refuses a Lease PUT without one.
+  rv=$(curl -fsS "$lease" | jq -r .metadata.resourceVersion)
   curl -fsS -X PUT -H 'Content-Type: application/json' "$lease" -d '{
-    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "faultline"},
+    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+    "metadata": {"name": "faultline", "resourceVersion": "'"$rv"'"},
     "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 0}}' >/dev/null
   for _ in $(seq 100); do [[ $(tainted gpu-1) == 1 ]] && break; sleep 0.1; done
   [[ $(holder) == faultline-test ]] || fail "kafka config: the replica did not take the released Lease"

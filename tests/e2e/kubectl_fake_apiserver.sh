@@ -2,7 +2,8 @@
 # Proves that tests/tools/fake_apiserver behaves like a real API server for kubectl (v1.32,
 # protocols.md 6.4): kubectl discovers nodes, taints one with a strategic-merge patch, reads it
 # back, and sees changes the fake made; a stale resourceVersion gets 409 Conflict; a paged LIST
-# (--chunk-size) follows the fake's continue tokens.
+# (--chunk-size) follows the fake's continue tokens; a Lease PUT without a resourceVersion gets
+# 422 Invalid, which kubectl prints as it prints a real server's.
 # Env: FL_BUILD = build directory (holds tests/tools/fake_apiserver).
 set -eEuo pipefail
 
@@ -160,5 +161,47 @@ if out=$(k get node nope 2>&1); then
   fail "kubectl get of a missing node succeeded: $out"
 fi
 [[ $out == *'nodes "nope" not found'* ]] || fail "kubectl get missing node: $out"
+
+# Leases allow no unconditional update (the Lease strategy's AllowUnconditionalUpdate is false).
+# kubectl replace of a manifest without metadata.resourceVersion reads the Lease and sends the
+# version it read, so it applies; the same body PUT as written (replace --raw) gets 422 Invalid.
+lease_path=/apis/coordination.k8s.io/v1/namespaces/faultline/leases/l1
+cat >"$tmp/lease.json" <<'EOF'
+{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+ "metadata": {"name": "l1", "namespace": "faultline"},
+ "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+EOF
+lease_rv() { k get lease l1 -n faultline -o jsonpath='{.metadata.resourceVersion}'; }
+# --validate=false: the fake serves no OpenAPI schema for kubectl to validate against.
+out=$(k create --validate=false -f "$tmp/lease.json" 2>&1) || fail "kubectl create lease: $out"
+rv_created=$(lease_rv)
+out=$(k replace --validate=false -f "$tmp/lease.json" 2>&1) || fail "kubectl replace: $out"
+[[ $out == "lease.coordination.k8s.io/l1 replaced" ]] || fail "kubectl replace printed: $out"
+api "$base/_test/requests" | jq -e --arg p "$lease_path" --arg rv "$rv_created" '
+    [.[] | select(.method == "PUT" and .path == $p)] | length == 1
+    and (.[0].body | fromjson | .metadata.resourceVersion == $rv)' >/dev/null ||
+  fail "kubectl replace did not PUT the Lease with the resourceVersion it read ($rv_created)"
+rv_replaced=$(lease_rv)
+if out=$(k replace --raw "$lease_path" -f "$tmp/lease.json" 2>&1); then
+  fail "kubectl replace --raw of a Lease without resourceVersion succeeded: $out"
+fi
+invalid='metadata.resourceVersion: Invalid value: 0x0: must be specified for an update'
+[[ $out == "The leases \"l1\" is invalid: $invalid" ]] ||
+  fail "kubectl replace --raw without resourceVersion printed: $out"
+[[ $(lease_rv) == "$rv_replaced" ]] || fail "the refused kubectl replace --raw changed the Lease"
+# The Status itself, for a missing and for an empty resourceVersion.
+for body in "$(cat "$tmp/lease.json")" "$(jq -c '.metadata.resourceVersion = ""' "$tmp/lease.json")"; do
+  status=$(api -o "$tmp/invalid.json" -w '%{http_code}' -X PUT "$base$lease_path" \
+    -H 'Content-Type: application/json' -d "$body")
+  [[ $status == 422 ]] || fail "Lease PUT without resourceVersion got HTTP $status: $body"
+  jq -e --arg invalid "$invalid" '.kind == "Status" and .apiVersion == "v1"
+      and .status == "Failure" and .reason == "Invalid" and .code == 422
+      and .message == "leases.coordination.k8s.io \"l1\" is invalid: \($invalid)"
+      and .details == {"name": "l1", "group": "coordination.k8s.io", "kind": "leases",
+        "causes": [{"reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
+                    "message": "Invalid value: 0x0: must be specified for an update"}]}' \
+    "$tmp/invalid.json" >/dev/null || fail "422 body: $(cat "$tmp/invalid.json")"
+done
+[[ $(lease_rv) == "$rv_replaced" ]] || fail "a refused raw PUT changed the Lease"
 
 echo "PASS: kubectl against fake_apiserver"

@@ -204,6 +204,23 @@ const char* kindOf(const std::string& resource) {
   return resource == "events" ? "Event" : resource == "configmaps" ? "ConfigMap" : "Lease";
 }
 
+// The 422 of a PUT of a Lease without metadata.resourceVersion, as apiserver's generic store
+// (registry/generic/registry/store.go, Update) gives it when the strategy does not
+// AllowUnconditionalUpdate: NewInvalid of group and resource, the version 0 in Go's %#v.
+json leaseResourceVersionRequired(const std::string& name) {
+  const std::string what = "Invalid value: 0x0: must be specified for an update";
+  return statusBody(
+      422,
+      "leases.coordination.k8s.io \"" + name + "\" is invalid: metadata.resourceVersion: " + what,
+      {{"name", name},
+       {"group", "coordination.k8s.io"},
+       {"kind", "leases"},
+       {"causes",
+        {{{"reason", "FieldValueInvalid"},
+          {"message", what},
+          {"field", "metadata.resourceVersion"}}}}});
+}
+
 // Media type without parameters such as "; charset=utf-8".
 std::string mediaType(const httplib::Request& req) {
   const std::string value = req.get_header_value("Content-Type");
@@ -479,6 +496,14 @@ FakeApiServer::Reply FakeApiServer::writeObjectLocked(const std::string& method,
   }
   json& stored = it->second;
   const json wanted_rv = body.value(json::json_pointer("/metadata/resourceVersion"), json());
+  // The Lease strategy does not AllowUnconditionalUpdate (ConfigMap's and Event's do): a PUT
+  // must name the version it replaces ("0" reads as none). A PATCH needs none.
+  const bool unversioned =
+      wanted_rv.is_null() || wanted_rv == "0" ||
+      (wanted_rv.is_string() && wanted_rv.get_ref<const std::string&>().empty());
+  if (method == "PUT" && resource == "leases" && unversioned) {
+    return {422, leaseResourceVersionRequired(name)};
+  }
   if (!wanted_rv.is_null() && wanted_rv != stored["metadata"]["resourceVersion"]) {
     return {409, statusBody(409,
                             "Operation cannot be fulfilled on " + resource + " \"" + name +

@@ -23,7 +23,10 @@
 //   (/apis/coordination.k8s.io/v1/namespaces/{ns}/leases):
 //   GET .../{res} (list), POST .../{res} (create: 409 AlreadyExists on a taken name), and
 //   GET | PUT | PATCH (merge) | DELETE .../{res}/{name} (404 NotFound). PUT and PATCH answer 409
-//   Conflict when the body's metadata.resourceVersion is set and not the current one.
+//   Conflict when the body's metadata.resourceVersion is set and not the current one. A PUT of a
+//   Lease without one (missing, "" or "0") is 422 Invalid ("metadata.resourceVersion: Invalid
+//   value: 0x0: must be specified for an update"): the Lease strategy allows no unconditional
+//   update, ConfigMap's and Event's do.
 // Test control (not recorded in /_test/requests):
 //   POST /_test/nodes           body: a Node, at least {"metadata":{"name":"n1"}} → 201, 409 if
 //                               it exists; see createNode()

@@ -149,9 +149,12 @@ TEST(KubeClientTest, CountsRequestsByVerbResourceAndStatus) {
                 .status,
             200);
   const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/faultline/leases";
-  EXPECT_EQ(client.post(leases, R"({"metadata":{"name":"l"},"spec":{}})").status, 201);
+  const KubeClient::Response created =
+      client.post(leases, R"({"metadata":{"name":"l"},"spec":{}})");
+  EXPECT_EQ(created.status, 201);
   EXPECT_EQ(client.post(leases, R"({"metadata":{"name":"l"},"spec":{}})").status, 409);
-  EXPECT_EQ(client.put(leases + "/l", R"({"metadata":{"name":"l"},"spec":{}})").status, 200);
+  // The Lease as created, with its resourceVersion: a Lease PUT without one is refused (422).
+  EXPECT_EQ(client.put(leases + "/l", created.body).status, 200);
   EXPECT_EQ(client.del("/api/v1/namespaces/faultline/configmaps/c").status, 404);
   server.failNext("GET", "/version", 429);
   EXPECT_EQ(client.get("/version").status, 429);
