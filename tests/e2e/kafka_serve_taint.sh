@@ -3,8 +3,9 @@
 # produced into it with kcat, `faultline serve` consuming them as a consumer group, and the fake
 # API server on 127.0.0.1 receiving the taint PATCH. A pod's fake kernel line taints nothing, nor
 # does one posing as kernel output with JSON keys merged ahead of the `kubernetes` map, nor a
-# line that names no node; offsets are committed, so a restarted service does not decide again;
-# SIGTERM stops it cleanly.
+# line that names no node; offsets are committed, so a restarted service does not decide again,
+# whether restarted after a SIGTERM or restarting itself on new rules (rules_reload); SIGTERM
+# stops it cleanly.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v kcat >/dev/null || fail "kcat not installed"
@@ -21,8 +22,12 @@ wait_file "$tmp/port" 20
 brokers=$(cat "$tmp/bootstrap")
 api="http://127.0.0.1:$(cat "$tmp/port")"
 
+mkdir "$tmp/rules"
+cp "$FL_SOURCE"/rules/*.yaml "$tmp/rules/"
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/decisions.jsonl
+rules: $tmp/rules
+rules_reload: 200ms
 kubernetes: {server: "$api"}
 http: {listen: "127.0.0.1:0"}  # /metrics: when the restarted service has read its line
 kafka:
@@ -70,20 +75,37 @@ wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
 # Restarted in the same group, it resumes after the committed offsets: nothing is decided twice.
 mv "$tmp/serve.log" "$tmp/serve-1.log"
 start_serve_http "$tmp/config.yaml"
-echo "gpu-2:IPv6: ADDRCONF(NETDEV_CHANGE): cali0: link becomes ready" | kcat -P -b "$brokers" -t kernel -K: 2>>"$tmp/kcat.log"
-# The mock coordinator holds a rejoin for session.timeout.ms - 1 s; a sanitizer build is slower.
-lines=0
-for _ in $(seq 600); do
-  lines=$(curl -fsS "http://127.0.0.1:$port/metrics" | awk '$1 == "faultline_lines_total" { print $2 }')
-  [[ ${lines:-0} -ge 1 ]] && break
-  sleep 0.1
-done
-[[ ${lines:-0} -ge 1 ]] || fail "the restarted service read no line within 60 s"
-sleep 2  # time for a wrong re-read of the other partition's committed lines to show
+# read_one_new_line N: produces one more line and waits until the service has read it; the N-th
+# `stopped:` line of the log, once it stops, must then say it read exactly that line (so it did
+# consume) and decided nothing again.
+read_one_new_line() {
+  echo "gpu-2:IPv6: ADDRCONF(NETDEV_CHANGE): cali$1: link becomes ready" |
+    kcat -P -b "$brokers" -t kernel -K: 2>>"$tmp/kcat.log"
+  # The mock coordinator holds a rejoin for session.timeout.ms - 1 s; a sanitizer build is slower.
+  lines=0
+  for _ in $(seq 600); do
+    lines=$(curl -fsS "http://127.0.0.1:$port/metrics" | awk '$1 == "faultline_lines_total" { print $2 }')
+    [[ ${lines:-0} -ge 1 ]] && break
+    sleep 0.1
+  done
+  [[ ${lines:-0} -ge 1 ]] || fail "the restarted service read no line within 60 s"
+  sleep 2  # time for a wrong re-read of the other partitions' committed lines to show
+}
+stopped_reading_one() {  # $1 = which `stopped:` line of serve.log
+  [[ $(grep 'stopped:' "$tmp/serve.log" | sed -n "$1p") == *'stopped: 1 lines, 0 hits, 0 decisions' ]] ||
+    fail "run $1 after the first: $(grep 'stopped:' "$tmp/serve.log")"
+}
+read_one_new_line 0
+
+# New rules that load: the service stops as on SIGTERM (committing) and executes itself again.
+echo "# changed" >>"$tmp/rules/nvidia-xid.yaml"
+for _ in $(seq 100); do [[ $(grep -c 'listening on' "$tmp/serve.log") == 2 ]] && break; sleep 0.1; done
+grep -q 'changed and loads' "$tmp/serve.log" || fail "no restart on new rules: $(tail -5 "$tmp/serve.log")"
+wait_listening "$tmp/serve.log"
+stopped_reading_one 1
+read_one_new_line 1
 kill -TERM "$serve_pid"
-wait "$serve_pid" || fail "second serve exited non-zero"
-# It read exactly the one new line (so it did consume), and decided nothing again.
-grep 'stopped:' "$tmp/serve.log" | tail -1 | grep -q 'stopped: 1 lines, 0 hits, 0 decisions' ||
-  fail "second run: $(grep 'stopped:' "$tmp/serve.log" | tail -1)"
+wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
+stopped_reading_one 2
 [[ $(wc -l <"$tmp/decisions.jsonl") == 1 ]] || fail "decided again after restart: $(cat "$tmp/decisions.jsonl")"
 echo "PASS"
