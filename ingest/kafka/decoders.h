@@ -7,7 +7,8 @@
 //        are dropped by that encoding, so the node comes from a header or the message key.
 //  json  One JSON object per message, as written by Vector's kafka sink (`encoding.codec: json`),
 //        Fluent Bit's kafka output (`format json`) and rsyslog omkafka with a JSON template.
-//        Field names per shipper: /work/shared/protocols.md section 3.3.
+//        Field names per shipper: vector.dev/docs/reference/configuration/sources/kubernetes_logs,
+//        fluent/fluent-bit-docs pipeline/outputs/kafka.md.
 //  otlp_proto  The OTel collector kafka exporter's default: one message per export batch, the
 //        value is LogsData bytes (wire-identical to ExportLogsServiceRequest; contrib
 //        exporter/kafkaexporter internal/marshaler/pdata_marshaler.go), decoded by

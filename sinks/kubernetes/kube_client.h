@@ -1,7 +1,6 @@
 // Minimal Kubernetes API-server client: GET, POST, PUT, PATCH and DELETE over HTTP(S) with a
 // bearer token, a client-side rate limit and Retry-After reporting. Connection settings follow
-// client-go rest.InClusterConfig (kubernetes/client-go rest/config.go); see
-// /work/shared/protocols.md section 4.5.
+// client-go rest.InClusterConfig (kubernetes/client-go rest/config.go).
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,6 @@
 // Leader election on a coordination.k8s.io/v1 Lease, the algorithm of client-go
-// tools/leaderelection (leaderelection.go tryAcquireOrRenew, resourcelock/leaselock.go); see
-// /work/shared/protocols.md section 4.7.
+// tools/leaderelection (leaderelection.go tryAcquireOrRenew, resourcelock/leaselock.go); Lease
+// fields: kubernetes/api coordination/v1/types.go.
 //
 //   GET  /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}
 //   POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases          (404 → create; 409 = lost)

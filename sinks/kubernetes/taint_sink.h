@@ -1,6 +1,7 @@
 // Applies taint and untaint decisions to Kubernetes nodes, guarded against doing harm.
 //
-// Requests (protocols.md section 4):
+// Requests (kubernetes/api core/v1/types.go; the taint PATCH as kubernetes/kubernetes
+// pkg/controller/controller_utils.go PatchNodeTaints):
 //   GET   /api/v1/nodes?limit=N&labelSelector=S[&continue=T]
 //                                          one paged LIST per eligible selector every
 //                                          node_list_period: the node snapshot every check and
@@ -23,7 +24,7 @@
 //   PATCH /api/v1/nodes/{node}/status      condition `condition_type` (NPD-style; conditions
 //         merge by type): status True on taint, False on untaint; skipped when unchanged.
 //   POST  /api/v1/namespaces/default/events, PATCH .../events/{name} (count, lastTimestamp on
-//         a repeat of the same node, reason and rule), protocols.md 4.4.
+//         a repeat of the same node, reason and rule), core/v1 Event.
 //   GET /api/v1/namespaces/{namespace}/configmaps/{breaker_configmap} after every LIST, and
 //   POST /api/v1/namespaces/{namespace}/configmaps on a trip: the breaker. It fails closed:
 //   200 → tripped with data.reason; 404 → not tripped, unless this replica's trip is not yet

@@ -81,7 +81,8 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
     '[.[] | select(.kind | IN("Namespace","ClusterRole","ClusterRoleBinding") | not)
      | .metadata.namespace] | all(. == "faultline")'
 
-  # RBAC: exactly the verbs the code needs (protocols.md 4.6), nothing more.
+  # RBAC: exactly the verbs the code needs (sinks/kubernetes/taint_sink.h, leader_elector.h),
+  # nothing more.
   expect "$j" "ClusterRole rules are exactly $expected_cluster" \
     "(.[] | select(.kind == \"ClusterRole\") | $flatten_rules) == $expected_cluster"
   expect "$j" "Role rules are exactly $expected_role" \

@@ -3,9 +3,10 @@
 # produced with kcat into a librdkafka mock cluster and consumed by `faultline serve`, which also
 # runs its HTTP endpoint (two sources, one pipeline). The protobuf message is built with protoc
 # from the repository's .proto files: a journald-receiver record (kvlist body, _TRANSPORT=kernel)
-# with Xid 79 for gpu-1 must taint gpu-1; the OTel JS golden vector (protocols.md 2.5, a pod's
-# record on node-3) and a pod's Xid in otlp_json must taint nothing; a kernel Xid in otlp_json
-# for gpu-2 must taint gpu-2. A garbage message is counted as malformed and skipped.
+# with Xid 79 for gpu-1 must taint gpu-1; the OTel JS golden vector (npm
+# @opentelemetry/exporter-logs-otlp-proto 0.223.1, a pod's record on node-3) and a pod's Xid in
+# otlp_json must taint nothing; a kernel Xid in otlp_json for gpu-2 must taint gpu-2. A garbage
+# message is counted as malformed and skipped.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves that tests/tools/fake_apiserver behaves like a real API server for kubectl (v1.32,
-# protocols.md 6.4): kubectl discovers nodes, taints one with a strategic-merge patch, reads it
+# kubernetes/kubectl): kubectl discovers nodes, taints one with a strategic-merge patch, reads it
 # back, and sees changes the fake made; a stale resourceVersion gets 409 Conflict; a paged LIST
 # (--chunk-size) follows the fake's continue tokens; a Lease PUT without a resourceVersion gets
 # 422 Invalid, which kubectl prints as it prints a real server's.
@@ -85,7 +85,8 @@ jq -e '.kind == "Node" and .apiVersion == "v1" and .metadata.name == "n1"
 rv_after=$(jq -r .metadata.resourceVersion <<<"$node")
 ((rv_after > rv_before)) || fail "resourceVersion not bumped: $rv_before -> $rv_after"
 
-# kubectl used a strategic-merge patch without a resourceVersion (protocols.md 4.2).
+# kubectl used a strategic-merge patch without a resourceVersion (kubernetes/kubectl
+# pkg/cmd/taint/taint.go RunTaint).
 api "$base/_test/requests" | jq -e 'any(.[]; .method == "PATCH" and .path == "/api/v1/nodes/n1"
     and (.query | contains("fieldManager=kubectl-taint"))
     and .content_type == "application/strategic-merge-patch+json")' >/dev/null ||

@@ -1,5 +1,6 @@
 // A fake Kubernetes API server for tests: just enough of core/v1 Nodes, over plain HTTP on
-// 127.0.0.1, for faultline's KubeClient and for a real kubectl (protocols.md 4.1, 4.2, 6.4).
+// 127.0.0.1, for faultline's KubeClient and for a real kubectl (v1.32; kubernetes/api
+// core/v1/types.go, kubernetes/kubectl pkg/cmd/taint/taint.go).
 //
 // API (JSON bodies, errors are metav1.Status objects with kind, status, message, reason, code):
 //   GET   /version, /api, /apis, /api/v1        discovery (nodes, events, configmaps, leases)

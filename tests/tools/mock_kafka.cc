@@ -1,5 +1,5 @@
 // mock_kafka: a librdkafka built-in mock cluster for end-to-end tests (rdkafka_mock.h, librdkafka
-// 2.0.2; see /work/shared/protocols.md section 5). Its brokers are real TCP listeners on
+// 2.0.2: confluentinc/librdkafka v2.0.2 src/rdkafka_mock.h). Its brokers are real TCP listeners on
 // 127.0.0.1, so kcat and the faultline service can connect.
 //
 //   mock_kafka [--brokers N] [--topic name:partitions]... [--bootstrap-file F]

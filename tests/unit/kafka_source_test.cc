@@ -121,7 +121,7 @@ TEST(KafkaConfig, PropertiesMustNotSetTheGroupOrTheCommit) {
   }
 }
 
-// An in-process librdkafka mock cluster (/work/shared/protocols.md section 5).
+// An in-process librdkafka mock cluster (rdkafka_mock.h of librdkafka 2.0.2).
 class MockCluster {
  public:
   MockCluster() {

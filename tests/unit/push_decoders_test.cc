@@ -1,6 +1,6 @@
-// Loki and OTLP decoders against golden vectors captured from real clients
-// (/work/shared/protocols.md 1.7: winston-loki 6.1.7; 2.5: @opentelemetry/exporter-logs-otlp-proto
-// 0.223.1) and hand-made bad input. Content-Encoding is cpp-httplib's: tests/e2e/push_bad_input.sh.
+// Loki and OTLP decoders against golden vectors captured from real clients (npm winston-loki
+// 6.1.7 and @opentelemetry/exporter-logs-otlp-proto 0.223.1) and hand-made bad input.
+// Content-Encoding is cpp-httplib's: tests/e2e/push_bad_input.sh.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -22,7 +22,7 @@
 namespace faultline {
 namespace {
 
-// winston-loki 6.1.7, protobuf + raw snappy (protocols.md 1.7).
+// winston-loki 6.1.7, protobuf + raw snappy (grafana/loki pkg/push/push.proto PushRequest).
 constexpr char kWinstonLokiSnappy[] =
     "nAKYCosBCjR7bGV2ZWw9ImVycm9yIixqb2I9Imtlcm5lbCIsbm9kZT0iAQagLTEiLGV4dHJhPSJ4In0SUwoMCIDth9gGEM"
     "D"
@@ -31,7 +31,8 @@ constexpr char kWinstonLokiSnappy[] =
     "GODHdhcm5ujQAIfRJeFYPwVIDI2YEBEk5ORVRERVYgV0FUQ0hET0c6IGV0aDAgKG1seDVfY29yZSk6IHRyYW5zbWl0IHF1"
     "Z"
     "XVlIDMgdGltZWQgb3V0IHsibGV2ZWwiOiJ3YXJuIn0=";
-// @opentelemetry/exporter-logs-otlp-proto 0.223.1, ExportLogsServiceRequest (protocols.md 2.5).
+// @opentelemetry/exporter-logs-otlp-proto 0.223.1, ExportLogsServiceRequest (opentelemetry-proto
+// opentelemetry/proto/collector/logs/v1/logs_service.proto).
 constexpr char kOtelJsProto[] =
     "CuYBCk4KGQoNazhzLm5vZGUubmFtZRIICgZub2RlLTMKFQoJaG9zdC5uYW1lEggKBm5vZGUtMwoYCgxzZXJ2aWNlLm5hbW"
     "US"

@@ -55,7 +55,7 @@ async function otlp(proto) {
   let result = null;
   const realExport = exporter.export.bind(exporter);
   exporter.export = (records, done) => realExport(records, (r) => { result = r; done(r); });
-  // sdk-logs 0.223 takes an options object (protocols.md 2.5).
+  // sdk-logs 0.223 takes an options object (npm @opentelemetry/sdk-logs 0.223.1).
   const provider = new LoggerProvider({
     resource: resourceFromAttributes(attrs),
     processors: [new SimpleLogRecordProcessor({ exporter })],
