@@ -410,7 +410,8 @@ FakeApiServer::Reply FakeApiServer::patchNodeLocked(const std::string& name, con
   return {200, stored};
 }
 
-FakeApiServer::Reply FakeApiServer::patchNodeStatusLocked(const std::string& name, json patch) {
+FakeApiServer::Reply FakeApiServer::patchNodeStatusLocked(const std::string& name,
+                                                          const json& patch) {
   const auto it = nodes_.find(name);
   if (it == nodes_.end()) {
     return {404, nodeNotFound(name)};
@@ -530,7 +531,7 @@ void FakeApiServer::installRoutes() {
   // Without it, headers and body written separately wait out the client's delayed ACK (40 ms).
   s.set_tcp_nodelay(true);
   // Wraps an API handler: records the request, then serves an injected failure if one matches.
-  auto api = [this](httplib::Server::Handler handler) {
+  auto api = [this](const httplib::Server::Handler& handler) {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
       int injected = 0;
       bool served = false;
@@ -798,7 +799,7 @@ void FakeApiServer::installRoutes() {
     const json spec = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (!spec.is_object() || !spec.contains("method") || !spec.contains("path") ||
         !spec.contains("status")) {
-      reply(res, 400, statusBody(400, "want {\"method\",\"path\",\"status\"[,\"count\"]}"));
+      reply(res, 400, statusBody(400, R"(want {"method","path","status"[,"count"]})"));
       return;
     }
     failNext(spec["method"], spec["path"], spec["status"], spec.value("count", 1),
@@ -810,7 +811,7 @@ void FakeApiServer::installRoutes() {
     const json spec = req.body.empty() ? json::object()
                                        : json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (!spec.is_object()) {
-      reply(res, 400, statusBody(400, "want {\"patch\":{...},\"after_next_get\":bool}"));
+      reply(res, 400, statusBody(400, R"(want {"patch":{...},"after_next_get":bool})"));
       return;
     }
     if (node(name).is_null()) {
@@ -835,7 +836,7 @@ void FakeApiServer::installRoutes() {
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown error";
         try {
-          std::rethrow_exception(ep);
+          std::rethrow_exception(std::move(ep));
         } catch (const std::exception& e) {
           what = e.what();
         } catch (...) {

@@ -137,7 +137,7 @@ class FakeApiServer {
   void installRoutes();
   Reply createNodeLocked(const nlohmann::json& node);
   Reply patchNodeLocked(const std::string& name, const nlohmann::json& patch, bool from_client);
-  Reply patchNodeStatusLocked(const std::string& name, nlohmann::json patch);
+  Reply patchNodeStatusLocked(const std::string& name, const nlohmann::json& patch);
   Reply writeObjectLocked(const std::string& method, const std::string& resource,
                           const std::string& ns, const std::string& name,
                           const nlohmann::json& body);

@@ -107,7 +107,7 @@ TEST(LiveReplay, RandomKernelLogsDecideAlike) {
                      [](const Line& a, const Line& b) { return a.arrival_ns < b.arrival_ns; });
     int64_t end = 0;
     for (const Line& l : lines) {
-      end = std::max(end, l.time_ns + 3 * 86400 * kS);
+      end = std::max(end, l.time_ns + int64_t{3} * 86400 * kS);
     }
     for (uint32_t n = 0; n < nodes; ++n) {
       lines.push_back({end, "gpu-" + std::to_string(n), "systemd[1]: Started session 2.", end});

@@ -588,6 +588,7 @@ TEST(Matcher, ARecordRepeatingTheLatestHitsInTheirSecondAddsToTheirRepeats) {
   std::vector<Hit> hits;
   m.match(batch, &hits);
   std::vector<std::pair<int64_t, uint32_t>> got;  // (time - t, repeats)
+  got.reserve(hits.size());
   for (const Hit& h : hits) {
     got.emplace_back(h.time_ns - t, h.repeats);
   }
@@ -639,7 +640,7 @@ TEST(Correlator, UnlistedCodesAndInfoRulesNeverTaint) {
   const auto b = bank();
   Correlator c(b, Taint{});
   std::vector<Decision> out;
-  for (int i = 0; i < 100; ++i) {
+  for (int64_t i = 0; i < 100; ++i) {
     c.observe(hit(*b, "n1", i * 60, "45", "0000:44:00"), &out);
   }
   EXPECT_TRUE(out.empty());
