@@ -1,6 +1,6 @@
 // Loki and OTLP decoders against golden vectors captured from real clients (npm winston-loki
 // 6.1.7 and @opentelemetry/exporter-logs-otlp-proto 0.223.1) and hand-made bad input.
-// Content-Encoding is cpp-httplib's: tests/e2e/push_bad_input.sh.
+// Content-Encoding: tests/e2e/push_bad_input.sh.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
