@@ -1,6 +1,7 @@
 // A bench-only signature bank of N kernel patterns, as a rule file for loadBank(). The first ones
 // are the real bank's kernel signatures; the rest are per-code variants a production bank grows
-// into when severity and action are set per code (as /work/shared/perf.md section 6 did): one
+// into when severity and action are set per code (as the 20- to 300-pattern banks of the RE2::Set
+// and Vectorscan measurements behind faultline's per-core goals did): one
 // signature per Xid code (1-160), per SXid code, per NCCL collective and per mlx5 device,
 // interleaved so that every size mixes families.
 #pragma once
