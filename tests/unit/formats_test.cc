@@ -1,5 +1,4 @@
-// The archive line formats, on real lines (sources in tests/data/sample/NOTICE and
-// shared/signatures.md).
+// The archive line formats, on real lines (sources in tests/data/sample/NOTICE and rules/*.yaml).
 #include "ingest/formats/formats.h"
 
 #include <gtest/gtest.h>
