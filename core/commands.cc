@@ -37,8 +37,13 @@
 namespace faultline {
 namespace {
 
+// The rule files of `dir`, or the embedded bank's if `dir` is empty.
+std::vector<RuleFile> ruleFiles(const std::string& dir) {
+  return dir.empty() ? embeddedRuleFiles() : readRuleDir(dir);
+}
+
 std::shared_ptr<const Bank> loadRules(const std::string& dir) {
-  return loadBank(dir.empty() ? embeddedRuleFiles() : readRuleDir(dir));
+  return loadBank(ruleFiles(dir));
 }
 
 struct ReplayArgs {
@@ -349,8 +354,7 @@ int serve(const std::string& config_path) {
     std::cerr << "faultline: " << config_path << ": no source configured (kafka, http)\n";
     return 2;
   }
-  std::vector<RuleFile> rule_files =
-      cfg.rules_dir.empty() ? embeddedRuleFiles() : readRuleDir(cfg.rules_dir);
+  std::vector<RuleFile> rule_files = ruleFiles(cfg.rules_dir);
   const auto bank = loadBank(rule_files);
   spdlog::info("loaded {} signatures and {} rules from {}", bank->signatures.size(),
                bank->rules.size(), cfg.rules_dir.empty() ? "the embedded bank" : cfg.rules_dir);

@@ -3,21 +3,6 @@
 #include <utility>
 
 namespace faultline {
-namespace {
-
-bool sameFiles(const std::vector<RuleFile>& a, const std::vector<RuleFile>& b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].name != b[i].name || a[i].text != b[i].text) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 RulesWatch::RulesWatch(std::string dir, std::vector<RuleFile> loaded)
     : dir_(std::move(dir)), loaded_(std::move(loaded)), seen_(loaded_) {}
@@ -34,11 +19,11 @@ RulesWatch::Check RulesWatch::check() {
     message_ = e.what();
     return {state_, changed};
   }
-  if (sameFiles(files, seen_)) {
+  if (files == seen_) {
     return {state_, false};
   }
   seen_ = files;
-  if (sameFiles(files, loaded_)) {
+  if (files == loaded_) {
     state_ = State::kRunning;
     message_.clear();
   } else {

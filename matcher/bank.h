@@ -165,6 +165,7 @@ std::string literalPrefix(const RE2& re);
 struct RuleFile {
   std::string name;
   std::string text;
+  bool operator==(const RuleFile&) const = default;
 };
 
 // Thrown when a bank cannot be loaded. what() lists every problem found, one per line, each as
