@@ -85,13 +85,8 @@ change_rules() {
   local listening
   listening=$(grep -c 'listening on' "$tmp/serve-2.log")
   echo "# changed" >>"$tmp/rules/nvidia-xid.yaml"
-  for _ in $(seq 100); do
-    [[ $(grep -c 'listening on' "$tmp/serve-2.log") -gt $listening ]] && break
-    sleep 0.1
-  done
-  grep -q "changed and loads" "$tmp/serve-2.log" || fail "no restart on the changed rules"
+  wait_restart_on_new_rules "$tmp/serve-2.log" "$listening"
   kill -0 "$serve_pid" || fail "serve is gone after its restart"
-  wait_listening "$tmp/serve-2.log"
 }
 
 start 1

@@ -98,10 +98,9 @@ stopped_reading_one() {  # $1 = which `stopped:` line of serve.log
 read_one_new_line 0
 
 # New rules that load: the service stops as on SIGTERM (committing) and executes itself again.
+listening=$(grep -c 'listening on' "$tmp/serve.log")
 echo "# changed" >>"$tmp/rules/nvidia-xid.yaml"
-for _ in $(seq 100); do [[ $(grep -c 'listening on' "$tmp/serve.log") == 2 ]] && break; sleep 0.1; done
-grep -q 'changed and loads' "$tmp/serve.log" || fail "no restart on new rules: $(tail -5 "$tmp/serve.log")"
-wait_listening "$tmp/serve.log"
+wait_restart_on_new_rules "$tmp/serve.log" "$listening"
 stopped_reading_one 1
 read_one_new_line 1
 kill -TERM "$serve_pid"

@@ -31,6 +31,15 @@ wait_listening() {
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | tail -1)
   [[ -n $port ]] || fail "serve did not listen ($1)"
 }
+# The serve logging to $1 restarts itself on new rules (rules_reload: it executes itself again, so
+# its log goes on): waits up to 10 s for more 'listening on' lines than $2 (their count before the
+# rules changed), and sets `port` to the new process's port.
+wait_restart_on_new_rules() {
+  for _ in $(seq 100); do [[ $(grep -c 'listening on' "$1") -gt $2 ]] && break; sleep 0.1; done
+  grep -q 'changed and loads' "$1" || fail "no restart on new rules: $(tail -5 "$1")"
+  [[ $(grep -c 'listening on' "$1") -gt $2 ]] || fail "serve did not listen again after new rules"
+  wait_listening "$1"
+}
 # Starts `faultline serve --config $1` in the background (serve_pid), logging to $tmp/serve.log;
 # with an http section listening on 127.0.0.1:0, waits for it and sets `port` to the one chosen.
 start_serve_http() {

@@ -126,9 +126,7 @@ rules:
     signature: fltest-wedged
 YAML
 publish
-wait_log "changed and loads" 1
-wait_log "listening on" $((listening + 1))
-wait_listening "$tmp/serve.log"
+wait_restart_on_new_rules "$tmp/serve.log" "$listening"
 kill -0 "$pid_before" || fail "serve is gone after the restart"
 [[ $(pgrep -f "serve --config $tmp/config.yaml" | head -1) == "$pid_before" ]] ||
   fail "the restart is not the same process"

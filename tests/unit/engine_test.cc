@@ -471,7 +471,7 @@ TEST(Bank, LiteralPrefixIsWhatEveryMatchStartsWith) {
 // real bank, on its example lines, with text before them and with the prefix before them once more
 // where no match starts.
 TEST(Matcher, FieldsAreThoseOfTheUnanchoredSearch) {
-  const std::shared_ptr<const Bank> real = loadBank(embeddedRuleFiles());
+  const std::shared_ptr<const Bank> real = shippedBank();
   Matcher m(real);
   size_t anchored = 0;
   size_t compared = 0;
@@ -676,7 +676,7 @@ TEST(Pipeline, ReplayOrderDoesNotChangeDecisions) {
 TEST(Pipeline, IdenticalLinesInOneSecondCountOnceLiveAsInReplay) {
   auto decisions = [](bool live, int64_t step_ns) {
     CollectingSink sink;
-    Pipeline p(loadBank(embeddedRuleFiles()), Taint{}, {&sink});
+    Pipeline p(shippedBank(), Taint{}, {&sink});
     RecordBatch batch;
     for (int64_t i = 0; i < 5; ++i) {
       batch.records.push_back({100 * kNanosPerSecond + i * step_ns, "n1", "ib0: lost carrier", 0, 0,
@@ -699,7 +699,7 @@ TEST(Pipeline, IdenticalLinesInOneSecondCountOnceLiveAsInReplay) {
 // Pod records tell the pipeline which nodes ran a job's pods (by kJobLabels); a Neuron
 // HANG_ON_COLLECTIVES on one of them (the real bank) then marks the others suspect, not itself.
 TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
-  Pipeline p(loadBank(embeddedRuleFiles()), Taint{}, {});
+  Pipeline p(shippedBank(), Taint{}, {});
   RecordBatch pods;
   pods.labels = {{"k8s.pod.name", "train-0"}, {"batch.kubernetes.io/job-name", "train"},
                  {"k8s.pod.name", "train-1"}, {"batch.kubernetes.io/job-name", "train"},
@@ -732,7 +732,7 @@ TEST(Pipeline, DistinctJobsCountEachJobOnce) {
     void write(const Decision& d) override { got.push_back(d.node + " " + d.rule); }
     std::vector<std::string> got;
   } sink;
-  Pipeline p(loadBank(embeddedRuleFiles()), Taint{}, {&sink});
+  Pipeline p(shippedBank(), Taint{}, {&sink});
   // Each node's pod logs the line 1000 s and 12000 s in: n1 in jobs a then b, n2 in job a twice,
   // n3 with no job label.
   const std::vector<std::pair<std::string, std::vector<std::string>>> nodes = {

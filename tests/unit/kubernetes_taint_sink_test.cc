@@ -17,6 +17,7 @@
 #include "matcher/bank.h"
 #include "sinks/kubernetes/taint_sink.h"
 #include "tests/tools/fake_apiserver.h"
+#include "tests/unit/helpers.h"
 
 namespace faultline {
 namespace {
@@ -1229,7 +1230,7 @@ TEST_F(TaintSinkTest, DryRunDecisionsWriteNothing) {
 }
 
 TEST(TaintSinkOptions, DryRunRulesAreEveryRuleWithDryRun) {
-  const auto bank = loadBank(embeddedRuleFiles());
+  const auto bank = shippedBank();
   TaintSinkOptions o;
   o.dry_run_rules = {"xid-fatal"};
   EXPECT_EQ(o.dryRunRules(*bank), std::vector<std::string>{"xid-fatal"});

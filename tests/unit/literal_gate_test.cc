@@ -10,6 +10,7 @@
 
 #include "matcher/bank.h"
 #include "matcher/matcher.h"
+#include "tests/unit/helpers.h"
 
 namespace faultline {
 namespace {
@@ -129,7 +130,7 @@ TEST(LiteralGate, OpenWhenAPatternNamesARuneBeyondAscii) {
 // upper- and lower-cased) and the bundled sample archive; and the batch scan (four lines at once)
 // agrees with the one-line scan on every batch size, fewer lines than lanes included.
 TEST(LiteralGate, NeverRulesOutALineTheSetMatches) {
-  const std::shared_ptr<const Bank> bank = loadBank(embeddedRuleFiles());
+  const std::shared_ptr<const Bank> bank = shippedBank();
   std::vector<std::string> lines;
   for (const Signature& sig : bank->signatures) {
     for (const auto* examples : {&sig.match_examples, &sig.no_match_examples}) {
@@ -187,7 +188,7 @@ TEST(LiteralGate, NeverRulesOutALineTheSetMatches) {
 
 // A Matcher gives the same hits before and after it tunes its gates on what it has seen.
 TEST(LiteralGate, TuningKeepsTheMatchersHits) {
-  const std::shared_ptr<const Bank> bank = loadBank(embeddedRuleFiles());
+  const std::shared_ptr<const Bank> bank = shippedBank();
   std::mt19937 rng(7);
   std::vector<std::string> text;
   for (const Signature& sig : bank->signatures) {

@@ -27,7 +27,7 @@ namespace {
 // batch correlated before an earlier one would give a different time or evidence.
 std::vector<Decision> decide(size_t workers) {
   CollectingSink sink;
-  Pipeline pipeline(loadBank(embeddedRuleFiles()), Taint{}, {&sink}, workers);
+  Pipeline pipeline(shippedBank(), Taint{}, {&sink}, workers);
   BatchQueue queue(SIZE_MAX);
   for (int b = 0; b < 60; ++b) {
     BatchQueue::Item item;
