@@ -304,7 +304,8 @@ constexpr int kRestartOnNewRules = -1;
 
 // Reads the rule directory again every `period` until `token` is stopped (RulesWatch): files that
 // do not load are logged and shown in faultline_rules_last_reload_successful, and change nothing;
-// files that load set `new_rules` and stop the service, to be started again on them.
+// files that load as another bank set `new_rules` and stop the service, to be started again on
+// them.
 void watchRules(RulesWatch watch, const std::string& dir, std::chrono::nanoseconds period,
                 Metrics& metrics, std::atomic<bool>& new_rules, std::stop_source& stop,
                 const std::stop_token& token) {
@@ -327,7 +328,11 @@ void watchRules(RulesWatch watch, const std::string& dir, std::chrono::nanosecon
         metrics.set("faultline_rules_last_reload_successful", "", 0);
         break;
       case RulesWatch::State::kRunning:
-        spdlog::info("rules: {} holds the running bank again", dir);
+        if (watch.message().empty()) {
+          spdlog::info("rules: {} holds the running bank again", dir);
+        } else {
+          spdlog::info("rules: {} changed, {}: the running bank stays", dir, watch.message());
+        }
         metrics.set("faultline_rules_last_reload_successful", "", 1);
         break;
       case RulesWatch::State::kNew:

@@ -5,7 +5,8 @@
 #     faultline_rules_last_reload_successful 0, and changes nothing: the same process goes on
 #     deciding with the bank it loaded, and the directory back as it was shows 1 again;
 #   - files that load restart the service on them in the same process (same pid, as a container
-#     that is not restarted), the decision log kept: a signature only the new bank has then decides.
+#     that is not restarted), the decision log kept: a signature only the new bank has then decides;
+#   - the same files with other comments, indentation and quotes are logged and restart nothing.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -138,4 +139,21 @@ wait_decided gpu-d fltest-wedged-fatal
 [[ $(decided "$tmp/decisions.jsonl") == $'gpu-a xid-fatal\ngpu-b xid-fatal\ngpu-d fltest-wedged-fatal' ]] ||
   fail "decisions: $(decided "$tmp/decisions.jsonl")"
 [[ $(gauge) == 1 ]] || fail "gauge after the restart: $(gauge)"
-echo "ok: refused bank kept the running one; new bank restarted serve (pid $pid_before) on it"
+
+# The same rules in other comments and layout: logged once, no restart, the bank as it was.
+listening=$(grep -c 'listening on' "$tmp/serve.log")
+{
+  echo "# FLTEST: the wedged accelerator signature, reformatted"
+  sed -e 's/^  /    /' -e 's/\[kernel\]/[ "kernel" ]/' "$tmp/src/zz-test.yaml"
+} >"$tmp/src/zz-test.yaml.new"
+mv "$tmp/src/zz-test.yaml.new" "$tmp/src/zz-test.yaml"
+publish
+wait_log "changed, in other comments or layout: the running bank stays" 1
+sleep 0.5
+[[ $(grep -c 'listening on' "$tmp/serve.log") == "$listening" ]] ||
+  fail "serve restarted on a change of comments and layout"
+push gpu-e 50 "$test_line"
+wait_decided gpu-e fltest-wedged-fatal
+[[ $(gauge) == 1 ]] || fail "gauge after a change of layout: $(gauge)"
+echo "ok: refused bank kept the running one; new bank restarted serve (pid $pid_before) on it;" \
+  "comments and layout alone did not"

@@ -75,7 +75,7 @@ TEST_F(RulesWatchTest, ARefusedBankIsReportedOnceAndTheRunningOneStays) {
   EXPECT_EQ(watch.message(), "");
 }
 
-// Files that load are a new bank, whatever changed: a new signature, or one rule file's text.
+// Files that load are a new bank when a YAML document changed: a new signature, or one value.
 TEST_F(RulesWatchTest, FilesThatLoadAreANewBank) {
   const size_t signatures = loadBank(readRuleDir(dir_.string()))->signatures.size();
   RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
@@ -87,8 +87,40 @@ TEST_F(RulesWatchTest, FilesThatLoadAreANewBank) {
       << watch.message();
 
   RulesWatch edited(dir_.string(), readRuleDir(dir_.string()));
-  write("zz-test.yaml", std::string(kNewSignature) + "# a comment\n");
+  std::string wedged = kNewSignature;
+  wedged.replace(wedged.find("a test signature"), 16, "another description");
+  write("zz-test.yaml", wedged);
   EXPECT_EQ(edited.check().state, RulesWatch::State::kNew);
+}
+
+// Files that load and differ from the running bank's only in comments, blank lines, indentation
+// and quoting are the running bank: reported once as changed, and no restart.
+TEST_F(RulesWatchTest, CommentsAndLayoutAloneAreTheRunningBank) {
+  write("zz-test.yaml", kNewSignature);
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
+  write("zz-test.yaml",
+        "# a wedged accelerator\n"
+        "signatures:\n"
+        "    - id: \"fltest-wedged\"   # quoted now\n"
+        "      description: a test signature\n"
+        "\n"
+        "      streams: [ kernel ]\n"
+        "      severity: fatal\n"
+        "      pattern: 'FLTEST: accelerator \\d+ wedged'\n"
+        "      examples: {match: ['FLTEST: accelerator 7 wedged']}\n");
+  RulesWatch::Check c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRunning);
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(watch.message(), "in other comments or layout");
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRunning);
+  EXPECT_FALSE(c.changed);
+
+  // The same document under another file name is another bank's file.
+  std::filesystem::rename(dir_ / "zz-test.yaml", dir_ / "zz-wedged.yaml");
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kNew);
+  EXPECT_TRUE(c.changed);
 }
 
 // A directory gone (its ConfigMap deleted) or left with no rule file is refused, not an empty bank.
