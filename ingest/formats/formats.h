@@ -57,7 +57,9 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // numbers). Shared by the otlp-json replay format, POST /v1/logs and the Kafka otlp_json
 // encoding. Appends one record per logRecord: labels are the resource attributes, the record's
 // attributes and a kvlist body's entries whose keys `keep` keeps (scalars only); the line is a
-// string body or a kvlist body's MESSAGE (journald receiver); time is timeUnixNano, else
+// scalar body or a kvlist body's MESSAGE (journald receiver). Scalars are stringValue, intValue,
+// boolValue, an arrayValue of intValues (journald's MESSAGE that is not UTF-8: its bytes) and
+// bytesValue (base64, as the protobuf decoder takes bytes_value); time is timeUnixNano, else
 // observedTimeUnixNano, else 0 (ns since the epoch; a time or intValue written as a string counts
 // only if it is a JSON integer, "0012" being none); node and stream come from classify(rules). A
 // logRecord without a usable line is skipped and counted in *rejected. Returns false with a

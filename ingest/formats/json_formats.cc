@@ -4,6 +4,7 @@
 // cmd/logcli, pkg/logcli/output/jsonl.go). Parsed with simdjson: the line formats with its DOM
 // parser, OTLP with On Demand (below). Its strings live until the parser's next parse, so
 // everything a record keeps is copied into the batch.
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include <simdjson.h>
+#include <yaml-cpp/binary.h>
 
 #include "core/time.h"
 #include "ingest/formats/parsers.h"
@@ -235,8 +237,22 @@ error_code bytesOf(od::value array_value, std::string* buf, bool* ok) {
   });
 }
 
+// An AnyValue's bytesValue (base64, standard or URL-safe, padded or not: the proto3 JSON mapping
+// of `bytes`) decoded into *buf; false if it is no base64. The OTel collector's filelog receiver
+// with `encoding: nop` sends each line so; the protobuf decoder takes bytes_value as text too.
+bool base64Of(std::string_view text, std::string* buf) {
+  std::string in(text);
+  std::replace(in.begin(), in.end(), '-', '+');
+  std::replace(in.begin(), in.end(), '_', '/');
+  in.append((4 - in.size() % 4) % 4, '=');  // yaml-cpp drops an unpadded last group
+  const std::vector<unsigned char> bytes = YAML::DecodeBase64(in);  // empty if not base64
+  buf->assign(bytes.begin(), bytes.end());
+  return !bytes.empty() || text.empty();
+}
+
 // AnyValue (a oneof) fields read as text, in order of precedence when a writer gives several.
-constexpr std::string_view kScalarFields[] = {"stringValue", "intValue", "boolValue", "arrayValue"};
+constexpr std::string_view kScalarFields[] = {"stringValue", "intValue", "boolValue", "arrayValue",
+                                              "bytesValue"};
 
 // Reads an AnyValue's fields one at a time (add()): the scalar field of highest precedence
 // decides, even when its value has a type that makes it unusable.
@@ -273,6 +289,12 @@ class ScalarOf {
       }
     } else if (rank == 3) {
       SIMDJSON_TRY(bytesOf(value, buf_, &ok_));
+      text_ = *buf_;
+    } else if (rank == 4) {
+      bool is_string = false;
+      std::string_view base64;
+      SIMDJSON_TRY(stringOf(value, &is_string, &base64));
+      ok_ = is_string && base64Of(base64, buf_);
       text_ = *buf_;
     }
     return SUCCESS;

@@ -991,6 +991,63 @@ TEST(OtlpJson, EscapedAndPlainStringsAndTheTimes) {
   }
 }
 
+// bytes_value in the JSON mapping is base64: a request gives the same records from its protobuf
+// and from its JSON (the base64 texts as libprotobuf's MessageToJsonString writes these bytes:
+// standard, padded). A body of bytes was refused in JSON (the collector's filelog receiver with
+// `encoding: nop` sends every line so) while the protobuf decoder took it as text.
+TEST(OtlpJson, BytesValueIsBase64AsInTheProtobufMapping) {
+  namespace otlp = opentelemetry::proto;
+  otlp::collector::logs::v1::ExportLogsServiceRequest req;
+  otlp::logs::v1::ResourceLogs* rl = req.add_resource_logs();
+  auto* kv = rl->mutable_resource()->add_attributes();
+  kv->set_key("k8s.node.name");
+  kv->mutable_value()->set_bytes_value("gpu-3");
+  otlp::logs::v1::ScopeLogs* sl = rl->add_scope_logs();
+  const std::vector<std::string> lines = {
+      "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", std::string("mce\xff\x00", 5),
+      "a", "ab"};
+  for (const std::string& line : lines) {
+    sl->add_log_records()->mutable_body()->set_bytes_value(line);
+  }
+  RecordBatch from_proto;
+  uint64_t rejected = 0;
+  std::string error;
+  const std::string proto = req.SerializeAsString();  // the records view it
+  ASSERT_TRUE(decodeOtlpProto(proto, StreamRules(), defaultKeep(), &from_proto, &rejected, &error));
+  ASSERT_EQ(from_proto.records.size(), 4u);
+  const std::string json =
+      R"({"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name",)"
+      R"("value":{"bytesValue":"Z3B1LTM="}}]},"scopeLogs":[{"logRecords":[)"
+      R"({"body":{"bytesValue":"TlZSTTogWGlkIChQQ0k6MDAwMDozYjowMCk6IDc5LCBHUFUgaGFzIGZhbGxlbiBvZmYgdGhlIGJ1cy4="}},)"
+      R"({"body":{"bytesValue":"bWNl/wA="}},{"body":{"bytesValue":"YQ=="}},)"
+      R"({"body":{"bytesValue":"YWI="}}]}]}]})";
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "copied");
+    RecordBatch batch;
+    ASSERT_TRUE(otlpJson(json, in_place, &batch, &rejected, &error)) << error;
+    EXPECT_EQ(rejected, 0u);
+    ASSERT_EQ(batch.records.size(), 4u);
+    for (size_t i = 0; i < batch.records.size(); ++i) {
+      EXPECT_EQ(batch.records[i].line, lines[i]) << i;
+      EXPECT_EQ(batch.records[i].line, from_proto.records[i].line) << i;
+      EXPECT_EQ(batch.records[i].node, "gpu-3") << i;
+      EXPECT_EQ(from_proto.records[i].node, "gpu-3") << i;
+    }
+  }
+
+  // URL-safe or unpadded base64 is base64 too (the mapping accepts both); other text is no line.
+  RecordBatch batch;
+  ASSERT_TRUE(otlpJson(R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[)"
+                       R"({"body":{"bytesValue":"-_8"}},{"body":{"bytesValue":"YWI"}},)"
+                       R"({"body":{"bytesValue":"not base64!"}},{"body":{"bytesValue":7}}]}]}]})",
+                       false, &batch, &rejected, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].line, "\xfb\xff");
+  EXPECT_EQ(batch.records[1].line, "ab");
+  EXPECT_EQ(rejected, 2u);
+}
+
 TEST(OtlpResponse, PartialSuccessOnlyWhenRejected) {
   EXPECT_EQ(otlpProtoResponse(0, "x"), "");
   EXPECT_EQ(otlpJsonResponse(0, "x"), "{}");
