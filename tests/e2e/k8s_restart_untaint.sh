@@ -79,12 +79,12 @@ sigterm_and_start() {
   stop
   start 2
 }
-# A rule file changed (a comment added): the bank loads, and serve executes itself again; its
-# log goes on in serve-2.log.
+# The rules changed (change_bank): the bank loads, and serve executes itself again; its log goes
+# on in serve-2.log.
 change_rules() {
   local listening
   listening=$(grep -c 'listening on' "$tmp/serve-2.log")
-  echo "# changed" >>"$tmp/rules/nvidia-xid.yaml"
+  change_bank "$tmp/rules"
   wait_restart_on_new_rules "$tmp/serve-2.log" "$listening"
   kill -0 "$serve_pid" || fail "serve is gone after its restart"
 }

@@ -99,7 +99,7 @@ read_one_new_line 0
 
 # New rules that load: the service stops as on SIGTERM (committing) and executes itself again.
 listening=$(grep -c 'listening on' "$tmp/serve.log")
-echo "# changed" >>"$tmp/rules/nvidia-xid.yaml"
+change_bank "$tmp/rules"
 wait_restart_on_new_rules "$tmp/serve.log" "$listening"
 stopped_reading_one 1
 read_one_new_line 1

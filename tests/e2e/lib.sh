@@ -31,6 +31,23 @@ wait_listening() {
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | tail -1)
   [[ -n $port ]] || fail "serve did not listen ($1)"
 }
+# Changes the bank of rule directory $1 as a rules update does: a file of its own with a signature
+# no test line matches, its description counting the calls, so that each call gives another bank
+# (a comment alone would not: serve restarts only on another bank, core/rules_watch.h).
+bank_changes=0
+change_bank() {
+  bank_changes=$((bank_changes + 1))
+  cat >"$1/zz-e2e-change.yaml" <<YAML
+signatures:
+  - id: e2e-change
+    description: a signature no test line matches, change $bank_changes
+    streams: [kernel]
+    severity: fatal
+    pattern: 'FLTEST: never printed'
+    examples:
+      match: ['FLTEST: never printed']
+YAML
+}
 # The serve logging to $1 restarts itself on new rules (rules_reload: it executes itself again, so
 # its log goes on): waits up to 10 s for more 'listening on' lines than $2 (their count before the
 # rules changed), and sets `port` to the new process's port.
