@@ -263,14 +263,27 @@ void TaintSink::run() {
       }
       led_term_ = term;
       if (!held_.empty()) {
-        // Decisions seen as a follower may be ones the old leader never wrote: re-check them.
-        for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
-          if (it->first >= oldest) {
-            queue_.push_front(std::move(it->second));
+        // Decisions seen as a follower may be ones the old leader never wrote: re-check them, but
+        // only the last one for a node and taint key (held or queued), as a later decision
+        // supersedes a deferred one: a taint replayed before its untaint tainted a node that had
+        // recovered, the old leader having written both.
+        std::set<std::pair<std::string, std::string>> later;
+        for (const Pending& p : queue_) {
+          if (!p.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
+            later.insert({p.decision.node, p.decision.taint.key});
           }
         }
+        size_t rechecked = 0;
+        for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+          const Decision& d = it->second.decision;
+          if (it->first < oldest || (!d.dry_run && !later.insert({d.node, d.taint.key}).second)) {
+            continue;
+          }
+          queue_.push_front(std::move(it->second));
+          ++rechecked;
+        }
         spdlog::info("kubernetes: leading now; re-checking {} decisions seen as a follower",
-                     queue_.size());
+                     rechecked);
         held_.clear();
       }
     }

@@ -65,10 +65,11 @@
 // still named this replica: an API server outage ended) keeps them.
 // Deferred decisions and refused taints still pending at shutdown are logged as not applied.
 // Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
-// re-checked when leadership arrives, against a new LIST and breaker GET (another leader may
-// have written meanwhile); all checks are idempotent, so nothing is written twice. Every request
-// first checks that the term is still the one the decision started in: a leader that lost the
-// Lease (or lost and won it again) mid-decision stops, and the decision is deferred.
+// re-checked when leadership arrives, the last one per node and taint key (a later decision,
+// held or queued, supersedes an earlier one), against a new LIST and breaker GET (another leader
+// may have written meanwhile); all checks are idempotent, so nothing is written twice. Every
+// request first checks that the term is still the one the decision started in: a leader that
+// lost the Lease (or lost and won it again) mid-decision stops, and the decision is deferred.
 
 #pragma once
 

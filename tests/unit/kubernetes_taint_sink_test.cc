@@ -1266,6 +1266,32 @@ TEST_F(TaintSinkTest, FollowerWritesNothingAndReChecksOnTakeover) {
   EXPECT_EQ(sink.counters().already_present, 1u);
 }
 
+// A follower held a node's taint and then its untaint: the old leader wrote both (the node
+// recovered). Re-checked in order on takeover, the taint found no taint and no mark and tainted
+// the recovered node again (an Event, FaultlineFaulty=True, a taint counted against max_new)
+// until the untaint lifted it. The later decision supersedes the earlier one, as for deferred
+// decisions.
+TEST_F(TaintSinkTest, AHeldTaintSupersededByAHeldUntaintIsNotReplayedOnTakeover) {
+  createNode("n1");
+  std::atomic<uint64_t> term{0};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  TaintSink sink(config(), options(), h);
+  sink.write(decision("n1"));
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  term = 1;
+  ASSERT_TRUE(waitFor([&] { return sink.counters().suppressed + sink.counters().untainted > 0; }));
+  sink.flush();
+  // The untaint alone is handled, and refused: the node carries no mark of faultline's.
+  EXPECT_EQ(sink.counters().suppressed, 1u);
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 0);
+  EXPECT_EQ(sink.counters().applied, 0u);
+  EXPECT_EQ(eventReasons(), Lines{});
+  EXPECT_EQ(condition("n1"), "");
+}
+
 // The same while following: the node recovered (the untaint arrived while another replica led,
 // longer ago than follower_hold, so it is no longer held), and leading again must not replay the
 // deferred taint.
