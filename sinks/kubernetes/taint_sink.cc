@@ -231,6 +231,7 @@ void TaintSink::run() {
       // when this replica lost the Lease and won it again): counting from that snapshot could
       // exceed the limits. List again before the first write.
       have_snapshot_ = false;
+      list_tried_ = {};
       const auto oldest = Clock::now() - options_.follower_hold;
       // In a new term (another replica may have led since), a decision deferred before is as old
       // news as a held one: the node may have recovered meanwhile, and its untaint gone to the
@@ -393,13 +394,20 @@ KubeClient::Response TaintSink::patchNode(const std::string& path, const json& p
 }
 
 bool TaintSink::refresh() {
-  if (have_snapshot_ && Clock::now() - listed_ < options_.node_list_period) {
+  const auto now = Clock::now();
+  if (have_snapshot_ && now - listed_ < options_.node_list_period) {
     return true;
+  }
+  // A failed LIST waits node_list_period too: the worker wakes twice a second, and a LIST the
+  // server refuses at once (a 403) was sent, and logged, at every wake.
+  if (now - list_tried_ < options_.node_list_period) {
+    return have_snapshot_;
   }
   return list() || have_snapshot_;  // a failed LIST keeps the last snapshot
 }
 
 bool TaintSink::list() {
+  list_tried_ = Clock::now();
   std::map<std::string, json> nodes;
   const std::vector<std::string> selectors =
       options_.eligible.empty() ? std::vector<std::string>{""} : options_.eligible;

@@ -223,7 +223,8 @@ class TaintSink : public DecisionSink {
                         const KubeClient::Response& r);
   void suppress(const Decision& decision, const std::string& reason);
   // Refreshes the node snapshot and the breaker when older than node_list_period or when there
-  // is no snapshot (at start, on becoming leader). False if there is still no snapshot.
+  // is no snapshot (at start, on becoming leader), unless a LIST failed less than
+  // node_list_period ago. False if there is still no snapshot.
   bool refresh();
   // Lists the eligible nodes into the snapshot, then reads the breaker; false if a LIST page
   // failed (the last snapshot stays).
@@ -261,6 +262,7 @@ class TaintSink : public DecisionSink {
   // max_new counts a taint lifted since, which nodes_ no longer shows.
   std::map<std::string, int64_t> added_;
   std::chrono::steady_clock::time_point listed_{};
+  std::chrono::steady_clock::time_point list_tried_{};  // the last LIST, failed or not
   bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
   bool restored_ = false;       // Hooks::on_restored was called (the first LIST)
   uint64_t term_ = 0;           // the leadership term the worker acts in; 0: following

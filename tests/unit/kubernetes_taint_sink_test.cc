@@ -502,6 +502,19 @@ TEST_F(TaintSinkTest, ANodeMissingWhileTheListFailsIsDeferredNotRefused) {
   EXPECT_EQ(sink.counters().deferred, 1u);
 }
 
+// A LIST the API server refuses (an RBAC 403 answers at once, without retries) is tried again
+// after node_list_period like any LIST: the sink wakes twice a second, and LISTed (and logged an
+// error) at every wake.
+TEST_F(TaintSinkTest, AFailedListIsNotRepeatedAtEveryWake) {
+  createNode("n1");
+  server_.failNext("GET", "/api/v1/nodes", 403, /*count=*/1000);
+  TaintSink sink(config(), deferring(8), hooks());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  // The first LIST at start, one more after node_list_period (1 s).
+  EXPECT_LE(count("GET", "/api/v1/nodes"), 2);
+  EXPECT_GE(count("GET", "/api/v1/nodes"), 1);
+}
+
 TEST_F(TaintSinkTest, ServerErrorsAreRetried) {
   createNode("n1");
   server_.failNext("GET", "/api/v1/nodes", 503);
