@@ -237,6 +237,9 @@ void TaintSink::run() {
       // news as a held one: the node may have recovered meanwhile, and its untaint gone to the
       // other leader. Leading again in the same term (an API server outage ended), it is not.
       if (term != led_term_) {
+        // Another replica may have tainted nodes meanwhile from lines this one never saw (pushes
+        // go to the leader): its correlator must know them to lift them.
+        restore_pending_ = true;
         std::erase_if(deferred_, [&](const auto& entry) {
           const Decision& d = entry.second.decision;
           if (entry.second.deferred_since >= oldest) {
@@ -436,8 +439,8 @@ bool TaintSink::list() {
   nodes_ = std::move(nodes);
   listed_ = Clock::now();
   have_snapshot_ = true;
-  if (!restored_ && hooks_.on_restored) {
-    restored_ = true;
+  if (restore_pending_ && hooks_.on_restored) {
+    restore_pending_ = false;
     for (const auto& [name, node] : nodes_) {
       const std::optional<TaintMark> mark = taintMark(node);
       if (mark && mark->time_ns && hasTaint(node, mark->key, mark->effect)) {

@@ -153,12 +153,14 @@ class TaintSink : public DecisionSink {
     // each time it wins the Lease; 0 while another replica leads: nothing is written. Empty =
     // always leading, term 1.
     std::function<uint64_t()> leader_term;
-    // Once, after the sink's first successful LIST, for each listed node whose faultline.dev/taint
-    // annotation has a time and whose taint (the annotation's key and effect) is still on it: the
-    // node, the annotation's rule and its time (the decision's event time, ns since the epoch).
-    // Taints an earlier process set (before a rollout, a crash), which serve's correlator must
-    // know to lift them when the node recovers (Pipeline::restoreTaint). Later LISTs show this
-    // process's own marks. On the sink's thread.
+    // After the sink's first successful LIST, and after the first one of each later leadership
+    // term (leader_term changed: another replica may have led), for each listed node whose
+    // faultline.dev/taint annotation has a time and whose taint (the annotation's key and effect)
+    // is still on it: the node, the annotation's rule and its time (the decision's event time, ns
+    // since the epoch). Taints an earlier process or another leader set (before a rollout, a
+    // crash, while this replica followed), which serve's correlator must know to lift them when
+    // the node recovers (Pipeline::restoreTaint; it ignores a node it decided itself). Other
+    // LISTs show this replica's own marks. On the sink's thread.
     std::function<void(const std::string& node, const std::string& rule, int64_t time_ns)>
         on_restored;
   };
@@ -264,9 +266,10 @@ class TaintSink : public DecisionSink {
   std::chrono::steady_clock::time_point listed_{};
   std::chrono::steady_clock::time_point list_tried_{};  // the last LIST, failed or not
   bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
-  bool restored_ = false;       // Hooks::on_restored was called (the first LIST)
-  uint64_t term_ = 0;           // the leadership term the worker acts in; 0: following
-  uint64_t led_term_ = 0;       // the last term the worker acted in
+  // The next LIST calls Hooks::on_restored: set in each new term (the first one included).
+  bool restore_pending_ = false;
+  uint64_t term_ = 0;      // the leadership term the worker acts in; 0: following
+  uint64_t led_term_ = 0;  // the last term the worker acted in
   // The decision being handled's Pending::may_have_landed, then set by patchNode().
   bool may_have_landed_ = false;
   bool resumed_ = false;  // the decision being handled's Pending::resumed

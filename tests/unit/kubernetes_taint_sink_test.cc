@@ -1305,6 +1305,43 @@ TEST_F(TaintSinkTest, AHeldTaintSupersededByAHeldUntaintIsNotReplayedOnTakeover)
   EXPECT_EQ(condition("n1"), "");
 }
 
+// A replica that led, lost the Lease and leads again in a new term: the other leader may have
+// tainted nodes meanwhile, from lines (pushes) this replica never saw. Restored only at its first
+// LIST ever, its correlator knew nothing of those taints and never lifted them.
+TEST_F(TaintSinkTest, TaintsAnotherLeaderSetAreRestoredInANewTerm) {
+  createNode("n1");
+  std::atomic<uint64_t> term{1};
+  std::mutex mu;
+  Lines restored;
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t time_ns) {
+    std::lock_guard lock(mu);
+    restored.push_back(node + " " + rule + " " + formatRfc3339(time_ns));
+  };
+  TaintSink sink(config(), options(), h);
+  // The first LIST, at start, is done once the breaker is read after it.
+  ASSERT_TRUE(waitFor([&] {
+    return count("GET", "/api/v1/namespaces/faultline/configmaps/faultline-breaker") == 1;
+  }));
+  term = 0;
+  // The other leader taints n1.
+  const std::string mark =
+      R"({"rule":"xid-fatal","key":"faultline.dev/faulty","effect":"NoSchedule",)"
+      R"("time":"2025-02-23T16:24:18Z","applied":"2025-02-23T16:24:19Z"})";
+  ASSERT_TRUE(server_.mutate(
+      "n1",
+      {{"metadata", {{"annotations", {{"faultline.dev/taint", mark}}}}},
+       {"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  term = 2;
+  EXPECT_TRUE(waitFor([&] {
+    std::lock_guard lock(mu);
+    return !restored.empty();
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(restored, Lines{"n1 xid-fatal 2025-02-23T16:24:18.000000000Z"});
+}
+
 // The same while following: the node recovered (the untaint arrived while another replica led,
 // longer ago than follower_hold, so it is no longer held), and leading again must not replay the
 // deferred taint.
