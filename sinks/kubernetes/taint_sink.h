@@ -24,7 +24,7 @@
 //   PATCH /api/v1/nodes/{node}/status      condition `condition_type` (NPD-style; conditions
 //         merge by type): status True on taint, False on untaint; skipped when unchanged.
 //   POST  /api/v1/namespaces/default/events, PATCH .../events/{name} (count, lastTimestamp on
-//         a repeat of the same node, reason and rule), core/v1 Event.
+//         a repeat of the same node, reason and message), core/v1 Event.
 //   GET /api/v1/namespaces/{namespace}/configmaps/{breaker_configmap} after every LIST, and
 //   POST /api/v1/namespaces/{namespace}/configmaps on a trip: the breaker. It fails closed:
 //   200 → tripped with data.reason; 404 → not tripped, unless this replica's trip is not yet
