@@ -302,6 +302,15 @@ extern "C" void onSignal(int /*sig*/) {
 // again, which loads them.
 constexpr int kRestartOnNewRules = -1;
 
+// The signals that stop serve (onSignal).
+const sigset_t kStopSignals = [] {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGTERM);
+  sigaddset(&s, SIGINT);
+  return s;
+}();
+
 // Reads the rule directory again every `period` until `token` is stopped (RulesWatch): files that
 // do not load are logged and shown in faultline_rules_last_reload_successful, and change nothing;
 // files that load as another bank set `new_rules` and stop the service, to be started again on
@@ -424,6 +433,9 @@ int serve(const std::string& config_path) {
   g_stop = &stop;
   std::signal(SIGTERM, onSignal);
   std::signal(SIGINT, onSignal);
+  // A restart on new rules executes this binary with them blocked (runCli): one sent meanwhile
+  // is pending, and is taken here.
+  pthread_sigmask(SIG_UNBLOCK, &kStopSignals, nullptr);
   std::function<bool()> ready = sinksReady(cfg, &metrics);
   if (elector && sources.http && !sources.kafka) {
     // A Service sends pushes to ready pods only: so to the leader, the one replica that writes.
@@ -530,6 +542,15 @@ int runCli(int argc, char** argv) {
     if (sv->parsed()) {
       if (const int code = serve(config); code != kRestartOnNewRules) {
         return code;
+      }
+      // serve chose to restart before its sinks shut down; a SIGTERM during that shutdown (a
+      // taint sink's request, the Lease's release) only set g_signalled. Blocked from here, a
+      // later one stays pending across execv until the new process has its handler: with the
+      // default action it would end that process half-started or, as a container's pid 1, be
+      // dropped.
+      pthread_sigmask(SIG_BLOCK, &kStopSignals, nullptr);
+      if (g_signalled != 0) {
+        return 0;
       }
       execAgain(argv);
       return 1;

@@ -5,13 +5,15 @@
 # fake API server. The new process learns of the taint from the node's faultline.dev/taint
 # annotation at its first node LIST (TaintSink::Hooks::on_restored). Twice: gpu-1's serve is
 # stopped (SIGTERM) and started again; gpu-2's restarts itself on a changed rule directory
-# (rules_reload, core/rules_watch.h: the same process executes itself again).
+# (rules_reload, core/rules_watch.h: the same process executes itself again). Last, a SIGTERM
+# that comes while such a restart shuts the old process down ends the service.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 "$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1,gpu-2 \
   --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
-pids+=($!)
+apiserver_pid=$!
+pids+=("$apiserver_pid")
 wait_file "$tmp/port" 20
 api="http://127.0.0.1:$(cat "$tmp/port")"
 cat >"$tmp/config.yaml" <<YAML
@@ -94,3 +96,22 @@ restart_untaints sigterm_and_start
 node=gpu-2
 restart_untaints change_rules
 stop
+
+# A SIGTERM while a restart on new rules shuts the old process's sinks down ends the service: it
+# is not lost to the process executed next. The API server is stopped (SIGSTOP) so that the taint
+# sink's node LIST (every node_list_period, 1 s) hangs, and with it that shutdown, until the
+# signal has come.
+start 3
+wait_for 20 listed || fail "serve did not list the nodes"
+kill -STOP "$apiserver_pid"
+sleep 1.5
+edit_rules
+wait_for 10 grep -q 'stopped:' "$tmp/serve-3.log" || fail "no stop on new rules"
+kill -TERM "$serve_pid"
+kill -CONT "$apiserver_pid"
+exited() { [[ ! -e /proc/$serve_pid || $(cut -d' ' -f3 "/proc/$serve_pid/stat") == Z ]]; }
+wait_for 30 exited ||
+  fail "serve still runs 30 s after a SIGTERM during its restart on new rules"
+wait "$serve_pid" || fail "serve exited non-zero after a SIGTERM during its restart"
+[[ $(grep -c 'loaded .* signatures' "$tmp/serve-3.log") == 1 ]] ||
+  fail "serve started again after a SIGTERM during its restart: $(grep loaded "$tmp/serve-3.log")"
