@@ -913,9 +913,21 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
 std::vector<RuleFile> readRuleDir(const std::string& dir) {
   std::vector<RuleFile> files;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+  // The error_code forms throughout: the service reads the directory again while serving
+  // (core/rules_watch.h), where a filesystem_error would end it.
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::directory_entry& entry = *it;
     const auto ext = entry.path().extension();
-    if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml")) {
+    if (ext != ".yaml" && ext != ".yml") {
+      continue;
+    }
+    std::error_code status_ec;
+    const std::filesystem::file_status status = entry.status(status_ec);
+    // A link to nothing (not_found) is no file; `none` is an error (a link loop, no permission).
+    if (status.type() == std::filesystem::file_type::none) {
+      throw BankError(entry.path().string() + ": " + status_ec.message());
+    }
+    if (std::filesystem::is_regular_file(status)) {
       std::ifstream in(entry.path(), std::ios::binary);
       std::ostringstream text;
       text << in.rdbuf();

@@ -143,5 +143,29 @@ TEST_F(RulesWatchTest, ADirectoryWithoutRulesIsRefused) {
       << watch.message();
 }
 
+// An entry whose type cannot be read (a symbolic link loop; in a directory synced by another tool,
+// or a link into a directory the service may not search) is refused as a file that does not load:
+// it neither throws out of check() nor ends the service. A link to nothing (a key the kubelet
+// removed) is no file.
+TEST_F(RulesWatchTest, AnEntryThatCannotBeStattedIsRefused) {
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
+  std::filesystem::create_symlink("zz-gone.yaml", dir_ / "zz-dangling.yaml");
+  EXPECT_FALSE(watch.check().changed);
+
+  std::filesystem::create_symlink("zz-loop.yaml", dir_ / "zz-loop.yaml");
+  RulesWatch::Check c;
+  ASSERT_NO_THROW(c = watch.check());
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_TRUE(c.changed);
+  EXPECT_NE(watch.message().find("zz-loop.yaml: Too many levels of symbolic links"),
+            std::string::npos)
+      << watch.message();
+
+  std::filesystem::remove(dir_ / "zz-loop.yaml");
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRunning);
+  EXPECT_TRUE(c.changed);
+}
+
 }  // namespace
 }  // namespace faultline
