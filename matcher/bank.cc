@@ -1,6 +1,8 @@
 #include "matcher/bank.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -929,6 +931,9 @@ std::vector<RuleFile> readRuleDir(const std::string& dir) {
     }
     if (std::filesystem::is_regular_file(status)) {
       std::ifstream in(entry.path(), std::ios::binary);
+      if (!in) {  // else read as an empty file, which loads: a bank without its rules
+        throw BankError(entry.path().string() + ": " + std::strerror(errno));
+      }
       std::ostringstream text;
       text << in.rdbuf();
       files.push_back({entry.path().string(), text.str()});

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace faultline {
@@ -165,6 +166,44 @@ TEST_F(RulesWatchTest, AnEntryThatCannotBeStattedIsRefused) {
   c = watch.check();
   EXPECT_EQ(c.state, RulesWatch::State::kRunning);
   EXPECT_TRUE(c.changed);
+}
+
+// A rule file the service may not read (its mode, an owner other than the service's user) is
+// refused, not read as an empty file: that bank would load without the file's signatures and
+// rules, and the service restart on it.
+TEST_F(RulesWatchTest, AFileThatCannotBeReadIsRefused) {
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
+  write("zz-test.yaml", kNewSignature);
+  std::filesystem::permissions(dir_ / "zz-test.yaml", std::filesystem::perms::none);
+  // Root reads any file: as root, the check runs in a child as nobody.
+  auto checked = [&watch] {
+    const RulesWatch::State state = watch.check().state;
+    return state == RulesWatch::State::kRefused &&
+                   watch.message().find("zz-test.yaml: Permission denied") != std::string::npos
+               ? 0
+               : 1 + static_cast<int>(state);
+  };
+  if (geteuid() != 0) {
+    EXPECT_EQ(checked(), 0) << watch.message();
+    return;
+  }
+  namespace fs = std::filesystem;
+  fs::permissions(dir_, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    if (entry.path().filename() != "zz-test.yaml") {  // whatever the umask
+      fs::permissions(entry.path(), fs::perms::others_read, fs::perm_options::add);
+    }
+  }
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    _exit(setgid(65534) == 0 && setuid(65534) == 0 ? checked() : 9);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 0: refused; 1 + State: another state (2: kRefused with another message, 3: kNew).
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
