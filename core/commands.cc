@@ -23,6 +23,7 @@
 #include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "core/config.h"
@@ -540,6 +541,9 @@ int runCli(int argc, char** argv) {
       return replay(ra);
     }
     if (sv->parsed()) {
+      // Executed again as /proc/self/exe (execAgain), the process is named "exe" in ps, pgrep and
+      // process exporters: it takes its name from argv[0] again (at most 15 bytes).
+      prctl(PR_SET_NAME, std::filesystem::path(argv[0]).filename().c_str());
       if (const int code = serve(config); code != kRestartOnNewRules) {
         return code;
       }

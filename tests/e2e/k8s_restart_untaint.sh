@@ -105,7 +105,7 @@ start 3
 wait_for 20 listed || fail "serve did not list the nodes"
 kill -STOP "$apiserver_pid"
 sleep 1.5
-edit_rules
+change_bank "$tmp/rules"
 wait_for 10 grep -q 'stopped:' "$tmp/serve-3.log" || fail "no stop on new rules"
 kill -TERM "$serve_pid"
 kill -CONT "$apiserver_pid"

@@ -131,6 +131,9 @@ wait_restart_on_new_rules "$tmp/serve.log" "$listening"
 kill -0 "$pid_before" || fail "serve is gone after the restart"
 [[ $(pgrep -f "serve --config $tmp/config.yaml" | head -1) == "$pid_before" ]] ||
   fail "the restart is not the same process"
+# Named as before, not "exe" (it executed /proc/self/exe): ps, pgrep -x and exporters find it.
+[[ $(cat "/proc/$pid_before/comm") == "${FAULTLINE##*/}" ]] ||
+  fail "the restarted process is named $(cat "/proc/$pid_before/comm")"
 grep -q "loaded $((signatures + 1)) signatures .* from $tmp/rules" "$tmp/serve.log" ||
   fail "the new bank was not loaded: $(grep loaded "$tmp/serve.log")"
 push gpu-d 40 "$test_line"
