@@ -201,7 +201,11 @@ struct PushServer::Listener {
     explicit Connection(tcp::socket s) : socket(std::move(s)), idle(socket.get_executor()) {}
     tcp::socket socket;
     asio::steady_timer idle;
-    beast::flat_buffer buffer;  // what was read past the last request (a pipelined one)
+    // What was read and not yet parsed: a part of a header, a chunk's size line or trailer, or a
+    // pipelined request. Bounded, as Beast bounds only the header (8 KiB) and the body: a chunk
+    // line or trailer that never ends (a client sending fast) was buffered whole. Over the bound:
+    // buffer_overflow, a 400.
+    beast::flat_buffer buffer{kReadBytes};
   };
 
   // Beast's string_body for reading a request, but each piece is appended: string_body's resize()

@@ -23,7 +23,8 @@
 // KiB/s. Content-Encoding gzip, deflate and zlib (zlib, raw deflate as Loki reads it, or gzip
 // format; inflated whole with libdeflate), zstd, x-snappy-framed and identity on both push paths
 // (ingest/push/inflate.h); snappy is a no-op on Loki's and decompressed (block or framed) on
-// OTLP's; chunked request bodies are read like any other; `Expect: 100-continue` is answered.
+// OTLP's; chunked request bodies are read like any other (a chunk-size line or trailer over
+// 64 KiB gets 400); `Expect: 100-continue` is answered.
 // A push that fails the bearer token check is answered 401 from its header, its body unread (the
 // connection is closed after). Errors carry a one-line reason: text/plain for Loki, a
 // google.rpc.Status in the request's encoding for OTLP (opentelemetry-proto

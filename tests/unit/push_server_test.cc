@@ -504,6 +504,28 @@ TEST(PushServer, TricklingRequestIsDroppedAtItsDeadline) {
   EXPECT_NE(steady.receive("\r\n\r\n").find("HTTP/1.1 204"), std::string::npos);
 }
 
+// A chunked body's chunk-size lines and trailer count against no header or body limit in Beast:
+// a line without its CRLF (an endless chunk extension, or trailer field) was buffered whole, so
+// one client sending fast grew the server's memory without bound. Refused once it fills the
+// connection's read buffer.
+TEST(PushServer, AnEndlessChunkLineOrTrailerIsRefused) {
+  PushConfig config;
+  config.max_body_bytes = 1000;
+  config.read_timeout = std::chrono::seconds(60);  // a server still reading would not answer
+  Fixture f(1 << 20, config);
+  const std::string head =
+      "POST /loki/api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  for (const std::string& start : {std::string("1;ext="), std::string("0\r\nX-Trailer: ")}) {
+    RawConnection c(f.server->port());
+    ASSERT_TRUE(c.connected());
+    c.send(head + start + std::string(1 << 20, 'a'));
+    const std::string answer = c.receive("\r\n\r\n");
+    EXPECT_EQ(answer.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0U) << start << ": " << answer;
+  }
+  EXPECT_EQ(f.lokiJson()->status, 204);  // still serving
+}
+
 TEST(PushServer, AnExceptionFailsItsRequestNotTheServer) {
   Fixture f(1 << 20, {}, []() -> bool { throw std::runtime_error("sinks unknown"); });
   auto ready = f.client->Get("/readyz");
