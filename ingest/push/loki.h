@@ -25,8 +25,10 @@ bool parseLokiSelector(std::string_view selector, RecordBatch* batch, std::strin
 // Both decoders append one record per entry. Labels, in the order the body gives them: the
 // stream's selector, then `tenant` (the X-Scope-OrgID header, when not empty), then the entry's
 // structured metadata. Time: the entry's
-// timestamp (ns since the epoch). Node and stream: classify(rules). On false (a reason in
-// *error) the batch may hold part of the request and must be discarded.
+// timestamp (ns since the epoch). Node: the first of rules.node_labels among the stream's labels,
+// else among the entry's structured metadata (which shippers fill from the line's own fields, so
+// it never overrides the stream's). Stream: classify(rules). On false (a reason in *error) the
+// batch may hold part of the request and must be discarded.
 
 // `snappy` is the raw body: snappy block format (not framed) of a PushRequest. Its uncompressed
 // length, read from the block header before anything is allocated, must not exceed

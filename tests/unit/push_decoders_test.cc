@@ -198,6 +198,28 @@ TEST(LokiProto, TimestampBeyondInt64NanosecondsIsTheNearestTime) {
   EXPECT_EQ(batch.records[0].time_ns, INT64_MIN);
 }
 
+// As LokiJson.TheStreamNamesTheNodeBeforeStructuredMetadata.
+TEST(LokiProto, TheStreamNamesTheNodeBeforeStructuredMetadata) {
+  // EntryAdapter{line: 2, structuredMetadata: 3 (LabelPairAdapter name 1, value 2)}, by hand.
+  const std::string metadata = field(3, field(1, "node") + field(2, "gpu-7"));
+  const std::string request =
+      field(1, field(1, R"({pod="app-0", node_name="gpu-1"})") +
+                   field(2, field(2, "NCCL WARN Call to ibv_modify_qp failed") + metadata)) +
+      field(1, field(1, R"({job="fluent-bit"})") +
+                   field(2, field(2, "x") + field(3, field(1, "node") + field(2, "gpu-3"))));
+  std::string body;
+  snappy::Compress(request.data(), request.size(), &body);
+  RecordBatch batch;
+  std::string error;
+  bool too_large = false;
+  ASSERT_TRUE(decodeLokiProto(body, 1 << 20, "", StreamRules(), &batch, &error, &too_large))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].node, "gpu-1");
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(batch.records[1].node, "gpu-3");
+}
+
 TEST(LokiProto, SnappyLengthOverLimitIsTooLargeBeforeAllocating) {
   // A 5-byte header that claims 2^32-1 bytes: refused from the header alone.
   const std::string bomb = std::string("\xff\xff\xff\xff\x0f", 5) + "\x00\x00";
@@ -339,6 +361,25 @@ TEST(LokiJson, DecodesStreamsWithMetadataAndTenant) {
   EXPECT_EQ(labelsOf(batch, batch.records[1]),
             "transport=kernel;host=gpu-7;tenant=acme;trace_id=abc;");
   EXPECT_EQ(batch.records[2].stream, StreamKind::kPod);  // pod labels always win
+}
+
+// The stream's labels (the shipper's: Promtail's discovery, Fluent Bit's $kubernetes) name the
+// node before an entry's structured metadata, which shippers fill from the line's own fields
+// (Promtail's json and structured_metadata stages): a pod printing {"node":"gpu-7"} named gpu-7,
+// as `node` comes before `node_name` in StreamRules::node_labels. A stream naming no node still
+// takes its entries' (Fluent Bit's structured_metadata node=$kubernetes['host']).
+TEST(LokiJson, TheStreamNamesTheNodeBeforeStructuredMetadata) {
+  const std::string body = R"({"streams":[
+    {"stream":{"pod":"app-0","node_name":"gpu-1"},
+     "values":[["1","NCCL WARN Call to ibv_modify_qp failed",{"node":"gpu-7"}]]},
+    {"stream":{"job":"fluent-bit"},"values":[["2","x",{"node":"gpu-3"}]]}]})";
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(lokiJson(body, "", &batch, &error)) << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].node, "gpu-1");
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(batch.records[1].node, "gpu-3");
 }
 
 TEST(LokiJson, KeysInAnyOrderAndUnknownOnesSkipped) {
