@@ -9,6 +9,8 @@
 #include <set>
 #include <stdexcept>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include <librdkafka/rdkafka.h>
@@ -21,12 +23,38 @@
 namespace faultline {
 namespace {
 
+// How long destroying the consumer may take before it is left behind (HandleDeleter).
+constexpr std::chrono::seconds kDestroyWait{10};
+
 struct ConfDeleter {
   void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
 };
-// rd_kafka_destroy() also closes a consumer that was not closed (leaves the group).
+// rd_kafka_destroy() also closes a consumer that was not closed (commits, leaves the group).
+// Waited for kDestroyWait at most: librdkafka 2.0.2 (Debian 12's) closes a consumer one of whose
+// partitions was deleted or lost, then never returns from waiting for its own threads (a
+// reference cycle, librdkafka #4187, fixed in 2.1.0), which held SIGTERM and a restart on new
+// rules for good, with the pipeline never drained. Past the wait the handle is left to a thread
+// of its own until the process exits or executes anew.
 struct HandleDeleter {
-  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+  void operator()(rd_kafka_t* rk) const {
+    auto destroyed = std::make_shared<std::promise<void>>();
+    std::future<void> done = destroyed->get_future();
+    try {
+      std::thread([rk, destroyed] {
+        rd_kafka_destroy(rk);
+        destroyed->set_value();
+      }).detach();
+    } catch (const std::system_error&) {  // no thread to spare: wait as before
+      rd_kafka_destroy(rk);
+      return;
+    }
+    if (done.wait_for(kDestroyWait) != std::future_status::ready) {
+      spdlog::warn(
+          "kafka: the consumer, closed, was not destroyed within {} s (librdkafka before 2.1.0 "
+          "never finishes once a partition was deleted or lost); left behind",
+          kDestroyWait.count());
+    }
+  }
 };
 struct MessageDeleter {
   void operator()(rd_kafka_message_t* msg) const { rd_kafka_message_destroy(msg); }

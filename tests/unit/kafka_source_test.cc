@@ -1,9 +1,13 @@
 #include "ingest/kafka/kafka_source.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -163,6 +167,11 @@ class MockCluster {
     }
     EXPECT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_destroy(producer);
+  }
+
+  // Metadata responses give `err` for `topic` from now on, as if it had been deleted.
+  void setTopicError(const std::string& topic, rd_kafka_resp_err_t err) {
+    rd_kafka_mock_topic_set_error(cluster_, topic.c_str(), err);
   }
 
  private:
@@ -444,6 +453,60 @@ TEST(KafkaSource, HandlerExceptionPropagatesAndCommitsNothing) {
   EXPECT_EQ(partitions->elems[0].offset, RD_KAFKA_OFFSET_INVALID);
   rd_kafka_topic_partition_list_destroy(partitions);
   rd_kafka_destroy(rk);
+}
+
+// A subscribed topic deleted while the source runs: librdkafka 2.0.2 then never finishes
+// destroying the consumer (librdkafka #4187); run() returns all the same, so that SIGTERM and a
+// restart on new rules go on. Takes about 20 s: the mock coordinator's join delay (above), then
+// the bounded wait for the destroy.
+TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
+  // Left behind, with the source's thread, if run() does not return.
+  auto cluster = std::make_unique<MockCluster>();
+  cluster->createTopic("kern", 1);
+  cluster->createTopic("gone", 1);
+  cluster->produce("kern", {"line 0"}, "gpu-1");
+  KafkaConfig config;
+  config.brokers = cluster->bootstraps();
+  config.group_id = "deleted";
+  config.properties = {{"session.timeout.ms", "6000"},
+                       {"topic.metadata.refresh.interval.ms", "200"}};
+  KafkaTopicConfig kern;
+  kern.name = "kern";
+  KafkaTopicConfig gone;
+  gone.name = "gone";
+  config.topics = {kern, gone};
+
+  struct Running {
+    explicit Running(const KafkaConfig& config) : source(config) {}
+    KafkaSource source;
+    std::stop_source stop;
+    std::atomic<bool> read{false};
+    std::promise<void> returned;
+  };
+  auto running = std::make_shared<Running>(config);
+  std::future<void> returned = running->returned.get_future();
+  std::thread([running] {
+    try {
+      running->source.run([&](RecordBatch& batch) { running->read = !batch.records.empty(); },
+                          running->stop.get_token());
+      running->returned.set_value();
+    } catch (...) {
+      running->returned.set_exception(std::current_exception());
+    }
+  }).detach();
+  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+  while (!running->read && steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(running->read);  // assigned (else the stop below still ends the thread)
+  cluster->setTopicError("gone", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+  std::this_thread::sleep_for(milliseconds(1500));  // metadata is read again every 200 ms
+  running->stop.request_stop();
+  if (returned.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    static_cast<void>(cluster.release());
+    FAIL() << "run() did not return within 30 s of the stop request";
+  }
+  returned.get();
 }
 
 // Runs a KafkaSource on a thread. Its handler records each batch's lines and holds the first
