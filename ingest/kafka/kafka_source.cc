@@ -294,7 +294,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
 
   // Messages polled but not yet consumed: the rest of a rd_kafka_consume_batch_queue call, and
   // those polled while a batch was being handled (from partitions a rebalance assigned in the
-  // meantime, which start unpaused), which open the next batch.
+  // meantime, which start unpaused, and consumer errors), which open the next batch.
   std::deque<MessagePtr> ready;
   const QueuePtr consumer_queue(rd_kafka_queue_get_consumer(rk.get()));
   // The handler may block for long (the pipeline queue is full). Past kPauseAfter the consumer
@@ -324,6 +324,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         ListPtr one(rd_kafka_topic_partition_list_new(1));
         rd_kafka_topic_partition_list_add(one.get(), rd_kafka_topic_name(msg->rkt), msg->partition);
         rd_kafka_pause_partitions(rk.get(), one.get());
+      }
+      if (msg) {  // an error too, so that consume() counts and logs it (it was dropped unseen)
         ready.push_back(std::move(msg));
       }
     }

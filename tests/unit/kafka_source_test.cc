@@ -569,6 +569,8 @@ class HeldSource {
     return batches_;
   }
 
+  KafkaStats stats() const { return source_.stats(); }
+
  private:
   KafkaSource source_;
   std::mutex mu_;
@@ -618,6 +620,38 @@ TEST(KafkaSource, BlockedHandlerPausesAndLosesNothing) {
   source.release();
   const std::vector<std::string> seen = flatten(source.finish(20));
   EXPECT_EQ(seen, lines(0, 20));
+}
+
+// A consumer error polled while the handler blocks (here: a subscribed topic is gone from the
+// metadata) is counted in KafkaStats::errors and logged, as one polled at any other time. Two
+// more errors come through librdkafka's error callback (the partition is no longer available).
+// Takes about 25 s: the mock coordinator's join delay, the block, and the bounded wait for the
+// destroy of a consumer whose topic was deleted (StopReturnsAfterASubscribedTopicWasDeleted).
+TEST(KafkaSource, ConsumerErrorPolledDuringAPauseIsCounted) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 1);
+  cluster.createTopic("gone", 1);
+  cluster.produce("kern", {"line 0"}, "gpu-1");
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = "pause-error";
+  config.properties = {{"session.timeout.ms", "6000"},
+                       {"topic.metadata.refresh.interval.ms", "200"}};
+  KafkaTopicConfig kern;
+  kern.name = "kern";
+  KafkaTopicConfig gone;
+  gone.name = "gone";
+  config.topics = {kern, gone};
+
+  HeldSource source(config);
+  ASSERT_TRUE(source.waitBlocked());
+  std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
+  EXPECT_EQ(source.stats().errors, 0u);
+  cluster.setTopicError("gone", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+  std::this_thread::sleep_for(milliseconds(2000));  // metadata is read again every 200 ms
+  source.release();
+  EXPECT_EQ(flatten(source.finish(1)), std::vector<std::string>{"line 0"});
+  EXPECT_EQ(source.stats().errors, 3u);
 }
 
 // Partitions a rebalance assigns while the source is paused start unpaused: their first messages
