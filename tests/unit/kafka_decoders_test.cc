@@ -272,6 +272,20 @@ TEST(KafkaJsonDecoder, JournaldKernelRecords) {
   EXPECT_EQ(fluent.time_ns, kReceiveNs);
 }
 
+// A container's output in the journal (Docker's and Podman's journald log drivers) carries
+// CONTAINER_NAME and is a pod's, as journald records are everywhere else (README, "Stream kinds"),
+// even under the SYSLOG_IDENTIFIER its launcher's tag gave it. It was taken as kernel output.
+TEST(KafkaJsonDecoder, JournaldContainerOutputIsNeverKernel) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(decoder, message(R"({"MESSAGE": "NVRM: Xid 79",
+      "_HOSTNAME": "gpu-1", "_TRANSPORT": "journal", "SYSLOG_IDENTIFIER": "kernel",
+      "CONTAINER_NAME": "prank", "CONTAINER_ID": "0123456789ab"})"),
+                                   &batch);
+  EXPECT_EQ(rec.node, "gpu-1");
+  EXPECT_EQ(rec.stream, StreamKind::kPod);
+}
+
 TEST(KafkaJsonDecoder, RsyslogProgramnameKernel) {
   const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
   RecordBatch batch;
