@@ -455,19 +455,15 @@ TEST(KafkaSource, HandlerExceptionPropagatesAndCommitsNothing) {
   rd_kafka_destroy(rk);
 }
 
-// A subscribed topic deleted while the source runs: librdkafka 2.0.2 then never finishes
-// destroying the consumer (librdkafka #4187); run() returns all the same, so that SIGTERM and a
-// restart on new rules go on. Takes about 20 s: the mock coordinator's join delay (above), then
-// the bounded wait for the destroy.
-TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
-  // Left behind, with the source's thread, if run() does not return.
-  auto cluster = std::make_unique<MockCluster>();
-  cluster->createTopic("kern", 1);
-  cluster->createTopic("gone", 1);
-  cluster->produce("kern", {"line 0"}, "gpu-1");
+// Topics "kern" (holding one line of gpu-1) and "gone" on `cluster`, and a consumer of both in
+// `group` that reads the metadata every 200 ms, so that it soon sees "gone" deleted.
+KafkaConfig kernAndGone(MockCluster& cluster, const std::string& group) {
+  cluster.createTopic("kern", 1);
+  cluster.createTopic("gone", 1);
+  cluster.produce("kern", {"line 0"}, "gpu-1");
   KafkaConfig config;
-  config.brokers = cluster->bootstraps();
-  config.group_id = "deleted";
+  config.brokers = cluster.bootstraps();
+  config.group_id = group;
   config.properties = {{"session.timeout.ms", "6000"},
                        {"topic.metadata.refresh.interval.ms", "200"}};
   KafkaTopicConfig kern;
@@ -475,6 +471,17 @@ TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
   KafkaTopicConfig gone;
   gone.name = "gone";
   config.topics = {kern, gone};
+  return config;
+}
+
+// A subscribed topic deleted while the source runs: librdkafka 2.0.2 then never finishes
+// destroying the consumer (librdkafka #4187); run() returns all the same, so that SIGTERM and a
+// restart on new rules go on. Takes about 20 s: the mock coordinator's join delay (above), then
+// the bounded wait for the destroy.
+TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
+  // Left behind, with the source's thread, if run() does not return.
+  auto cluster = std::make_unique<MockCluster>();
+  const KafkaConfig config = kernAndGone(*cluster, "deleted");
 
   struct Running {
     explicit Running(const KafkaConfig& config) : source(config) {}
@@ -629,19 +636,7 @@ TEST(KafkaSource, BlockedHandlerPausesAndLosesNothing) {
 // destroy of a consumer whose topic was deleted (StopReturnsAfterASubscribedTopicWasDeleted).
 TEST(KafkaSource, ConsumerErrorPolledDuringAPauseIsCounted) {
   MockCluster cluster;
-  cluster.createTopic("kern", 1);
-  cluster.createTopic("gone", 1);
-  cluster.produce("kern", {"line 0"}, "gpu-1");
-  KafkaConfig config;
-  config.brokers = cluster.bootstraps();
-  config.group_id = "pause-error";
-  config.properties = {{"session.timeout.ms", "6000"},
-                       {"topic.metadata.refresh.interval.ms", "200"}};
-  KafkaTopicConfig kern;
-  kern.name = "kern";
-  KafkaTopicConfig gone;
-  gone.name = "gone";
-  config.topics = {kern, gone};
+  const KafkaConfig config = kernAndGone(cluster, "pause-error");
 
   HeldSource source(config);
   ASSERT_TRUE(source.waitBlocked());
