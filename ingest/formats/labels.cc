@@ -22,20 +22,24 @@ LabelFilter::LabelFilter(const StreamRules& rules) {
   std::for_each(std::begin(kJobLabels), std::end(kJobLabels), add);
 }
 
+std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Label* end) {
+  for (const std::string& name : rules.node_labels) {
+    const Label* it = std::find_if(begin, end, [&](const Label& l) { return l.name == name; });
+    if (it != end && !it->value.empty()) {
+      return it->value;
+    }
+  }
+  return {};
+}
+
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec) {
-  const auto begin = batch.labels.begin() + rec->labels_begin;
-  const auto end = batch.labels.begin() + rec->labels_end;
+  const Label* begin = batch.labels.data() + rec->labels_begin;
+  const Label* end = batch.labels.data() + rec->labels_end;
   auto find = [&](std::string_view name) {
     return std::find_if(begin, end, [&](const Label& l) { return l.name == name; });
   };
   if (rec->node.empty()) {
-    for (const std::string& name : rules.node_labels) {
-      const auto it = find(name);
-      if (it != end && !it->value.empty()) {
-        rec->node = it->value;
-        break;
-      }
-    }
+    rec->node = nodeOf(rules, begin, end);
   }
   // Every label of a pod name counts, not only the first: a pod's own fields can come first in
   // a merged record (Fluent Bit's Merge_Log) and must not mask the shipper's.
@@ -74,13 +78,8 @@ void classifyOtlp(const StreamRules& rules, uint32_t resource_labels, RecordBatc
                  labels.end());
     rec->labels_end = static_cast<uint32_t>(labels.size());
   }
-  for (const std::string& name : rules.node_labels) {
-    const auto it = std::find_if(begin, own, [&](const Label& l) { return l.name == name; });
-    if (it != own && !it->value.empty()) {
-      rec->node = it->value;
-      break;
-    }
-  }
+  rec->node = nodeOf(rules, labels.data() + rec->labels_begin,
+                     labels.data() + rec->labels_begin + resource_labels);
   classify(rules, *batch, rec);
 }
 

@@ -49,9 +49,13 @@ class LabelFilter {
   NameTable<bool> names_;
 };
 
-// Sets rec->node (if still empty) and rec->stream from the batch labels [rec->labels_begin,
-// rec->labels_end): pod if any label of a pod name (any one of them, if a name occurs twice) is
-// non-empty, else kernel if a kernel label matches, else other.
+// The node that the labels [begin, end) name: the value of the first label of the first name in
+// rules.node_labels whose first label is not empty; "" if none. A view into the labels.
+std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Label* end);
+
+// Sets rec->node (if still empty: nodeOf) and rec->stream from the batch labels
+// [rec->labels_begin, rec->labels_end): pod if any label of a pod name (any one of them, if a name
+// occurs twice) is non-empty, else kernel if a kernel label matches, else other.
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec);
 
 // classify() for an OTLP record, whose labels are its resource's attributes (the first

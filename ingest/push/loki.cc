@@ -258,22 +258,6 @@ bool readEntry(WireBytes bytes, int64_t* ns, std::string_view* line, std::vector
   return true;
 }
 
-// The node that batch->labels [begin, end), a stream's labels, name (StreamRules::node_labels
-// order), "" if none. It comes before any named by an entry's structured metadata, which shippers
-// fill from the line's own fields (Promtail's json and structured_metadata stages): a pod's line
-// must not name another node.
-std::string_view streamNode(const StreamRules& rules, const RecordBatch& batch, uint32_t begin,
-                            uint32_t end) {
-  for (const std::string& name : rules.node_labels) {
-    for (uint32_t i = begin; i < end; ++i) {
-      if (batch.labels[i].name == name && !batch.labels[i].value.empty()) {
-        return batch.labels[i].value;
-      }
-    }
-  }
-  return {};
-}
-
 // Appends a record whose labels are [stream_begin, stream_end) of batch->labels followed by the
 // entry's structured metadata (views that live as long as the batch); an entry without metadata
 // shares the stream's label range.
@@ -404,7 +388,11 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       return false;
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
-    const std::string_view node = streamNode(rules, *batch, begin, end);
+    // The stream's labels name the node before an entry's structured metadata, which shippers
+    // fill from the line's own fields (Promtail's json and structured_metadata stages): a pod's
+    // line must not name another node.
+    const std::string_view node =
+        nodeOf(rules, batch->labels.data() + begin, batch->labels.data() + end);
     for (WireBytes bytes : entries) {
       int64_t ns = 0;
       std::string_view line;
@@ -511,7 +499,11 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
       batch->labels.push_back({"tenant", tenant_view});
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
-    const std::string_view node = streamNode(rules, *batch, begin, end);
+    // The stream's labels name the node before an entry's structured metadata, which shippers
+    // fill from the line's own fields (Promtail's json and structured_metadata stages): a pod's
+    // line must not name another node.
+    const std::string_view node =
+        nodeOf(rules, batch->labels.data() + begin, batch->labels.data() + end);
     size_t ei = 0;
     for (element value : values) {
       const auto entry_at = [&] { return where() + ".values[" + std::to_string(ei) + "]"; };
