@@ -397,13 +397,9 @@ KubeClient::Response TaintSink::patchNode(const std::string& path, const json& p
 }
 
 bool TaintSink::refresh() {
-  const auto now = Clock::now();
-  if (have_snapshot_ && now - listed_ < options_.node_list_period) {
-    return true;
-  }
-  // A failed LIST waits node_list_period too: the worker wakes twice a second, and a LIST the
-  // server refuses at once (a 403) was sent, and logged, at every wake.
-  if (now - list_tried_ < options_.node_list_period) {
+  // By the last LIST tried, failed or not: the worker wakes twice a second, and a LIST the server
+  // refuses at once (a 403) was sent, and logged, at every wake.
+  if (Clock::now() - list_tried_ < options_.node_list_period) {
     return have_snapshot_;
   }
   return list() || have_snapshot_;  // a failed LIST keeps the last snapshot
