@@ -51,8 +51,8 @@ void appendUtf8(uint32_t cp, std::string* out) {
   }
 }
 
-// Reads a quoted value starting at s[*i] (the opening quote). Sets *value to a view of `s` when
-// there is nothing to unescape, else to the unescaped copy in *buf.
+// Reads a quoted value (or name) starting at s[*i] (the opening quote). Sets *value to a view of
+// `s` when there is nothing to unescape, else to the unescaped copy in *buf.
 bool readQuoted(std::string_view s, size_t* i, std::string_view* value, std::string* buf,
                 std::string* error) {
   const char quote = s[*i];
@@ -111,7 +111,7 @@ bool readQuoted(std::string_view s, size_t* i, std::string_view* value, std::str
         auto v = static_cast<uint32_t>(e - '0');
         for (int d = 0; d < 2; ++d) {
           if (*i >= s.size() || s[*i] < '0' || s[*i] > '7') {
-            *error = "bad octal escape in a label value";
+            *error = "bad octal escape in a label";
             return false;
           }
           v = v * 8 + static_cast<uint32_t>(s[(*i)++] - '0');
@@ -132,7 +132,7 @@ bool readQuoted(std::string_view s, size_t* i, std::string_view* value, std::str
         for (int d = 0; d < digits; ++d) {
           const int h = *i < s.size() ? hexDigit(s[*i]) : -1;
           if (h < 0) {
-            *error = "bad \\" + std::string(1, e) + " escape in a label value";
+            *error = "bad \\" + std::string(1, e) + " escape in a label";
             return false;
           }
           v = v * 16 + static_cast<uint32_t>(h);
@@ -141,7 +141,7 @@ bool readQuoted(std::string_view s, size_t* i, std::string_view* value, std::str
         if (e == 'x') {
           buf->push_back(static_cast<char>(v));
         } else if (v > 0x10ffff) {
-          *error = "escape beyond Unicode in a label value";
+          *error = "escape beyond Unicode in a label";
           return false;
         } else {
           appendUtf8(v, buf);
@@ -149,7 +149,7 @@ bool readQuoted(std::string_view s, size_t* i, std::string_view* value, std::str
         break;
       }
       default:
-        *error = "unknown escape \\" + std::string(1, e) + " in a label value";
+        *error = "unknown escape \\" + std::string(1, e) + " in a label";
         return false;
     }
   }
@@ -297,13 +297,25 @@ bool parseLokiSelector(std::string_view s, RecordBatch* batch, std::string* erro
   skipSpace(s, &i);
   while (i < s.size() && s[i] != '}') {
     const size_t name_start = i;
-    while (i < s.size() && isNameChar(s[i])) {
-      ++i;
+    std::string_view name;
+    if (s[i] == '"' || s[i] == '`') {
+      // Quoted as a value: a UTF-8 name (service.name) as Prometheus 3's labels.String() writes
+      // it and Loki 3 reads it (ParseMetric).
+      if (!readQuoted(s, &i, &name, &buf, &why)) {
+        return bad(why);
+      }
+      if (name.data() == buf.data()) {
+        name = batch->copy(name);
+      }
+    } else {
+      while (i < s.size() && isNameChar(s[i])) {
+        ++i;
+      }
+      name = s.substr(name_start, i - name_start);
     }
-    if (i == name_start) {
-      return bad("expected a label name at offset " + std::to_string(i));
+    if (name.empty()) {
+      return bad("expected a label name at offset " + std::to_string(name_start));
     }
-    const std::string_view name = s.substr(name_start, i - name_start);
     skipSpace(s, &i);
     if (i >= s.size() || s[i] != '=') {
       return bad("expected = after " + std::string(name));

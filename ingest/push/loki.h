@@ -16,8 +16,9 @@ namespace faultline {
 
 // Parses a LogQL stream selector, `{job="kernel", node="n-1"}`, appending one Label per pair to
 // batch->labels. Values are Go-quoted ("..." with strconv.Unquote's escapes: \" \\ \n \t \r \a \b
-// \f \v \ooo \xHH \uXXXX \UXXXXXXXX) or backquoted (raw); spaces around names, `=` and commas are
-// allowed; `{}` is an empty set.
+// \f \v \ooo \xHH \uXXXX \UXXXXXXXX) or backquoted (raw); a name is bare (letters, digits, _ . - /
+// :) or quoted as a value (`{"service.name"="x"}`: Prometheus 3's UTF-8 names, which Loki 3 takes);
+// spaces around names, `=` and commas are allowed; `{}` is an empty set.
 // Views point into `selector` where a value has no escape, else into the batch, so `selector`
 // must live as long as the batch. Returns false with a reason in *error (labels unchanged).
 bool parseLokiSelector(std::string_view selector, RecordBatch* batch, std::string* error);

@@ -257,6 +257,28 @@ TEST(LokiSelector, ParsesQuotesEscapesAndSpaces) {
   EXPECT_EQ(batch.labels[0].value, "a\fb\vc\ad\beA\xff");
 }
 
+// Loki 3 reads a stream's labels with Prometheus 3's ParseMetric, which takes quoted (UTF-8)
+// label names, and Prometheus 3's labels.String() writes a name such as service.name so.
+TEST(LokiSelector, QuotedLabelNames) {
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(parseLokiSelector(R"({"service.name"="x", `k8s.node.name` = "n1",job="kernel",)"
+                                R"( "a\"b\u00e9"="y"})",
+                                &batch, &error))
+      << error;
+  ASSERT_EQ(batch.labels.size(), 4u);
+  EXPECT_EQ(batch.labels[0].name, "service.name");
+  EXPECT_EQ(batch.labels[0].value, "x");
+  EXPECT_EQ(batch.labels[1].name, "k8s.node.name");
+  EXPECT_EQ(batch.labels[1].value, "n1");
+  EXPECT_EQ(batch.labels[2].name, "job");
+  EXPECT_EQ(batch.labels[3].name, "a\"b\xc3\xa9");
+  EXPECT_EQ(batch.labels[3].value, "y");
+  batch.labels.clear();
+  EXPECT_FALSE(parseLokiSelector(R"({""="x"})", &batch, &error));
+  EXPECT_TRUE(batch.labels.empty());
+}
+
 TEST(LokiSelector, RefusesMalformedSelectors) {
   for (const char* bad :
        {"", "job=\"x\"", "{job=\"x\"", "{job=x}", "{job=\"x}", "{=\"x\"}", "{a=\"1\" b=\"2\"}",
