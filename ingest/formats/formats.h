@@ -61,7 +61,8 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // boolValue, an arrayValue of intValues (journald's MESSAGE that is not UTF-8: its bytes) and
 // bytesValue (base64, as the protobuf decoder takes bytes_value); time is timeUnixNano, else
 // observedTimeUnixNano, else 0 (ns since the epoch; a time or intValue written as a string counts
-// only if it is a JSON integer, "0012" being none); node and stream come from classify(rules). A
+// only if it is a JSON integer, "0012" being none; an intValue past int64 is no scalar, a time
+// past it is the latest there is); node and stream come from classify(rules). A
 // logRecord without a usable line is skipped and counted in *rejected. Returns false with a
 // one-line reason in *error, and the batch as it was, when `doc` is not a JSON object or
 // resourceLogs is not an array; a document without resourceLogs is an empty request. Read in one

@@ -201,6 +201,21 @@ error_code intOf(od::value v, int64_t* out) {
   return SUCCESS;  // a fraction or an exponent reads as 0
 }
 
+// An AnyValue's intValue: an int64 (common.proto), as a JSON string or integer; *ok false for
+// anything else (past int64, a fraction, no number): no protobuf sender writes it, and a made-up
+// 0 or INT64_MAX would be a line or node name the sender never wrote.
+error_code int64Of(od::value v, int64_t* out, bool* ok) {
+  *ok = false;
+  od::json_type type = od::json_type::null;
+  SIMDJSON_TRY(v.type().get(type));
+  if (type == od::json_type::string) {
+    *ok = v.get_int64_in_string().get(*out) == SUCCESS;
+  } else if (type == od::json_type::number) {
+    *ok = v.get_int64().get(*out) == SUCCESS;
+  }
+  return SUCCESS;
+}
+
 // An AnyValue's arrayValue ({"values": [{"intValue": n}, ...]}, how the journald receiver renders
 // a MESSAGE that is not UTF-8) as bytes in *buf; *ok false if it is no such array.
 error_code bytesOf(od::value array_value, std::string* buf, bool* ok) {
@@ -274,10 +289,9 @@ class ScalarOf {
       SIMDJSON_TRY(stringOf(value, &ok_, &text_));
     } else if (rank == 1) {
       int64_t i = 0;
-      SIMDJSON_TRY(intOf(value, &i));
+      SIMDJSON_TRY(int64Of(value, &i, &ok_));
       *buf_ = std::to_string(i);
       text_ = *buf_;
-      ok_ = true;
     } else if (rank == 2) {
       od::json_type type = od::json_type::null;
       SIMDJSON_TRY(value.type().get(type));

@@ -920,6 +920,32 @@ TEST(OtlpJson, InvalidUnicodeIsReplacedNotRefused) {
 // node nor its job. A pod claimed jobs, and so "2 jobs within 1d" tainted its node; and named
 // another node, over the resource's host.name. Without a pod in the resource (a shipper that
 // puts everything in attributes), the record's labels are all there is.
+// An intValue is an int64 (common.proto); one that is not (past int64, a fraction, not a number)
+// is not a usable value, as a boolValue that is no boolean, where it read as "0" or
+// "9223372036854775807": a line or node name the sender never wrote.
+TEST(OtlpJson, AnIntValueThatIsNoInt64IsNoValue) {
+  const std::string doc = R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[
+      {"body":{"intValue":"-42"},"attributes":[{"key":"host","value":{"intValue":7}}]},
+      {"body":{"intValue":"99999999999999999999"},"attributes":[{"key":"host","value":{"intValue":7}}]},
+      {"body":{"intValue":18446744073709551615},"attributes":[{"key":"host","value":{"intValue":7}}]},
+      {"body":{"intValue":"x1"},"attributes":[{"key":"host","value":{"intValue":7}}]},
+      {"body":{"intValue":1.5},"attributes":[{"key":"host","value":{"intValue":7}}]},
+      {"body":{"stringValue":"a"},"attributes":[{"key":"host","value":{"intValue":"18446744073709551616"}}]}
+    ]}]}]})";
+  for (bool in_place : {false, true}) {
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    ASSERT_TRUE(otlpJson(doc, in_place, &batch, &rejected, &error)) << error;
+    EXPECT_EQ(rejected, 4u);  // the four bodies; the server drops the record without a node
+    ASSERT_EQ(batch.records.size(), 2u);
+    EXPECT_EQ(batch.records[0].line, "-42");
+    EXPECT_EQ(batch.records[0].node, "7");
+    EXPECT_EQ(batch.records[1].line, "a");
+    EXPECT_EQ(batch.records[1].node, "");
+  }
+}
+
 TEST(OtlpJson, APodsOwnAttributesNameNeitherItsNodeNorItsJob) {
   for (bool in_place : {false, true}) {
     for (bool resource_late : {false, true}) {
