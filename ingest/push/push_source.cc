@@ -393,7 +393,11 @@ struct PushServer::Listener {
       return;
     }
     if (!keep) {
-      closeAfterAnswer(socket);
+      // A client that asked to close, its request read whole, sends nothing more: closed now (the
+      // socket with the connection), where waiting for its close held the thread.
+      if (parser.get().keep_alive() || over_limit || unread || c->buffer.size() > 0) {
+        closeAfterAnswer(socket);
+      }
       return;
     }
     waitForRequest(server, c);

@@ -458,6 +458,42 @@ TEST(PushServer, IdleKeepAliveConnectionsHoldNoThread) {
   }
 }
 
+// A client that asks to close (Connection: close, or HTTP/1.0) and whose request was read whole
+// sends nothing more: the server closes at once. It read on until that client closed too, for up
+// to 1 s of silence, holding its thread: a client closing late held the only one here 1 s.
+TEST(PushServer, AClientAskingToCloseHoldsNoThreadAfterItsAnswer) {
+  using std::chrono::steady_clock;
+  using namespace std::chrono_literals;
+  PushConfig config;
+  config.threads = 1;
+  Fixture f(1 << 20, config);
+  httplib::Client client("127.0.0.1", f.server->port());
+  client.set_read_timeout(10, 0);
+  const std::string body = kLokiJson;
+  for (const std::string& request :
+       {std::string("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        std::string("GET /healthz HTTP/1.0\r\n\r\n"),
+        "POST /loki/api/v1/push HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body}) {
+    RawConnection c(f.server->port());  // open until the end of the iteration
+    ASSERT_TRUE(c.connected());
+    c.send(request);
+    const std::string answer = c.receive();
+    EXPECT_TRUE(c.closedByPeer()) << request;
+    EXPECT_EQ(answer.rfind("HTTP/1.", 0), 0u) << answer;
+    const auto start = steady_clock::now();
+    auto res = client.Get("/healthz");
+    const auto waited = steady_clock::now() - start;
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_LT(waited, 500ms) << request;
+  }
+  auto item = f.queue.tryPop();
+  ASSERT_TRUE(item);
+  f.queue.done(*item);
+}
+
 // A client sending a byte every 250 ms, each within the pause bound, is dropped once its header
 // or its body as a whole is late, so that a few such clients cannot hold every server thread.
 TEST(PushServer, TricklingRequestIsDroppedAtItsDeadline) {
