@@ -569,18 +569,25 @@ std::string TaintSink::guard(const Decision& d) {
       nowNanos() - static_cast<int64_t>(l.window.count()) * kNanosPerSecond;
   std::erase_if(added_, [&](const auto& kv) { return kv.second < window_start; });
   const TaintCount count = countTaints(nodes_, d.taint.key, window_start, added_);
-  const int tainted = count.tainted;
+  // A node that carries the key already (with another effect) is among count.tainted: tainting
+  // it adds no tainted node.
+  const auto self = nodes_.find(d.node);
+  const bool counted =
+      self != nodes_.end() && std::ranges::any_of(nodeTaints(self->second), [&](const json& t) {
+        return stringAt(t, "/key") == d.taint.key;
+      });
+  const int tainted = count.tainted + (counted ? 0 : 1);  // with this taint
   const int recent = count.recent;
   const int eligible = static_cast<int>(nodes_.size());
   std::string reason;
-  if (l.max_tainted > 0 && tainted + 1 > l.max_tainted) {
-    reason = "would taint " + std::to_string(tainted + 1) + " nodes, over max_tainted " +
+  if (l.max_tainted > 0 && tainted > l.max_tainted) {
+    reason = "would taint " + std::to_string(tainted) + " nodes, over max_tainted " +
              std::to_string(l.max_tainted);
   } else if (l.max_tainted_percent > 0) {
     const int allowed =
         std::max(1, static_cast<int>(std::floor(eligible * l.max_tainted_percent / 100)));
-    if (tainted + 1 > allowed) {
-      reason = "would taint " + std::to_string(tainted + 1) + " of " + std::to_string(eligible) +
+    if (tainted > allowed) {
+      reason = "would taint " + std::to_string(tainted) + " of " + std::to_string(eligible) +
                " eligible nodes, over max_tainted_percent " +
                fmt::format("{:g}", l.max_tainted_percent) + " (" + std::to_string(allowed) +
                " nodes)";

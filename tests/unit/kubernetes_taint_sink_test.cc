@@ -770,6 +770,23 @@ TEST_F(GuardTest, PercentageLimitCountsTaintsFaultlineDidNotWrite) {
             "would taint 3 of 20 eligible nodes, over max_tainted_percent 10 (2 nodes)");
 }
 
+// A node that carries the taint key already (another effect, set by hand) is counted among the
+// tainted: faultline's taint on it adds no tainted node, so it is no reason to trip the breaker.
+TEST_F(GuardTest, ANodeCarryingTheKeyAlreadyIsNotCountedTwice) {
+  createCluster(10);
+  ASSERT_TRUE(server_.mutate(
+      "g0",
+      {{"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoExecute"}}}}}}}));
+  TaintSink sink(config(), guarded({1, 10, 0, std::chrono::seconds(60)}), hooks());
+  sink.write(decision("g0"));
+  sink.flush();
+
+  EXPECT_TRUE(suppressed().empty()) << suppressed()[0].reason;
+  EXPECT_EQ(sink.counters().applied, 1u);
+  EXPECT_EQ(sink.breakerTripped(), "");
+  EXPECT_EQ(server_.node("g0")["spec"]["taints"].size(), 2u);
+}
+
 // The eligible nodes come in pages of node_list_limit (limit + continue), and the guard counts
 // taints on every page.
 TEST_F(GuardTest, ListsEligibleNodesInPages) {
