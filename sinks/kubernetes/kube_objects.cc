@@ -141,6 +141,17 @@ std::optional<TaintMark> taintMark(const json& node) {
   return m;
 }
 
+bool hasMarkedTaint(const json& node, const TaintMark& mark) {
+  int64_t applied = 0;
+  const json* list = at(node, "/spec/taints");
+  return parseRfc3339(mark.applied, &applied) && list != nullptr && list->is_array() &&
+         std::any_of(list->begin(), list->end(), [&](const json& t) {
+           int64_t added = 0;
+           return stringMember(t, "key") == mark.key && stringMember(t, "effect") == mark.effect &&
+                  parseRfc3339(stringMember(t, "timeAdded"), &added) && added <= applied;
+         });
+}
+
 TaintCount countTaints(const std::map<std::string, json>& nodes, const std::string& key,
                        int64_t since_ns, const std::map<std::string, int64_t>& added) {
   auto taintOf = [&](const json& node) -> const json* {

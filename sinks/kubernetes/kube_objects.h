@@ -62,6 +62,11 @@ struct TaintMark {
 };
 // nullopt when the annotation is absent or its value is not a JSON object.
 std::optional<TaintMark> taintMark(const nlohmann::json& node);
+// The mark's taint (its key and effect) is in spec.taints as faultline wrote it: with a timeAdded
+// no later than the mark's `applied` (faultline writes both at once). A taint put back by hand
+// after faultline's was removed (the mark stays) has none (kubectl writes it for NoExecute only)
+// or a later one: it is not faultline's. False too when `applied` is not an RFC 3339 time.
+bool hasMarkedTaint(const nlohmann::json& node, const TaintMark& mark);
 
 // The blast-radius guard's counts over eligible nodes (taint_sink.h BlastRadiusLimits).
 struct TaintCount {

@@ -439,7 +439,7 @@ bool TaintSink::list() {
     restore_pending_ = false;
     for (const auto& [name, node] : nodes_) {
       const std::optional<TaintMark> mark = taintMark(node);
-      if (mark && mark->time_ns && hasTaint(node, mark->key, mark->effect)) {
+      if (mark && mark->time_ns && hasMarkedTaint(node, *mark)) {
         spdlog::info("kubernetes: node {} keeps taint {} of rule {} from before this start", name,
                      mark->key, mark->rule);
         hooks_.on_restored(name, mark->rule, *mark->time_ns);
@@ -833,15 +833,21 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
         !hasTaint(node, d.taint.key, d.taint.effect)) {
       return removed(node);
     }
-    if (!mark || mark->key != d.taint.key || mark->effect != d.taint.effect) {
+    const bool marked = mark && mark->key == d.taint.key && mark->effect == d.taint.effect;
+    // A mark whose taint was removed by hand stays: a taint put back since is the operator's.
+    const bool put_back =
+        marked && hasTaint(node, d.taint.key, d.taint.effect) && !hasMarkedTaint(node, *mark);
+    if (!marked || put_back) {
       spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
                    d.taint.key);
       ++suppressed_;
       // A refused decision like a refused taint (no Event: the node's taint is not faultline's).
       Decision s = d;
       s.action = Decision::Action::kSuppressed;
-      s.reason = "untaint refused: faultline did not set the node's " + d.taint.key +
-                 " taint (no " + kTaintAnnotation + " annotation for it)";
+      s.reason = "untaint refused: faultline did not set the node's " + d.taint.key + " taint (" +
+                 (put_back ? "it was put back by hand after faultline's was removed"
+                           : std::string("no ") + kTaintAnnotation + " annotation for it") +
+                 ")";
       if (hooks_.on_suppressed) {
         hooks_.on_suppressed(s);
       }

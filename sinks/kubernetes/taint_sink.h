@@ -51,8 +51,10 @@
 //     lost) counts as applied; for an untaint, one with neither mark nor taint as removed. So
 //     does the first read of a deferred decision handled again whose PATCH got no answer (none,
 //     or a 5xx) before it was deferred.
-// Untaint removes faultline's taint only where the annotation says faultline set it; elsewhere
-// it is refused (a kSuppressed decision, no Event).
+// Untaint removes faultline's taint only where the annotation says faultline set it and the taint
+// is the one it wrote (a taint put back by hand after faultline's was removed, the annotation
+// left, is not: kube_objects hasMarkedTaint); elsewhere it is refused (a kSuppressed decision, no
+// Event).
 // A taint or untaint still failing with a retryable answer after max_attempts (an API server
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
 // newest such decision per node and taint key and handles it again every node_list_period while
@@ -157,11 +159,12 @@ class TaintSink : public DecisionSink {
     // After the sink's first successful LIST, and after the first one of each later leadership
     // term (leader_term changed: another replica may have led), for each listed node whose
     // faultline.dev/taint annotation has a time and whose taint (the annotation's key and effect)
-    // is still on it: the node, the annotation's rule and its time (the decision's event time, ns
-    // since the epoch). Taints an earlier process or another leader set (before a rollout, a
-    // crash, while this replica followed), which serve's correlator must know to lift them when
-    // the node recovers (Pipeline::restoreTaint; it ignores a node it decided itself). Other
-    // LISTs show this replica's own marks. On the sink's thread.
+    // is still on it as faultline wrote it (hasMarkedTaint: not put back by hand): the node, the
+    // annotation's rule and its time (the decision's event time, ns since the epoch). Taints an
+    // earlier process or another leader set (before a rollout, a crash, while this replica
+    // followed), which serve's correlator must know to lift them when the node recovers
+    // (Pipeline::restoreTaint; it ignores a node it decided itself). Other LISTs show this
+    // replica's own marks. On the sink's thread.
     std::function<void(const std::string& node, const std::string& rule, int64_t time_ns)>
         on_restored;
   };

@@ -27,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)faultline::nodeTaints(node).dump();
     (void)faultline::hasTaint(node, "faultline.dev/faulty", "NoSchedule");
     (void)faultline::hasLabel(node, "faultline.dev/opt-out", "true");
-    (void)faultline::taintMark(node);
+    if (const auto mark = faultline::taintMark(node)) {
+      (void)faultline::hasMarkedTaint(node, *mark);
+    }
     (void)faultline::nodeCondition(node, "FaultlineFaulty");
     (void)faultline::stringAt(node, "/metadata/resourceVersion");
   }

@@ -1162,6 +1162,46 @@ TEST_F(TaintSinkTest, HandRemovedTaintIsNotPutBackForTheSameIncident) {
   EXPECT_TRUE(tainted("n1"));
 }
 
+// An operator removed faultline's taint by hand (its annotation stays, the memory of the
+// incident) and later put the same taint back by hand: that taint is the operator's. Neither the
+// untaint of faultline's incident nor a restart's restore may take it for faultline's.
+TEST_F(TaintSinkTest, ATaintPutBackByHandAfterItsRemovalIsNotFaultlines) {
+  createNode("n1");
+  {
+    TaintSink sink(config(), options(), hooks());
+    sink.write(decision("n1", "xid-fatal"));
+    sink.flush();
+  }
+  ASSERT_TRUE(tainted("n1"));
+  // kubectl taint nodes n1 faultline.dev/faulty:NoSchedule-   (keeps the annotation)
+  ASSERT_TRUE(server_.mutate("n1", {{"spec", {{"taints", json::array()}}}}));
+  // kubectl taint nodes n1 faultline.dev/faulty=true:NoSchedule   (no timeAdded: kubectl writes it
+  // for NoExecute only)
+  ASSERT_TRUE(server_.mutate(
+      "n1",
+      {{"spec",
+        {{"taints",
+          {{{"key", "faultline.dev/faulty"}, {"value", "true"}, {"effect", "NoSchedule"}}}}}}}));
+
+  std::mutex mu;
+  Lines restored;
+  TaintSink::Hooks h = hooks();
+  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t /*time_ns*/) {
+    std::lock_guard lock(mu);
+    restored.push_back(node + " " + rule);
+  };
+  TaintSink sink(config(), options(), h);
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(sink.counters().untainted, 0u);
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].action, Decision::Action::kSuppressed);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(restored, Lines{});
+}
+
 // Another writer's annotation under faultline's key, with fields of the wrong types, is not
 // faultline's mark: the taint is applied (and the annotation replaced), nothing throws.
 TEST_F(TaintSinkTest, ForeignAnnotationOfTheWrongShapeIsIgnored) {
@@ -1346,10 +1386,13 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderSetAreRestoredInANewTerm) {
   const std::string mark =
       R"({"rule":"xid-fatal","key":"faultline.dev/faulty","effect":"NoSchedule",)"
       R"("time":"2025-02-23T16:24:18Z","applied":"2025-02-23T16:24:19Z"})";
-  ASSERT_TRUE(server_.mutate(
-      "n1",
-      {{"metadata", {{"annotations", {{"faultline.dev/taint", mark}}}}},
-       {"spec", {{"taints", {{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}}}}}));
+  ASSERT_TRUE(
+      server_.mutate("n1", {{"metadata", {{"annotations", {{"faultline.dev/taint", mark}}}}},
+                            {"spec",
+                             {{"taints",
+                               {{{"key", "faultline.dev/faulty"},
+                                 {"effect", "NoSchedule"},
+                                 {"timeAdded", "2025-02-23T16:24:19Z"}}}}}}}));
   term = 2;
   EXPECT_TRUE(waitFor([&] {
     std::lock_guard lock(mu);
