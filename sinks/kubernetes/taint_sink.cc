@@ -105,6 +105,13 @@ std::string evidenceText(const Decision& d) {
   return e.signature + ": " + e.line;
 }
 
+// The node `name` a write answered 200 with, or null when the body is not that Node (a proxy's
+// Status, an empty body): the write landed, but the node as it is must be read back.
+json answeredNode(const std::string& body, const std::string& name) {
+  json node = parseObject(body);
+  return stringAt(node, "/metadata/name") == name ? node : json();
+}
+
 // The duration at map[key] in whole seconds (at least 1); `fallback` if the key is absent.
 std::chrono::seconds secondsAt(const YAML::Node& map, const std::string& where, const char* key,
                                std::chrono::seconds fallback) {
@@ -783,13 +790,17 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
                         {"spec", {{"taints", taints}}}};
     const KubeClient::Response patched = patchNode(path, patch);
     if (patched.status == 200) {
-      return applied(parseObject(patched.body));
-    }
-    if (patched.status != 409) {
+      if (json tainted = answeredNode(patched.body, d.node); tainted.is_object()) {
+        return applied(tainted);
+      }
+      // Re-read: the node shows this decision's mark and taint, counted as applied below.
+      spdlog::warn("kubernetes: PATCH {} answered 200 without the node, re-reading", path);
+    } else if (patched.status != 409) {
       return requestFailed("taint " + what, "PATCH " + path, patched);
+    } else {
+      spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
+      ++conflicts_retried_;
     }
-    spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
-    ++conflicts_retried_;
     const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
     node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
@@ -865,12 +876,16 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
                         {"spec", {{"taints", kept}}}};
     const KubeClient::Response patched = patchNode(path, patch);
     if (patched.status == 200) {
-      return removed(parseObject(patched.body));
-    }
-    if (patched.status != 409) {
+      if (json untainted = answeredNode(patched.body, d.node); untainted.is_object()) {
+        return removed(untainted);
+      }
+      // Re-read: the node shows neither mark nor taint, counted as removed above.
+      spdlog::warn("kubernetes: PATCH {} answered 200 without the node, re-reading", path);
+    } else if (patched.status != 409) {
       return requestFailed("untaint node " + d.node, "PATCH " + path, patched);
+    } else {
+      ++conflicts_retried_;
     }
-    ++conflicts_retried_;
   }
   ++failed_;
   return Outcome::kDone;
@@ -955,8 +970,9 @@ void TaintSink::condition(const json& node, bool faulty, const std::string& reas
   if (r.status != 200) {
     spdlog::warn("kubernetes: cannot set condition {} on node {}: {}", options_.condition_type,
                  name, describe(r));
-  } else if (nodes_.count(name) != 0) {
-    nodes_[name] = parseObject(r.body);
+  } else if (json patched = answeredNode(r.body, name);
+             patched.is_object() && nodes_.count(name) != 0) {
+    nodes_[name] = std::move(patched);
   }
 }
 

@@ -332,6 +332,27 @@ TEST_F(TaintSinkTest, AWriteWhoseAnswerWasLostIsStillRecorded) {
 // An evidence line that is not UTF-8 (an Xid's process name cut to 15 bytes inside a character,
 // a /dev/kmsg record's \xNN escapes undone) goes into the Event and the condition with U+FFFD in
 // place of the bad bytes: serializing it threw on the sink's thread, which ended the process.
+// A node PATCH answered 200 with a body that is not the Node (a Status from a proxy or an empty
+// body): the write landed, and the snapshot, the condition and the guard must still see the node
+// as it is, not as an empty object.
+TEST_F(TaintSinkTest, APatchAnsweredWithoutTheNodeIsReadBack) {
+  createNode("n1");
+  TaintSink sink(config(), options(), hooks());
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 200, 1, /*after_serving=*/true);
+  sink.write(decision("n1"));
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(condition("n1"), "True");
+  EXPECT_EQ(sink.counters().applied, 1u);
+
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 200, 1, /*after_serving=*/true);
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(condition("n1"), "False");
+  EXPECT_EQ(sink.counters().untainted, 1u);
+}
+
 TEST_F(TaintSinkTest, EvidenceThatIsNotUtf8IsSentReplaced) {
   createNode("n1");
   TaintSink sink(config(), options());
