@@ -772,9 +772,9 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     }
 
     json taints = nodeTaints(node);
-    json added = {{"key", d.taint.key},
-                  {"effect", d.taint.effect},
-                  {"timeAdded", rfc3339Seconds(nowNanos())}};
+    // One reading for the taint's timeAdded and the mark's applied: hasMarkedTaint compares them.
+    const std::string now = rfc3339Seconds(nowNanos());
+    json added = {{"key", d.taint.key}, {"effect", d.taint.effect}, {"timeAdded", now}};
     if (!d.taint.value.empty()) {
       added["value"] = d.taint.value;  // omitempty in core/v1 Taint
     }
@@ -783,7 +783,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
                            {"key", d.taint.key},
                            {"effect", d.taint.effect},
                            {"time", formatRfc3339(d.time_ns)},
-                           {"applied", rfc3339Seconds(nowNanos())}};
+                           {"applied", now}};
     const json patch = {{"metadata",
                          {{"resourceVersion", stringAt(node, "/metadata/resourceVersion")},
                           {"annotations", {{kTaintAnnotation, mark_new.dump()}}}}},
