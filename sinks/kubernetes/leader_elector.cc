@@ -228,13 +228,19 @@ void LeaderElector::run() {
     const bool renewed = tryAcquireOrRenew();
     const bool was = leader_;
     if (renewed) {
-      renewed_ns_ = sent_ns;
       // A new term when another replica may have held the Lease since this one's last: a Lease
       // that still named this replica (renewals failed for a while, an API server outage) was
-      // held by no one else, so what this replica began (deferred taints) is still its own.
-      if (!was && (term_ == 0 || took_over_)) {
-        ++term_;  // before leader_ (see term())
+      // held by no one else, so what this replica began (deferred taints) is still its own. Also
+      // when leader_ is still set: a request that hung past the renew deadline kept this thread
+      // from noticing the loss while another replica led.
+      if (term_ == 0 || took_over_) {
+        ++term_;  // before renewed_ns_ and leader_ (see term())
+        if (was) {
+          spdlog::info("leader election: {} acquired Lease {}/{} again after losing it unseen",
+                       config_.identity, config_.lease_namespace, config_.name);
+        }
       }
+      renewed_ns_ = sent_ns;
       leader_ = true;
     } else if (!held_.is_object() || !isLeader()) {
       leader_ = false;

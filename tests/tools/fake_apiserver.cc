@@ -333,6 +333,12 @@ void FakeApiServer::failNext(const std::string& method, const std::string& path,
   failures_.push_back({method, path, status, count, after_serving});
 }
 
+void FakeApiServer::delayNext(const std::string& method, const std::string& path,
+                              std::chrono::milliseconds delay) {
+  std::lock_guard lock(mu_);
+  delays_.push_back({method, path, delay});
+}
+
 bool FakeApiServer::mutate(const std::string& name, const json& patch, bool after_next_get) {
   std::lock_guard lock(mu_);
   if (nodes_.count(name) == 0) {
@@ -535,6 +541,7 @@ void FakeApiServer::installRoutes() {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
       int injected = 0;
       bool served = false;
+      std::chrono::milliseconds delay{0};
       {
         std::lock_guard lock(mu_);
         const size_t q = req.target.find('?');
@@ -552,7 +559,15 @@ void FakeApiServer::installRoutes() {
             break;
           }
         }
+        for (auto it = delays_.begin(); it != delays_.end(); ++it) {
+          if (it->method == req.method && it->path == req.path) {
+            delay = it->delay;
+            delays_.erase(it);
+            break;
+          }
+        }
       }
+      std::this_thread::sleep_for(delay);  // without the lock: other requests are served
       if (injected == 0 || served) {
         handler(req, res);
       }

@@ -41,6 +41,7 @@
 //   POST /_test/mutate/{name}   {"patch":{...merge patch...},"after_next_get":false}; see mutate()
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -114,6 +115,10 @@ class FakeApiServer {
   // served and then answered so (a write applied whose answer was lost).
   void failNext(const std::string& method, const std::string& path, int status, int count = 1,
                 bool after_serving = false);
+  // The next request with this method and path (no query) is served only after `delay`, so its
+  // answer shows the state at the end (an API server that holds a request, then answers).
+  void delayNext(const std::string& method, const std::string& path,
+                 std::chrono::milliseconds delay);
   // Changes a node as a concurrent writer would: applies a JSON merge patch (no precondition) and
   // always bumps the resourceVersion, so {} just bumps it. With after_next_get the change is
   // applied right after the next GET of the node (or LIST that returns it) is answered, which makes
@@ -155,6 +160,12 @@ class FakeApiServer {
   int64_t nodes_created_ = 0;     // for uids
   std::vector<Request> requests_;
   std::vector<Failure> failures_;
+  struct Delay {
+    std::string method;
+    std::string path;
+    std::chrono::milliseconds delay;
+  };
+  std::vector<Delay> delays_;
   std::multimap<std::string, nlohmann::json> after_get_;  // node name → pending mutate() patch
 };
 

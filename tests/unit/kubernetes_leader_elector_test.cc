@@ -243,6 +243,24 @@ TEST_F(LeaderElectorTest, LeadingAgainAfterAnotherHolderIsANewTerm) {
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
 }
 
+// A Lease GET that hangs past the renew deadline: meanwhile replica-b takes the Lease, leads and
+// releases it; the GET then answers with the released Lease, which a takes. Another replica led
+// in between, so a leads in a new term, although its thread never saw itself lose the Lease.
+TEST_F(LeaderElectorTest, TakingTheLeaseAfterAHungRenewalIsANewTerm) {
+  LeaderElector a(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  EXPECT_EQ(a.term(), 1u);
+  server_.delayNext("GET", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline",
+                    milliseconds(4000));
+  ASSERT_TRUE(eventually([&] { return !a.isLeader(); }));
+  {
+    LeaderElector b(*b_client_, config("replica-b"));
+    ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
+  }  // b releases the Lease
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
+  EXPECT_EQ(a.term(), 2u);
+}
 TEST(LeaderElectionConfigTest, FromYaml) {
   const LeaderElectionConfig c = LeaderElectionConfig::fromYaml(YAML::Load(
       "{namespace: ops, name: fl, identity: me, lease_duration: 20s, renew_deadline: 12s, "
