@@ -399,8 +399,11 @@ int serve(const std::string& config_path) {
     }
     // Taints set before this start: the correlator lifts them when their nodes recover.
     hooks.on_restored = [&pipeline](const std::string& node, const std::string& rule,
-                                    int64_t time_ns) {
-      pipeline.restoreTaint(node, rule, time_ns);
+                                    int64_t time_ns, uint64_t seen) {
+      pipeline.restoreTaint(node, rule, time_ns, seen);
+    };
+    hooks.on_lifted = [&pipeline](const std::string& node, uint64_t seen) {
+      pipeline.liftTaint(node, seen);
     };
     taints =
         std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks), &metrics);

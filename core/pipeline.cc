@@ -122,9 +122,15 @@ void Pipeline::correlate(BatchMatch& matched) {
   correlator_stats_ = correlator_.stats();
 }
 
-void Pipeline::restoreTaint(std::string node, std::string rule, int64_t time_ns) {
+void Pipeline::restoreTaint(std::string node, std::string rule, int64_t time_ns, uint64_t seen) {
   const std::lock_guard lock(restore_mu_);
-  restored_.push_back({std::move(node), std::move(rule), time_ns});
+  restored_.push_back({std::move(node), std::move(rule), time_ns, seen});
+  restore_pending_.store(true, std::memory_order_release);
+}
+
+void Pipeline::liftTaint(std::string node, uint64_t seen) {
+  const std::lock_guard lock(restore_mu_);
+  restored_.push_back({std::move(node), "", 0, seen});
   restore_pending_.store(true, std::memory_order_release);
 }
 
@@ -143,8 +149,15 @@ void Pipeline::restoreTaints() {
   const int64_t now_ns = clock_ ? std::min(clock_(), kLatestNs) : INT64_MIN;
   const int64_t limit_ns = clock_ ? std::min(now_ns + kMaxAheadNs, kLatestNs) : kLatestNs;
   for (const Restored& r : restored) {
-    const std::string why =
-        correlator_.restore(r.node, r.rule, std::clamp(r.time_ns, kEarliestNs, limit_ns), now_ns);
+    if (r.rule.empty()) {
+      const std::string why = correlator_.lift(r.node, r.seen);
+      if (why.empty()) {
+        spdlog::info("node {}: taint lifted by another leader, forgotten", r.node);
+      }
+      continue;  // "not tainted here" is the rule, not news
+    }
+    const std::string why = correlator_.restore(
+        r.node, r.rule, std::clamp(r.time_ns, kEarliestNs, limit_ns), now_ns, r.seen);
     if (why.empty()) {
       spdlog::info("node {}: taint of rule {} (decided {}) restored from before this start", r.node,
                    r.rule, formatRfc3339(r.time_ns));

@@ -86,11 +86,14 @@ class Pipeline {
   // hits are moved into the correlator: only their time, signature, stream, seq and repeats stay.
   void correlate(BatchMatch& matched);
   // Live: `node` carries faultline's taint of rule `rule`, decided at time_ns (ns since the epoch)
-  // by an earlier process (TaintSink::Hooks::on_restored). Any thread: queued, and restored in the
-  // correlator (Correlator::restore) by the next correlate(), before its batch's hits; one it
-  // does not restore is logged with the reason. A time beyond the bounds of match() is taken as
-  // the nearest bound.
-  void restoreTaint(std::string node, std::string rule, int64_t time_ns);
+  // by an earlier process or another leader (TaintSink::Hooks::on_restored), as seen after this
+  // pipeline's first `seen` decisions (Correlator::restore). Any thread: queued, and restored in
+  // the correlator by the next correlate(), before its batch's hits; one it does not restore is
+  // logged with the reason. A time beyond the bounds of match() is taken as the nearest bound.
+  void restoreTaint(std::string node, std::string rule, int64_t time_ns, uint64_t seen = 0);
+  // Live: `node` no longer carries faultline's taint, as seen after this pipeline's first `seen`
+  // decisions (TaintSink::Hooks::on_lifted). Queued as restoreTaint(), then Correlator::lift.
+  void liftTaint(std::string node, uint64_t seen);
 
   // Replay: matches the batch of input number `input` and keeps its hits; nothing is decided
   // until finishReplay(). Inputs are numbered in the order of their names, so that hits of one
@@ -152,8 +155,9 @@ class Pipeline {
   Correlator::Stats correlator_stats_;
   struct Restored {
     std::string node;
-    std::string rule;
+    std::string rule;  // "": lifted (liftTaint())
     int64_t time_ns = 0;
+    uint64_t seen = 0;
   };
   std::mutex restore_mu_;                      // restoreTaint() runs on the taint sink's thread
   std::vector<Restored> restored_;             // queued by restoreTaint()

@@ -549,11 +549,11 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
   d.evidence = std::move(evidence);
   d.dry_run = dry_run_[ri];
-  node.decided = true;
+  node.decided = ++decided_;
 }
 
 std::string Correlator::restore(std::string_view node_name, std::string_view rule_id,
-                                int64_t time_ns, int64_t quiet_from_ns) {
+                                int64_t time_ns, int64_t quiet_from_ns, uint64_t seen) {
   const std::optional<uint32_t> found = bank_->ruleIndex(rule_id);
   if (!found) {
     return "no such rule in the bank";
@@ -564,7 +564,7 @@ std::string Correlator::restore(std::string_view node_name, std::string_view rul
     return "the rule is in dry run";  // its faults taint no node for real
   }
   NodeData& node = nodeOf(node_name);
-  if (node.tainted || node.decided) {
+  if (node.tainted || node.decided > seen) {
     return "this process decided its taint already";
   }
   hear(node, time_ns);
@@ -579,6 +579,30 @@ std::string Correlator::restore(std::string_view node_name, std::string_view rul
     const std::string key = entityKey(ri, rule, {});
     schedule(name, key, node.faults[key], quiet_from_ns + rule.quiet_ns);
   }
+  return "";
+}
+
+std::string Correlator::lift(std::string_view node_name, uint64_t seen) {
+  std::unique_ptr<NodeData>* found = nodes_.find(node_name);
+  if (found == nullptr || !(*found)->tainted) {
+    return "not tainted here";
+  }
+  NodeData& node = **found;
+  if (node.decided > seen) {
+    return "this process decided it since";
+  }
+  const std::string name(node_name);
+  std::vector<std::string> keys;
+  for (auto& [key, flt] : node.faults) {
+    if (!dry_run_[flt.rule]) {
+      keys.emplace_back(key);
+    }
+  }
+  for (const std::string& key : keys) {
+    schedule(name, key, *node.faults.find(key), INT64_MAX);
+    node.faults.erase(key);
+  }
+  node.tainted = false;
   return "";
 }
 
@@ -661,7 +685,7 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
     d.evidence.push_back(flt.recovery);
   }
   d.dry_run = dry;
-  node.decided = true;
+  node.decided = ++decided_;
   tainted = false;
   if (node.faults.empty()) {  // healthy again: its counts start afresh
     node.counters.clear();

@@ -99,12 +99,20 @@ class Correlator {
   // its quiet timer from quiet_from_ns if that is later (live: the service's clock at the
   // restart; the earlier process may have seen hits since the decision, this one did not), and
   // the node as tainted, deciding nothing: the node is then untainted as if fault() had recorded
-  // it here. A fault of another rule that had joined the taint is not known. Returns "" if
-  // restored, else why not, changing nothing: the node is tainted already, or untainted, by this
-  // process (it knows why; a LIST that predates the sink's handling of an untaint decided here
-  // still shows the taint), or the rule is not in the bank or is in dry run.
+  // it here. A fault of another rule that had joined the taint is not known. `seen`: how many
+  // of this correlator's decisions (in order) the caller's view of the node may reflect. Returns
+  // "" if restored, else why not, changing nothing: the node is tainted already here, or this
+  // process decided its taint or untaint after the `seen`-th decision (it knows why; a LIST that
+  // predates the sink's handling of an untaint decided here still shows the taint), or the rule
+  // is not in the bank or is in dry run.
   std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns,
-                      int64_t quiet_from_ns = INT64_MIN);
+                      int64_t quiet_from_ns = INT64_MIN, uint64_t seen = 0);
+  // Live, in a new leadership term: `node` no longer carries faultline's taint (another leader
+  // lifted it while this process, following, heard nothing of the node). Forgets its faults of
+  // rules not in dry run and its taint, deciding nothing, so that its next fault taints it again.
+  // `seen` as for restore(). Returns "" if lifted, else why not, changing nothing: the node is
+  // not tainted here, or this process decided it after the `seen`-th decision.
+  std::string lift(std::string_view node, uint64_t seen);
 
   // Job membership, from pod records: `node` ran a pod of `job` at time_ns (ns since the epoch).
   // Kept as a [first, last] interval per (job, node), for suspects_peers rules, until it ended
@@ -185,7 +193,7 @@ class Correlator {
   struct NodeData {
     bool tainted = false;
     bool dry_tainted = false;      // by the faults of rules in dry run
-    bool decided = false;          // this process decided a taint or untaint of it (restore())
+    uint64_t decided = 0;          // the number of its latest taint or untaint (decided_), or 0
     int64_t time_ns = INT64_MIN;   // its newest hit or heard() time
     int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
     int64_t second = INT64_MIN;    // of the latest hit (secondOf)
@@ -272,6 +280,7 @@ class Correlator {
   std::vector<uint32_t> alias_rules_;
   std::vector<uint32_t> cluster_rules_;       // advance() looks at their held hits on every hit
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
+  uint64_t decided_ = 0;                      // taints and untaints decided, dry run too
   // cluster rules: job -> its held hits; ordered so that replay flushes equal ends alike
   std::vector<std::map<std::string, HeldJob, std::less<>>> held_;
   // cluster rules: (time of the first held hit, job) of each job holding hits, earliest first, so

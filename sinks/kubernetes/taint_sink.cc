@@ -180,11 +180,12 @@ TaintSink::~TaintSink() {
 }
 
 void TaintSink::write(const Decision& decision) {
-  if (decision.action == Decision::Action::kSuppressed) {
-    return;
-  }
   {
     std::lock_guard lock(mu_);
+    ++written_;
+    if (decision.action == Decision::Action::kSuppressed) {
+      return;
+    }
     queue_.push_back({decision});
   }
   work_cv_.notify_one();
@@ -335,9 +336,11 @@ void TaintSink::run() {
       continue;
     }
     busy_ = true;
+    handling_ = pending.decision.node;
     lock.unlock();
     handle(pending);
     lock.lock();
+    handling_.clear();
     busy_ = false;
     if (queue_.empty()) {
       idle_cv_.notify_all();
@@ -442,14 +445,40 @@ bool TaintSink::list() {
   nodes_ = std::move(nodes);
   listed_ = Clock::now();
   have_snapshot_ = true;
-  if (restore_pending_ && hooks_.on_restored) {
+  if (restore_pending_ && (hooks_.on_restored || hooks_.on_lifted)) {
     restore_pending_ = false;
+    // The LIST predates a decision still pending here: the correlator knows that node better.
+    std::set<std::string> pending{handling_};
+    uint64_t seen = 0;
+    {
+      std::lock_guard lock(mu_);
+      seen = written_;
+      for (const Pending& p : queue_) {
+        pending.insert(p.decision.node);
+      }
+      for (const auto& [at, p] : held_) {
+        pending.insert(p.decision.node);
+      }
+    }
+    for (const auto& [key, p] : deferred_) {
+      pending.insert(key.first);
+    }
+    for (const auto& [key, r] : refused_) {
+      pending.insert(key.first);
+    }
     for (const auto& [name, node] : nodes_) {
+      if (pending.count(name) != 0) {
+        continue;
+      }
       const std::optional<TaintMark> mark = taintMark(node);
-      if (mark && mark->time_ns && hasMarkedTaint(node, *mark)) {
+      if (!mark || !hasMarkedTaint(node, *mark)) {
+        if (hooks_.on_lifted) {
+          hooks_.on_lifted(name, seen);
+        }
+      } else if (mark->time_ns && hooks_.on_restored) {
         spdlog::info("kubernetes: node {} keeps taint {} of rule {} from before this start", name,
                      mark->key, mark->rule);
-        hooks_.on_restored(name, mark->rule, *mark->time_ns);
+        hooks_.on_restored(name, mark->rule, *mark->time_ns, seen);
       }
     }
   }

@@ -163,10 +163,19 @@ class TaintSink : public DecisionSink {
     // annotation's rule and its time (the decision's event time, ns since the epoch). Taints an
     // earlier process or another leader set (before a rollout, a crash, while this replica
     // followed), which serve's correlator must know to lift them when the node recovers
-    // (Pipeline::restoreTaint; it ignores a node it decided itself). Other LISTs show this
-    // replica's own marks. On the sink's thread.
-    std::function<void(const std::string& node, const std::string& rule, int64_t time_ns)>
+    // (Pipeline::restoreTaint). Other LISTs show this replica's own marks.
+    // `seen`: how many decisions were written to the sink before the LIST's view was taken (every
+    // one of them handled before the LIST, or pending: a node with a decision pending here, queued,
+    // held, deferred or refused, is not reported, as the LIST predates it); the correlator ignores
+    // a node it decided after that many (Correlator::restore). On the sink's thread.
+    std::function<void(const std::string& node, const std::string& rule, int64_t time_ns,
+                       uint64_t seen)>
         on_restored;
+    // With the same LISTs, for each listed node without faultline's taint as it wrote it (or
+    // without its mark) and no decision pending here: another leader may have lifted a taint this
+    // replica decided (Pipeline::liftTaint), the correlator must forget it to taint the node's next
+    // fault.
+    std::function<void(const std::string& node, uint64_t seen)> on_lifted;
   };
   struct Counters {
     uint64_t applied = 0;            // taints written
@@ -277,6 +286,7 @@ class TaintSink : public DecisionSink {
   // The decision being handled's Pending::may_have_landed, then set by patchNode().
   bool may_have_landed_ = false;
   bool resumed_ = false;  // the decision being handled's Pending::resumed
+  std::string handling_;  // the node of the decision being handled, else ""
   struct EventRecord {
     std::string name;
     int count = 0;
@@ -311,7 +321,8 @@ class TaintSink : public DecisionSink {
   std::string breaker_reason_ = "state unknown: not read yet";  // unless kClosed
   bool busy_ = false;
   bool stopping_ = false;
-  std::thread worker_;  // last: starts after everything above is initialised
+  uint64_t written_ = 0;  // write() calls, suppressed decisions included (Hooks::on_restored)
+  std::thread worker_;    // last: starts after everything above is initialised
 };
 
 }  // namespace faultline

@@ -265,6 +265,30 @@ TEST_F(CorrelatorSemantics, NoRestoreOfANodeThisProcessDecided) {
                                                    "n1 taint xid-fatal"}));
 }
 
+// In a new leadership term another leader may have changed a node this process decided: the
+// taint sink's LIST, taken after the first `seen` decisions were handled, is then believed. A
+// taint lifted there is forgotten (the node's next fault taints it again); one set there is
+// restored. A node decided after the `seen`-th decision is left alone.
+TEST_F(CorrelatorSemantics, ANewTermBelievesTheListAboutNodesDecidedBefore) {
+  feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 100, "Xid 0000:01:00 79");
+  ASSERT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-fatal"});
+  EXPECT_NE(c_.lift("n1", 0), "");  // the LIST predates the taint
+  EXPECT_EQ(c_.lift("n1", 1), "");  // another leader lifted it
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kHealthy);
+  EXPECT_NE(c_.lift("n1", 1), "");        // not tainted here
+  feed("n1", 5000, "Xid 0000:01:00 79");  // a new incident
+  ASSERT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 taint xid-fatal"}));
+  feed("n1", 5600, "reset GPU-1 true");
+  c_.advance((5600 + 600) * kNanosPerSecond + 1, &out_);
+  ASSERT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 taint xid-fatal",
+                                                   "n1 untaint xid-fatal"}));
+  // Untainted here (the 3rd decision), tainted since by another leader.
+  EXPECT_NE(c_.restore("n1", "xid-fatal", 6000 * kNanosPerSecond, INT64_MIN, 2), "");
+  EXPECT_EQ(c_.restore("n1", "xid-fatal", 6000 * kNanosPerSecond, INT64_MIN, 3), "");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);
+}
+
 TEST_F(CorrelatorSemantics, RestoredTaintIsLiftedByItsRulesRecovery) {
   EXPECT_EQ(c_.restore("n1", "xid-fatal", 100 * kNanosPerSecond), "");
   EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);

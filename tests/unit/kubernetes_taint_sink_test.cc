@@ -1207,7 +1207,8 @@ TEST_F(TaintSinkTest, ATaintPutBackByHandAfterItsRemovalIsNotFaultlines) {
   std::mutex mu;
   Lines restored;
   TaintSink::Hooks h = hooks();
-  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t /*time_ns*/) {
+  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t /*time_ns*/,
+                      uint64_t /*seen*/) {
     std::lock_guard lock(mu);
     restored.push_back(node + " " + rule);
   };
@@ -1393,7 +1394,8 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderSetAreRestoredInANewTerm) {
   Lines restored;
   TaintSink::Hooks h = hooks();
   h.leader_term = [&] { return term.load(); };
-  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t time_ns) {
+  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t time_ns,
+                      uint64_t /*seen*/) {
     std::lock_guard lock(mu);
     restored.push_back(node + " " + rule + " " + formatRfc3339(time_ns));
   };
@@ -1421,6 +1423,47 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderSetAreRestoredInANewTerm) {
   }));
   std::lock_guard lock(mu);
   EXPECT_EQ(restored, Lines{"n1 xid-fatal 2025-02-23T16:24:18.000000000Z"});
+}
+
+// The converse: the other leader lifted a taint this replica set (pushes of the node's recovery
+// went to it). Its correlator must forget that taint, or the node's next fault taints nothing.
+// A node with a decision still pending here (held while following) is not reported: the LIST
+// predates that decision.
+TEST_F(TaintSinkTest, TaintsAnotherLeaderLiftedAreReportedInANewTerm) {
+  createNode("n1");
+  createNode("n2");
+  std::atomic<uint64_t> term{1};
+  std::mutex mu;
+  Lines lifted;
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  h.on_lifted = [&](const std::string& node, uint64_t seen) {
+    std::lock_guard lock(mu);
+    lifted.push_back(node + " " + std::to_string(seen));
+  };
+  TaintSink sink(config(), options(), h);
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  {
+    std::lock_guard lock(mu);
+    lifted.clear();  // the first LIST's
+  }
+  term = 0;
+  sink.write(decision("n2"));  // held
+  sink.flush();
+  // The other leader lifts n1's taint.
+  ASSERT_TRUE(
+      server_.mutate("n1", {{"metadata", {{"annotations", {{"faultline.dev/taint", nullptr}}}}},
+                            {"spec", {{"taints", json::array()}}}}));
+  term = 2;
+  EXPECT_TRUE(waitFor([&] {
+    std::lock_guard lock(mu);
+    return !lifted.empty();
+  }));
+  sink.flush();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(lifted, Lines{"n1 2"});
 }
 
 // The same while following: the node recovered (the untaint arrived while another replica led,
