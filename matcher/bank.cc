@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <utility>
 
 #include <yaml-cpp/yaml.h>
 
@@ -934,9 +935,17 @@ std::vector<RuleFile> readRuleDir(const std::string& dir) {
       if (!in) {  // else read as an empty file, which loads: a bank without its rules
         throw BankError(entry.path().string() + ": " + std::strerror(errno));
       }
-      std::ostringstream text;
-      text << in.rdbuf();
-      files.push_back({entry.path().string(), text.str()});
+      // Read by hand: `<< rdbuf()` takes a read error (EIO) for the end of the file, and the file
+      // cut short may load, without its rules.
+      std::string text;
+      char buf[16384];
+      while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        text.append(buf, static_cast<size_t>(in.gcount()));
+      }
+      if (in.bad()) {
+        throw BankError(entry.path().string() + ": " + std::strerror(errno));
+      }
+      files.push_back({entry.path().string(), std::move(text)});
     }
   }
   if (ec) {

@@ -183,8 +183,8 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files);
 
 // Reads every *.yaml / *.yml file of `dir` (sorted by name; a symbolic link to nothing is no
 // file). Throws BankError, and no other error but std::bad_alloc, if the directory cannot be read,
-// one of those entries cannot be told a file or not (a link loop) or opened (its permissions), or
-// it holds no rule file.
+// one of those entries cannot be told a file or not (a link loop), opened (its permissions) or read
+// in full (EIO), or it holds no rule file.
 std::vector<RuleFile> readRuleDir(const std::string& dir);
 
 // The bank compiled into the binary from rules/ at build time.

@@ -206,5 +206,19 @@ TEST_F(RulesWatchTest, AFileThatCannotBeReadIsRefused) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// A rule file that opens but whose read fails (EIO from the disk or a network volume) is refused
+// with its file and cause, not read as empty or cut short: that bank would load without the
+// file's signatures and rules, and the service restart on it. /proc/self/mem opens and answers
+// its first read with EIO.
+TEST_F(RulesWatchTest, AFileWhoseReadFailsIsRefused) {
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()));
+  std::filesystem::remove(dir_ / "neuron.yaml");
+  std::filesystem::create_symlink("/proc/self/mem", dir_ / "neuron.yaml");
+  const RulesWatch::Check c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_NE(watch.message().find("neuron.yaml: Input/output error"), std::string::npos)
+      << watch.message();
+}
+
 }  // namespace
 }  // namespace faultline
