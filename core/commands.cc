@@ -434,6 +434,16 @@ int serve(const std::string& config_path) {
     sources.kafka->group_id += "-" + elector->identity();
   }
   std::stop_source stop;
+  // g_stop is cleared on every way out of serve, exceptions included, before `stop` is gone: a
+  // SIGTERM after that (the process ending on a source that did not start) must not touch it.
+  struct ClearStop {
+    ClearStop(const ClearStop&) = delete;
+    ClearStop& operator=(const ClearStop&) = delete;
+    ClearStop(ClearStop&&) = delete;
+    ClearStop& operator=(ClearStop&&) = delete;
+    ClearStop() = default;
+    ~ClearStop() { g_stop = nullptr; }
+  } clear_stop;
   g_stop = &stop;
   std::signal(SIGTERM, onSignal);
   std::signal(SIGINT, onSignal);
@@ -464,7 +474,6 @@ int serve(const std::string& config_path) {
     rules_watch.request_stop();
     rules_watch.join();
   }
-  g_stop = nullptr;
   uint64_t lines = 0;
   uint64_t hits = 0;
   for (size_t w = 0; w < pipeline.matchers(); ++w) {

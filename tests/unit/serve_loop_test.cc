@@ -2,6 +2,7 @@
 // interleave, the correlator sees the batches in queue order and decides as one worker would.
 #include "core/serve_loop.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,9 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/commands.h"
 #include "core/config.h"
 #include "core/time.h"
 #include "matcher/bank.h"
@@ -299,6 +304,48 @@ TEST(ServeConfig, AMissingFileIsRefusedWithItsCause) {
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "/nonexistent/faultline.yaml: No such file or directory");
   }
+}
+
+// Overwrites the stack below its caller, where the frames of a function it called before were.
+[[gnu::noinline]] void scribbleStack() {
+  volatile unsigned char junk[1 << 16];
+  for (volatile unsigned char& b : junk) {
+    b = 0x5a;
+  }
+}
+
+// Runs `faultline serve --config CONFIG`, then raises SIGTERM on a stack written over, and exits
+// with serve's code.
+[[noreturn]] void signalAfterServe(const std::string& config) {
+  std::string args[] = {"faultline", "serve", "--config", config};
+  char* argv[] = {args[0].data(), args[1].data(), args[2].data(), args[3].data(), nullptr};
+  const int code = runCli(4, argv);
+  scribbleStack();
+  std::raise(SIGTERM);
+  std::_Exit(code);
+}
+
+// Serve whose source does not start (its HTTP port taken) exits 2; a SIGTERM as the process
+// ends (the kubelet stopping a pod that fails) finds nothing of that serve left to stop. Its
+// handler requested the stop of serve's std::stop_source, gone with serve's frame: on the stack
+// written over since, it crashed.
+TEST(ServeCommand, ASignalAfterAFailedStartTouchesNothingGone) {
+  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string config = testing::TempDir() + "serve_taken_port.yaml";
+  std::ofstream(config) << "decisions: /dev/null\nhttp: {listen: \"127.0.0.1:"
+                        << ntohs(addr.sin_port) << "\"}\n";
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(signalAfterServe(config), testing::ExitedWithCode(2), "");
+  close(taken);
+  std::filesystem::remove(config);
 }
 
 }  // namespace
