@@ -447,8 +447,8 @@ int serve(const std::string& config_path) {
   g_stop = &stop;
   std::signal(SIGTERM, onSignal);
   std::signal(SIGINT, onSignal);
-  // A restart on new rules executes this binary with them blocked (runCli): one sent meanwhile
-  // is pending, and is taken here.
+  // runCli blocks them before serve, and a restart on new rules executes this binary with them
+  // blocked: one sent meanwhile is pending, and is taken here.
   pthread_sigmask(SIG_UNBLOCK, &kStopSignals, nullptr);
   std::function<bool()> ready = sinksReady(cfg, &metrics);
   if (elector && sources.http && !sources.kafka) {
@@ -556,6 +556,10 @@ int runCli(int argc, char** argv) {
       // Executed again as /proc/self/exe (execAgain), the process is named "exe" in ps, pgrep and
       // process exporters: it takes its name from argv[0] again (at most 15 bytes).
       prctl(PR_SET_NAME, std::filesystem::path(argv[0]).filename().c_str());
+      // Until serve installs its handler (after loading the bank and starting the sinks), a
+      // SIGTERM stays pending, as on a restart: with the default action a container's pid 1
+      // drops it, and the pod would wait for SIGKILL.
+      pthread_sigmask(SIG_BLOCK, &kStopSignals, nullptr);
       if (const int code = serve(config); code != kRestartOnNewRules) {
         return code;
       }
