@@ -913,13 +913,18 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
   return bank;
 }
 
-std::vector<RuleFile> readRuleDir(const std::string& dir) {
+namespace {
+
+// readRuleDir's files of directory `from`, named as in `dir` (`from` is `dir`, or the directory its
+// `..data` link names).
+std::vector<RuleFile> readRuleFiles(const std::string& dir, const std::filesystem::path& from) {
   std::vector<RuleFile> files;
   std::error_code ec;
   // The error_code forms throughout: the service reads the directory again while serving
   // (core/rules_watch.h), where a filesystem_error would end it.
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+  for (std::filesystem::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
     const std::filesystem::directory_entry& entry = *it;
+    const std::string name = (std::filesystem::path(dir) / entry.path().filename()).string();
     const auto ext = entry.path().extension();
     if (ext != ".yaml" && ext != ".yml") {
       continue;
@@ -928,12 +933,12 @@ std::vector<RuleFile> readRuleDir(const std::string& dir) {
     const std::filesystem::file_status status = entry.status(status_ec);
     // A link to nothing (not_found) is no file; `none` is an error (a link loop, no permission).
     if (status.type() == std::filesystem::file_type::none) {
-      throw BankError(entry.path().string() + ": " + status_ec.message());
+      throw BankError(name + ": " + status_ec.message());
     }
     if (std::filesystem::is_regular_file(status)) {
       std::ifstream in(entry.path(), std::ios::binary);
       if (!in) {  // else read as an empty file, which loads: a bank without its rules
-        throw BankError(entry.path().string() + ": " + std::strerror(errno));
+        throw BankError(name + ": " + std::strerror(errno));
       }
       // Read by hand: `<< rdbuf()` takes a read error (EIO) for the end of the file, and the file
       // cut short may load, without its rules.
@@ -943,9 +948,9 @@ std::vector<RuleFile> readRuleDir(const std::string& dir) {
         text.append(buf, static_cast<size_t>(in.gcount()));
       }
       if (in.bad()) {
-        throw BankError(entry.path().string() + ": " + std::strerror(errno));
+        throw BankError(name + ": " + std::strerror(errno));
       }
-      files.push_back({entry.path().string(), std::move(text)});
+      files.push_back({name, std::move(text)});
     }
   }
   if (ec) {
@@ -957,6 +962,28 @@ std::vector<RuleFile> readRuleDir(const std::string& dir) {
   std::sort(files.begin(), files.end(),
             [](const RuleFile& a, const RuleFile& b) { return a.name < b.name; });
   return files;
+}
+
+}  // namespace
+
+std::vector<RuleFile> readRuleDir(const std::string& dir) {
+  // A ConfigMap volume: each file is a link into `..data`, a link the kubelet swaps to a new
+  // directory by a rename, then removes the old one. The files are listed and read in the
+  // directory `..data` names, so that they are all of one version, never a mix of two; read
+  // again if it was removed under the read.
+  const std::filesystem::path link = std::filesystem::path(dir) / "..data";
+  for (;;) {
+    std::error_code ec;
+    const std::filesystem::path data = std::filesystem::read_symlink(link, ec);  // empty: none
+    try {
+      return readRuleFiles(
+          dir, data.empty() ? std::filesystem::path(dir) : std::filesystem::path(dir) / data);
+    } catch (const BankError&) {
+      if (data.empty() || std::filesystem::read_symlink(link, ec) == data) {
+        throw;
+      }
+    }
+  }
 }
 
 }  // namespace faultline

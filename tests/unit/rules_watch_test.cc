@@ -1,8 +1,10 @@
 #include "core/rules_watch.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -218,6 +220,42 @@ TEST_F(RulesWatchTest, AFileWhoseReadFailsIsRefused) {
   EXPECT_EQ(c.state, RulesWatch::State::kRefused);
   EXPECT_NE(watch.message().find("neuron.yaml: Input/output error"), std::string::npos)
       << watch.message();
+}
+
+// A ConfigMap volume updated while it is read: each file is a link into `..data`, a link the
+// kubelet swaps to a new directory by a rename. The files read are all of one version: a mix of
+// two (here a rule naming a signature its file's version does not define) may not load, or load
+// as a bank neither version is.
+TEST(ReadRuleDir, AConfigMapSwappedWhileReadGivesOneVersion) {
+  namespace fs = std::filesystem;
+  const fs::path vol = fs::temp_directory_path() / ("rules_swap_test." + std::to_string(getpid()));
+  fs::remove_all(vol);
+  for (const std::string v : {"one", "two"}) {
+    fs::create_directories(vol / (".." + v));
+    std::ofstream(vol / (".." + v) / "a.yaml") << "signatures: [{id: sig-" << v << "}]\n";
+    std::ofstream(vol / (".." + v) / "b.yaml") << "rules: [{id: r, signature: sig-" << v << "}]\n";
+  }
+  fs::create_directory_symlink("..one", vol / "..data");
+  fs::create_symlink("..data/a.yaml", vol / "a.yaml");
+  fs::create_symlink("..data/b.yaml", vol / "b.yaml");
+  std::atomic<bool> done = false;
+  std::thread kubelet([&] {
+    for (int i = 0; !done; ++i) {
+      fs::create_directory_symlink(i % 2 == 0 ? "..two" : "..one", vol / "..data_tmp");
+      fs::rename(vol / "..data_tmp", vol / "..data");
+    }
+  });
+  int mixed = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::vector<RuleFile> files = readRuleDir(vol.string());
+    ASSERT_EQ(files.size(), 2U);
+    mixed += static_cast<int>((files[0].text.find("sig-one") == std::string::npos) !=
+                              (files[1].text.find("sig-one") == std::string::npos));
+  }
+  done = true;
+  kubelet.join();
+  fs::remove_all(vol);
+  EXPECT_EQ(mixed, 0);
 }
 
 }  // namespace
