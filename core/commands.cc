@@ -314,11 +314,11 @@ const sigset_t kStopSignals = [] {
 
 // Reads the rule directory again every `period` until `token` is stopped (RulesWatch): files that
 // do not load are logged and shown in faultline_rules_last_reload_successful, and change nothing;
-// files that load as another bank set `new_rules` and stop the service, to be started again on
-// them.
+// files that load as another bank are put in *new_files, set `new_rules` and stop the service, to
+// be started again on them.
 void watchRules(RulesWatch watch, const std::string& dir, std::chrono::nanoseconds period,
-                Metrics& metrics, std::atomic<bool>& new_rules, std::stop_source& stop,
-                const std::stop_token& token) {
+                Metrics& metrics, std::atomic<bool>& new_rules, std::vector<RuleFile>* new_files,
+                std::stop_source& stop, const std::stop_token& token) {
   std::mutex mu;
   std::condition_variable_any stopped;  // only a stop request wakes it before the period ends
   std::unique_lock lock(mu);
@@ -347,6 +347,7 @@ void watchRules(RulesWatch watch, const std::string& dir, std::chrono::nanosecon
         break;
       case RulesWatch::State::kNew:
         spdlog::warn("rules: {} changed and loads ({}): restarting on it", dir, watch.message());
+        *new_files = watch.files();
         new_rules = true;
         stop.request_stop();
         return;
@@ -363,16 +364,20 @@ void execAgain(char** argv) {
   spdlog::error("executing /proc/self/exe again: {}", std::strerror(errno));
 }
 
-int serve(const std::string& config_path) {
+// Returns kRestartOnNewRules with the files to restart on in *restart_files.
+int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) {
   const ServiceConfig cfg = loadServiceConfig(config_path);
   if (!cfg.kafka && !cfg.http) {
     std::cerr << "faultline: " << config_path << ": no source configured (kafka, http)\n";
     return 2;
   }
-  std::vector<RuleFile> rule_files = ruleFiles(cfg.rules_dir);
+  // After a restart on new rules, the files the watch loaded (handOverRuleFiles).
+  std::optional<std::vector<RuleFile>> handed = takeHandedOverRuleFiles();
+  std::vector<RuleFile> rule_files = handed ? std::move(*handed) : ruleFiles(cfg.rules_dir);
   const auto bank = loadBank(rule_files);
-  spdlog::info("loaded {} signatures and {} rules from {}", bank->signatures.size(),
-               bank->rules.size(), cfg.rules_dir.empty() ? "the embedded bank" : cfg.rules_dir);
+  spdlog::info("loaded {} signatures and {} rules from {}{}", bank->signatures.size(),
+               bank->rules.size(), cfg.rules_dir.empty() ? "the embedded bank" : cfg.rules_dir,
+               handed ? ", as the restart found them" : "");
   DecisionLog log(cfg.decisions_path);
   Metrics metrics;
   DecisionCounter counter(&metrics);
@@ -466,7 +471,8 @@ int serve(const std::string& config_path) {
     metrics.set("faultline_rules_last_reload_successful", "", 1);
     rules_watch = std::jthread([&, files = std::move(rule_files)](const std::stop_token& token) {
       watchRules(RulesWatch(cfg.rules_dir, files), cfg.rules_dir,
-                 std::chrono::nanoseconds(cfg.rules_reload_ns), metrics, new_rules, stop, token);
+                 std::chrono::nanoseconds(cfg.rules_reload_ns), metrics, new_rules, restart_files,
+                 stop, token);
     });
   }
   runServe(sources, pipeline, metrics, ready, stop.get_token());
@@ -560,7 +566,8 @@ int runCli(int argc, char** argv) {
       // SIGTERM stays pending, as on a restart: with the default action a container's pid 1
       // drops it, and the pod would wait for SIGKILL.
       pthread_sigmask(SIG_BLOCK, &kStopSignals, nullptr);
-      if (const int code = serve(config); code != kRestartOnNewRules) {
+      std::vector<RuleFile> restart_files;
+      if (const int code = serve(config, &restart_files); code != kRestartOnNewRules) {
         return code;
       }
       // serve chose to restart before its sinks shut down; a SIGTERM during that shutdown (a
@@ -571,6 +578,10 @@ int runCli(int argc, char** argv) {
       pthread_sigmask(SIG_BLOCK, &kStopSignals, nullptr);
       if (g_signalled != 0) {
         return 0;
+      }
+      if (std::string error; !handOverRuleFiles(restart_files, &error)) {
+        spdlog::warn("rules: cannot hand the new files over ({}): the restart reads them again",
+                     error);
       }
       execAgain(argv);
       return 1;

@@ -1,8 +1,15 @@
 #include "core/rules_watch.h"
 
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 namespace faultline {
@@ -107,6 +114,98 @@ RulesWatch::Check RulesWatch::check() {
     }
   }
   return {state_, true};
+}
+
+bool handOverRuleFiles(const std::vector<RuleFile>& files, std::string* error) {
+  // Each file as "<name bytes> <text bytes>\n<name><text>".
+  std::string out;
+  for (const RuleFile& f : files) {
+    out += std::to_string(f.name.size()) + ' ' + std::to_string(f.text.size()) + '\n';
+    out += f.name;
+    out += f.text;
+  }
+  const int fd = memfd_create("faultline-rule-files", 0);  // no MFD_CLOEXEC: kept across execv
+  if (fd < 0) {
+    *error = std::string("memfd_create: ") + std::strerror(errno);
+    return false;
+  }
+  for (size_t done = 0; done < out.size();) {
+    const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      *error = std::string("write: ") + std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::setenv(kRuleFilesFd, std::to_string(fd).c_str(), 1);
+  return true;
+}
+
+std::optional<std::vector<RuleFile>> takeHandedOverRuleFiles() {
+  const char* value = std::getenv(kRuleFilesFd);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  const std::string named = value;
+  ::unsetenv(kRuleFilesFd);  // not handed to a process this one starts
+  int fd = -1;
+  const auto [end, ec] = std::from_chars(named.data(), named.data() + named.size(), fd);
+  const std::string what = std::string(kRuleFilesFd) + "=" + named;
+  if (ec != std::errc() || end != named.data() + named.size() || fd < 0) {
+    throw BankError(what + ": not a file descriptor\n");
+  }
+  // The offset is the writer's, at the end: read from the start.
+  std::string in;
+  char buf[65536];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw BankError(what + ": " + why + "\n");
+    }
+    if (n == 0) {
+      break;
+    }
+    in.append(buf, static_cast<size_t>(n));
+    at += n;
+  }
+  ::close(fd);
+  std::vector<RuleFile> files;
+  std::string_view rest = in;
+  while (!rest.empty()) {
+    size_t name_size = 0;
+    size_t text_size = 0;
+    const char* p = rest.data();
+    const char* last = rest.data() + rest.size();
+    auto r = std::from_chars(p, last, name_size);
+    if (r.ec == std::errc() && r.ptr != last && *r.ptr == ' ') {
+      r = std::from_chars(r.ptr + 1, last, text_size);
+    } else {
+      r.ec = std::errc::invalid_argument;
+    }
+    if (r.ec != std::errc() || r.ptr == last || *r.ptr != '\n' ||
+        static_cast<size_t>(last - r.ptr - 1) < name_size ||
+        static_cast<size_t>(last - r.ptr - 1) - name_size < text_size) {
+      throw BankError(what + ": not rule files handed over by a restart\n");
+    }
+    rest.remove_prefix(static_cast<size_t>(r.ptr + 1 - p));
+    RuleFile& f = files.emplace_back();
+    f.name = rest.substr(0, name_size);
+    f.text = rest.substr(name_size, text_size);
+    rest.remove_prefix(name_size + text_size);
+  }
+  if (files.empty()) {
+    throw BankError(what + ": no rule file handed over\n");
+  }
+  return files;
 }
 
 }  // namespace faultline

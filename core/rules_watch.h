@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ class RulesWatch {
   // for kNew, "N signatures and M rules"; for kRunning, empty if the files are the running bank's
   // as loaded, else "in other comments or layout".
   const std::string& message() const { return message_; }
+  // The files of the last check (empty if the directory could not be read): for kNew, those that
+  // load, which a restart runs (handOverRuleFiles).
+  const std::vector<RuleFile>& files() const { return seen_; }
 
  private:
   std::string dir_;
@@ -48,5 +52,22 @@ class RulesWatch {
   State state_ = State::kRunning;
   std::string message_;
 };
+
+// A restart on new rules executes the binary again, which would read the directory again: by
+// then it may hold other files, which do not load, and the new process would refuse to start
+// (exit 2) where the running service keeps its last good bank. So the files the watch loaded are
+// handed over: written to a memory file (memfd) left open across execv, whose descriptor the
+// environment variable kRuleFilesFd names. The new process runs exactly them; its own watch then
+// refuses what the directory holds, or restarts again on it.
+inline constexpr const char* kRuleFilesFd = "FAULTLINE_RULE_FILES_FD";
+
+// Writes `files` (names and texts) to a new memory file and sets kRuleFilesFd to its descriptor,
+// for the next execv. Returns false with the system's reason in *error (memfd_create, write).
+bool handOverRuleFiles(const std::vector<RuleFile>& files, std::string* error);
+
+// In the executed process: the files handed over, with kRuleFilesFd unset and its descriptor
+// closed; nullopt if kRuleFilesFd is not set. Throws BankError when it is set but its descriptor
+// does not read back as handed-over files (a variable set by hand, not by a restart).
+std::optional<std::vector<RuleFile>> takeHandedOverRuleFiles();
 
 }  // namespace faultline

@@ -158,5 +158,44 @@ sleep 0.5
 push gpu-e 50 "$test_line"
 wait_decided gpu-e fltest-wedged-fatal
 [[ $(gauge) == 1 ]] || fail "gauge after a change of layout: $(gauge)"
+
+# A restart runs the files its watch loaded, handed over across execv (core/rules_watch.h
+# handOverRuleFiles), not what the directory holds by then: here a file that does not load, as if
+# written between the check and the restart, where the restart refused to start (exit 2). A
+# second serve starts as a restart does, the running files (the test signature's among them)
+# handed over in a file that FAULTLINE_RULE_FILES_FD names, one "<name bytes> <text bytes>\n"
+# line before each name and text.
+for f in "$tmp"/rules/*.yaml; do
+  printf '%d %d\n%s' "$(printf '%s' "$f" | wc -c)" "$(wc -c <"$f")" "$f"
+  cat "$f"
+done >"$tmp/handed"
+cp "$tmp/src/zz-test.yaml" "$tmp/src/zz-broken.yaml"
+sed -i 's/pattern: .*/pattern: "FLTEST: (unclosed"/' "$tmp/src/zz-broken.yaml"
+publish
+sed -e "s|decisions.jsonl|decisions2.jsonl|" "$tmp/config.yaml" >"$tmp/config2.yaml"
+FAULTLINE_RULE_FILES_FD=3 "$FAULTLINE" serve --config "$tmp/config2.yaml" 3<"$tmp/handed" \
+  2>>"$tmp/serve2.log" &
+pids+=($!)
+wait_listening "$tmp/serve2.log"
+grep -q "loaded $((signatures + 1)) signatures .* from $tmp/rules, as the restart found them" \
+  "$tmp/serve2.log" || fail "the handed files were not run: $(cat "$tmp/serve2.log")"
+for fd in /proc/"$!"/fd/*; do
+  [[ $(readlink "$fd") != "$tmp/handed" ]] || fail "the handed files' descriptor stayed open"
+done
+for _ in $(seq 100); do
+  grep -q "changed and does not load" "$tmp/serve2.log" && break
+  sleep 0.1
+done
+grep -q "zz-broken\.yaml:.*missing )" "$tmp/serve2.log" ||
+  fail "the directory's broken file was not refused: $(cat "$tmp/serve2.log")"
+[[ $(gauge) == 0 ]] || fail "gauge after a restart onto a broken directory: $(gauge)"
+push gpu-f 60 "$test_line"
+for _ in $(seq 100); do
+  jq -e 'select(.node == "gpu-f" and .rule == "fltest-wedged-fatal")' "$tmp/decisions2.jsonl" \
+    >/dev/null 2>&1 && break
+  sleep 0.1
+done
+jq -e 'select(.node == "gpu-f" and .rule == "fltest-wedged-fatal")' "$tmp/decisions2.jsonl" \
+  >/dev/null || fail "the handed bank decided nothing: $(cat "$tmp/decisions2.jsonl" 2>/dev/null)"
 echo "ok: refused bank kept the running one; new bank restarted serve (pid $pid_before) on it;" \
-  "comments and layout alone did not"
+  "comments and layout alone did not; a restart ran the files it had checked"

@@ -1,11 +1,13 @@
 #include "core/rules_watch.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -256,6 +258,57 @@ TEST(ReadRuleDir, AConfigMapSwappedWhileReadGivesOneVersion) {
   kubelet.join();
   fs::remove_all(vol);
   EXPECT_EQ(mixed, 0);
+}
+
+// A restart's files: read back as written, whatever bytes they hold, the variable unset and the
+// descriptor closed; nothing handed over when the variable is unset.
+TEST(HandOverRuleFiles, TheFilesReadBackAsWritten) {
+  ::unsetenv(kRuleFilesFd);
+  EXPECT_FALSE(takeHandedOverRuleFiles().has_value());
+  const std::vector<RuleFile> files = {
+      {"/rules/a b.yaml", "signatures:\n  - id: x\n"},
+      {"/rules/empty.yaml", ""},
+      {"/rules/odd\n12 34\n.yaml", std::string("\0\xff 3 4\n", 6)},
+  };
+  std::string error;
+  ASSERT_TRUE(handOverRuleFiles(files, &error)) << error;
+  const char* named = std::getenv(kRuleFilesFd);
+  ASSERT_NE(named, nullptr);
+  const int fd = std::atoi(named);
+  const std::optional<std::vector<RuleFile>> taken = takeHandedOverRuleFiles();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(*taken, files);
+  EXPECT_EQ(std::getenv(kRuleFilesFd), nullptr);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1);  // closed
+  EXPECT_FALSE(takeHandedOverRuleFiles().has_value());
+}
+
+// A variable set by hand, not by a restart: refused with what it named, never read as rules.
+TEST(HandOverRuleFiles, WhatARestartDidNotWriteIsRefused) {
+  auto refusal = [](const std::string& value) {
+    ::setenv(kRuleFilesFd, value.c_str(), 1);
+    try {
+      (void)takeHandedOverRuleFiles();
+    } catch (const BankError& e) {
+      EXPECT_EQ(std::getenv(kRuleFilesFd), nullptr);
+      return std::string(e.what());
+    }
+    return std::string("taken");
+  };
+  EXPECT_EQ(refusal("x3"), "FAULTLINE_RULE_FILES_FD=x3: not a file descriptor\n");
+  EXPECT_EQ(refusal("999"), "FAULTLINE_RULE_FILES_FD=999: Bad file descriptor\n");
+  for (const std::string text : {"", "5 1\nab", "3 x\nabc", "2 1\nab", "1 0 a"}) {
+    char path[] = "/tmp/fl-handed-XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::unlink(path);
+    ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    const std::string why = refusal(std::to_string(fd));
+    EXPECT_NE(why, "taken") << text;
+    EXPECT_NE(why.find("FAULTLINE_RULE_FILES_FD=" + std::to_string(fd) + ": "), std::string::npos)
+        << why;
+    EXPECT_EQ(fcntl(fd, F_GETFD), -1) << text;  // closed
+  }
 }
 
 }  // namespace
