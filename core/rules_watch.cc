@@ -181,22 +181,22 @@ std::optional<std::vector<RuleFile>> takeHandedOverRuleFiles() {
   std::vector<RuleFile> files;
   std::string_view rest = in;
   while (!rest.empty()) {
+    // "<name bytes> <text bytes>\n", exactly as handOverRuleFiles writes it.
+    const size_t nl = rest.find('\n');
+    const std::string_view head = rest.substr(0, nl);
     size_t name_size = 0;
     size_t text_size = 0;
-    const char* p = rest.data();
-    const char* last = rest.data() + rest.size();
-    auto r = std::from_chars(p, last, name_size);
-    if (r.ec == std::errc() && r.ptr != last && *r.ptr == ' ') {
-      r = std::from_chars(r.ptr + 1, last, text_size);
-    } else {
-      r.ec = std::errc::invalid_argument;
+    const char* end = head.data() + head.size();
+    const char* space = std::from_chars(head.data(), end, name_size).ptr;
+    if (space != end) {
+      std::from_chars(space + 1, end, text_size);
     }
-    if (r.ec != std::errc() || r.ptr == last || *r.ptr != '\n' ||
-        static_cast<size_t>(last - r.ptr - 1) < name_size ||
-        static_cast<size_t>(last - r.ptr - 1) - name_size < text_size) {
+    if (nl == std::string_view::npos ||
+        head != std::to_string(name_size) + ' ' + std::to_string(text_size) ||
+        rest.size() - nl - 1 < name_size || rest.size() - nl - 1 - name_size < text_size) {
       throw BankError(what + ": not rule files handed over by a restart\n");
     }
-    rest.remove_prefix(static_cast<size_t>(r.ptr + 1 - p));
+    rest.remove_prefix(nl + 1);
     RuleFile& f = files.emplace_back();
     f.name = rest.substr(0, name_size);
     f.text = rest.substr(name_size, text_size);

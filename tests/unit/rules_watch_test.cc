@@ -297,7 +297,7 @@ TEST(HandOverRuleFiles, WhatARestartDidNotWriteIsRefused) {
   };
   EXPECT_EQ(refusal("x3"), "FAULTLINE_RULE_FILES_FD=x3: not a file descriptor\n");
   EXPECT_EQ(refusal("999"), "FAULTLINE_RULE_FILES_FD=999: Bad file descriptor\n");
-  for (const std::string text : {"", "5 1\nab", "3 x\nabc", "2 1\nab", "1 0 a"}) {
+  for (const std::string text : {"", "5 1\nab", "3 x\nabc", "2 1\nab", "1 0 a", "01 0\na"}) {
     char path[] = "/tmp/fl-handed-XXXXXX";
     const int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
