@@ -935,6 +935,7 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
         "PATCH event");
     if (r.status == 200) {
       ++it->second.count;
+      it->second.used = ++events_used_;
       return;
     }
     events_.erase(it);  // expired (404) or unwritable: start a new one
@@ -959,7 +960,13 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
   const KubeClient::Response r =
       send([&] { return client_.post(path, dumpText(ev)); }, "POST event");
   if (r.status == 201) {
-    events_[key] = {name, 1};
+    if (events_.size() >= kMaxEvents) {
+      // Nearly every decision's message is new (its evidence line): without a bound the map
+      // would grow for the service's life.
+      events_.erase(
+          std::ranges::min_element(events_, {}, [](const auto& e) { return e.second.used; }));
+    }
+    events_[key] = {name, 1, ++events_used_};
   } else {
     spdlog::warn("kubernetes: cannot record Event {} on node {}: {}", reason, node, describe(r));
   }

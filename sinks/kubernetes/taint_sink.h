@@ -24,7 +24,8 @@
 //   PATCH /api/v1/nodes/{node}/status      condition `condition_type` (NPD-style; conditions
 //         merge by type): status True on taint, False on untaint; skipped when unchanged.
 //   POST  /api/v1/namespaces/default/events, PATCH .../events/{name} (count, lastTimestamp on
-//         a repeat of the same node, reason and message), core/v1 Event.
+//         a repeat of the same node, reason and message, among the last kMaxEvents written),
+//         core/v1 Event.
 //   GET /api/v1/namespaces/{namespace}/configmaps/{breaker_configmap} after every LIST, and
 //   POST /api/v1/namespaces/{namespace}/configmaps on a trip: the breaker. It fails closed:
 //   200 → tripped with data.reason; 404 → not tripped, unless this replica's trip is not yet
@@ -145,6 +146,9 @@ struct TaintSinkOptions {
 
 class TaintSink : public DecisionSink {
  public:
+  // The Events kept to aggregate repeats (PATCH count and lastTimestamp), as client-go's
+  // EventCorrelator keeps an LRU cache of 4096: past it, the least recently written is forgotten.
+  static constexpr size_t kMaxEvents = 4096;
   struct Hooks {
     // Receives every refused decision as kSuppressed with its reason, on the sink's thread.
     std::function<void(const Decision&)> on_suppressed;
@@ -290,8 +294,12 @@ class TaintSink : public DecisionSink {
   struct EventRecord {
     std::string name;
     int count = 0;
+    uint64_t used = 0;  // events_used_ when last written
   };
-  std::unordered_map<std::string, EventRecord> events_;  // node + reason + rule → Event
+  // node + reason + message → its Event, for the repeats' PATCH; at most kMaxEvents, the least
+  // recently written dropped first (its repeat then POSTs a new Event).
+  std::unordered_map<std::string, EventRecord> events_;
+  uint64_t events_used_ = 0;
   std::map<std::pair<std::string, std::string>, Pending> deferred_;  // by node, taint key
   // Taints the guard refused, by node and taint key, until a later decision for the node and key
   // supersedes them (an untaint: the fault cleared), the breaker is reset (resumeRefused()), or a

@@ -386,6 +386,38 @@ TEST_F(TaintSinkTest, RepeatedEventIsAggregated) {
             1);
 }
 
+// The Events kept for aggregation are bounded (as client-go's EventCorrelator's cache): past
+// kMaxEvents distinct ones, the least recently written is forgotten, and its repeat is a new Event.
+TEST_F(TaintSinkTest, TheEventsKeptForRepeatsAreBounded) {
+  createNode("n1", json::array(), {{"faultline.dev/opt-out", "true"}});
+  TaintSink sink(config(), options(), hooks());
+  auto distinct = [](size_t i) {  // suppressed, each with an Event of its own rule
+    return decision("n1", "rule-" + std::to_string(i));
+  };
+  for (size_t i = 0; i < TaintSink::kMaxEvents; ++i) {
+    sink.write(distinct(i));
+  }
+  sink.write(distinct(0));  // a repeat: rule-0's Event is the least recently written but kept
+  sink.write(distinct(TaintSink::kMaxEvents));  // forgets rule-1's, the least recently written
+  sink.write(distinct(0));                      // still kept: a PATCH
+  sink.write(distinct(1));                      // forgotten: a new Event
+  sink.flush();
+
+  const auto posts = static_cast<size_t>(count("POST", "/api/v1/namespaces/default/events"));
+  EXPECT_EQ(posts, TaintSink::kMaxEvents + 2);
+  std::map<std::string, int> counts;  // rule id in the message -> the Events' counts
+  for (const json& e : server_.objects("events")) {
+    const std::string message = e["message"];
+    for (const std::string rule : {"rule rule-0:", "rule rule-1:"}) {
+      if (message.find(rule) != std::string::npos) {
+        counts[rule] += 100 * e["count"].get<int>() + 1;  // count, and one per Event
+      }
+    }
+  }
+  EXPECT_EQ(counts["rule rule-0:"], 301);  // one Event, count 3
+  EXPECT_EQ(counts["rule rule-1:"], 202);  // two Events, count 1 each
+}
+
 TEST_F(TaintSinkTest, SameKeyWithOtherEffectIsAnotherTaint) {
   createNode("n1", json::array({{{"key", "faultline.dev/faulty"}, {"effect", "NoExecute"}}}));
   TaintSink sink(config(), options());
