@@ -18,13 +18,9 @@ retry_ms=300
 "$FL_BUILD/tests/tools/mock_kafka" --brokers 1 --topic kernel:2 \
   --bootstrap-file "$tmp/bootstrap" >"$tmp/mock.log" 2>&1 &
 pids+=($!)
-"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1,gpu-2,gpu-3 \
-  --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
-pids+=($!)
+start_apiserver gpu-1,gpu-2,gpu-3
 wait_file "$tmp/bootstrap" 20
-wait_file "$tmp/port" 20
 brokers=$(cat "$tmp/bootstrap")
-api="http://127.0.0.1:$(cat "$tmp/port")"
 lease_path=/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline
 
 for r in a b; do

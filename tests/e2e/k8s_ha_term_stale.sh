@@ -7,11 +7,7 @@
 # shellcheck source=tests/e2e/lib.sh disable=SC2154  # port: wait_listening sets it
 source "$(dirname "$0")/lib.sh"
 
-"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1 \
-  --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
-pids+=($!)
-wait_file "$tmp/port" 20
-api="http://127.0.0.1:$(cat "$tmp/port")"
+start_apiserver gpu-1
 lease_path=/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/decisions.jsonl

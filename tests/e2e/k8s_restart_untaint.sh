@@ -10,12 +10,7 @@
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1,gpu-2 \
-  --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
-apiserver_pid=$!
-pids+=("$apiserver_pid")
-wait_file "$tmp/port" 20
-api="http://127.0.0.1:$(cat "$tmp/port")"
+start_apiserver gpu-1,gpu-2
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/decisions.jsonl
 rules: $tmp/rules

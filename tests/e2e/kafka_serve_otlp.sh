@@ -16,13 +16,9 @@ command -v protoc >/dev/null || fail "protoc not installed"
 "$FL_BUILD/tests/tools/mock_kafka" --brokers 1 --topic otlp_logs:1 --topic otlp_json:1 \
   --bootstrap-file "$tmp/bootstrap" >"$tmp/mock.log" 2>&1 &
 pids+=($!)
-"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" \
-  --nodes gpu-1,gpu-2,node-3 --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
-pids+=($!)
+start_apiserver gpu-1,gpu-2,node-3
 wait_file "$tmp/bootstrap" 20
-wait_file "$tmp/port" 20
 brokers=$(cat "$tmp/bootstrap")
-api="http://127.0.0.1:$(cat "$tmp/port")"
 
 xid='NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus'
 protoc --encode=opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest \

@@ -13,14 +13,9 @@ command -v kcat >/dev/null || fail "kcat not installed"
 "$FL_BUILD/tests/tools/mock_kafka" --brokers 1 --topic kernel:2 --topic pods:2 \
   --bootstrap-file "$tmp/bootstrap" >"$tmp/mock.log" 2>&1 &
 pids+=($!)
-"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes gpu-1,gpu-2 \
-  --labels nvidia.com/gpu.present=true \
-  2>"$tmp/apiserver.log" &
-pids+=($!)
+start_apiserver gpu-1,gpu-2
 wait_file "$tmp/bootstrap" 20
-wait_file "$tmp/port" 20
 brokers=$(cat "$tmp/bootstrap")
-api="http://127.0.0.1:$(cat "$tmp/port")"
 
 mkdir "$tmp/rules"
 cp "$FL_SOURCE"/rules/*.yaml "$tmp/rules/"

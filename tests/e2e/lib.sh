@@ -77,6 +77,16 @@ make_cluster_ca() {
   openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" \
     -CAcreateserial -days 1 -extfile "$tmp/server.ext" -out "$tmp/server.crt" 2>>"$tmp/openssl.log"
 }
+# Starts the test API server over plain HTTP with GPU nodes $1 (comma-separated); sets `api` to
+# its URL and `apiserver_pid`.
+start_apiserver() {
+  "$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes "$1" \
+    --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
+  apiserver_pid=$!
+  pids+=("$apiserver_pid")
+  wait_file "$tmp/port" 20
+  api="http://127.0.0.1:$(cat "$tmp/port")"
+}
 # Starts the test API server over HTTPS with the certificate of make_cluster_ca and GPU nodes $1
 # (comma-separated); sets `api` to its URL.
 start_tls_apiserver() {

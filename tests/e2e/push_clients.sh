@@ -15,12 +15,7 @@ node_dir=$FL_SOURCE/tests/e2e/node
 command -v node >/dev/null || fail "node not installed (.ci/setup installs nodejs)"
 [[ -d $node_dir/node_modules ]] || fail "run 'npm ci' in $node_dir (.ci/setup does)"
 
-"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" \
-  --nodes gpu-1,gpu-2,gpu-3,gpu-4,gpu-5,gpu-6 --labels nvidia.com/gpu.present=true \
-  2>"$tmp/apiserver.log" &
-pids+=($!)
-wait_file "$tmp/port" 20
-api="http://127.0.0.1:$(cat "$tmp/port")"
+start_apiserver gpu-1,gpu-2,gpu-3,gpu-4,gpu-5,gpu-6
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/decisions.jsonl
 kubernetes:

@@ -64,11 +64,7 @@ echo '{"labels":{"source":"dmesg","node_name":"gpu-9"},"line":"NVRM: Xid (PCI:00
 # --apply writes the taints through the API server (the fake one, given explicitly); without it
 # replay never calls the API.
 nodes=gpu-node-01,gpu-node-02,gpu-node-03,gpu-node-04,gpu-node-05,gpu-node-06,gpu-node-07,gpu-node-08,trn-node-01,trn-node-02
-"$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/port" --nodes "$nodes" \
-  --labels nvidia.com/gpu.present=true 2>"$tmp/apiserver.log" &
-pids+=($!)
-wait_file "$tmp/port" 20
-api="http://127.0.0.1:$(cat "$tmp/port")"
+start_apiserver "$nodes"
 "$FAULTLINE" replay --year 2025 --decisions /dev/null --kube-server "$api" 2>>"$tmp/replay.log"
 [[ $(curl -fsS "$api/_test/requests" | jq '[.[] | select(.method == "PATCH")] | length') == 0 ]] ||
   fail "replay without --apply wrote to the API"
