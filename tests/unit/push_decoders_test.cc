@@ -122,6 +122,12 @@ std::string varint(uint64_t v) {
 std::string field(int number, std::string_view bytes) {
   return varint(static_cast<uint64_t>(number) << 3 | 2) + varint(bytes.size()) + std::string(bytes);
 }
+// A push body as Promtail sends it: the PushRequest snappy-compressed (block format).
+std::string snappied(const std::string& request) {
+  std::string out;
+  snappy::Compress(request.data(), request.size(), &out);
+  return out;
+}
 
 // Lines and labels are views into the decoded message, which the batch holds, not copies: what
 // the batch keeps alive is the message, its arrays and one arena chunk (the tenant), though the
@@ -135,8 +141,7 @@ TEST(LokiProto, LinesPointIntoTheHeldMessage) {
                                               ":00.0: Port module event " + std::string(60, '.')));
   }
   const std::string message = field(1, field(1, R"({transport="kernel", node="gpu-1"})") + entries);
-  std::string body;
-  snappy::Compress(message.data(), message.size(), &body);
+  const std::string body = snappied(message);
   RecordBatch batch;
   std::string error;
   bool too_large = false;
@@ -177,10 +182,7 @@ TEST(LokiProto, TimestampBeyondInt64NanosecondsIsTheNearestTime) {
   auto body = [](int64_t seconds) {
     const std::string timestamp = "\x08" + varint(static_cast<uint64_t>(seconds));
     const std::string entry = field(1, timestamp) + field(2, "x");
-    const std::string request = field(1, field(1, "{a=\"b\"}") + field(2, entry));
-    std::string out;
-    snappy::Compress(request.data(), request.size(), &out);
-    return out;
+    return snappied(field(1, field(1, "{a=\"b\"}") + field(2, entry)));
   };
   RecordBatch batch;
   std::string error;
@@ -207,8 +209,7 @@ TEST(LokiProto, TheStreamNamesTheNodeBeforeStructuredMetadata) {
                    field(2, field(2, "NCCL WARN Call to ibv_modify_qp failed") + metadata)) +
       field(1, field(1, R"({job="fluent-bit"})") +
                    field(2, field(2, "x") + field(3, field(1, "node") + field(2, "gpu-3"))));
-  std::string body;
-  snappy::Compress(request.data(), request.size(), &body);
+  const std::string body = snappied(request);
   RecordBatch batch;
   std::string error;
   bool too_large = false;
