@@ -106,6 +106,16 @@ json nodeTaints(const json& node) {
   return taints;
 }
 
+const json* taintWithKey(const json& node, const std::string& key) {
+  const json* list = at(node, "/spec/taints");
+  if (list == nullptr || !list->is_array()) {
+    return nullptr;
+  }
+  const auto t = std::find_if(list->begin(), list->end(),
+                              [&](const json& x) { return stringMember(x, "key") == key; });
+  return t == list->end() ? nullptr : &*t;
+}
+
 bool hasTaint(const json& node, const std::string& key, const std::string& effect) {
   const json* list = at(node, "/spec/taints");
   return list != nullptr && list->is_array() &&
@@ -154,20 +164,11 @@ bool hasMarkedTaint(const json& node, const TaintMark& mark) {
 
 TaintCount countTaints(const std::map<std::string, json>& nodes, const std::string& key,
                        int64_t since_ns, const std::map<std::string, int64_t>& added) {
-  auto taintOf = [&](const json& node) -> const json* {
-    const json* list = at(node, "/spec/taints");
-    if (list == nullptr || !list->is_array()) {
-      return nullptr;
-    }
-    const auto t = std::find_if(list->begin(), list->end(),
-                                [&](const json& x) { return stringMember(x, "key") == key; });
-    return t == list->end() ? nullptr : &*t;
-  };
   TaintCount count;
   for (const auto& [name, node] : nodes) {
     const auto ours = added.find(name);
     bool recent = ours != added.end() && ours->second >= since_ns;  // perhaps lifted since
-    if (const json* t = taintOf(node)) {
+    if (const json* t = taintWithKey(node, key)) {
       ++count.tainted;
       int64_t time_added = 0;
       recent = recent ||

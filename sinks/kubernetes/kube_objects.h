@@ -46,6 +46,9 @@ bool parseNodeList(std::string_view body, NodeListPage* page);
 
 // spec.taints: the objects in it, in order (anything else dropped); [] when absent.
 nlohmann::json nodeTaints(const nlohmann::json& node);
+// The first taint in spec.taints with this key, whatever its effect; null if none. Points into
+// `node`.
+const nlohmann::json* taintWithKey(const nlohmann::json& node, const std::string& key);
 // A taint with this key and effect is in spec.taints.
 bool hasTaint(const nlohmann::json& node, const std::string& key, const std::string& effect);
 // metadata.labels[label] is the string `value`.

@@ -608,10 +608,7 @@ std::string TaintSink::guard(const Decision& d) {
   // A node that carries the key already (with another effect) is among count.tainted: tainting
   // it adds no tainted node.
   const auto self = nodes_.find(d.node);
-  const bool counted =
-      self != nodes_.end() && std::ranges::any_of(nodeTaints(self->second), [&](const json& t) {
-        return stringAt(t, "/key") == d.taint.key;
-      });
+  const bool counted = self != nodes_.end() && taintWithKey(self->second, d.taint.key) != nullptr;
   const int tainted = count.tainted + (counted ? 0 : 1);  // with this taint
   const int recent = count.recent;
   const int eligible = static_cast<int>(nodes_.size());

@@ -25,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& entry : nodes) {
     const nlohmann::json& node = entry.second;
     (void)faultline::nodeTaints(node).dump();
+    (void)faultline::taintWithKey(node, "faultline.dev/faulty");
     (void)faultline::hasTaint(node, "faultline.dev/faulty", "NoSchedule");
     (void)faultline::hasLabel(node, "faultline.dev/opt-out", "true");
     if (const auto mark = faultline::taintMark(node)) {
