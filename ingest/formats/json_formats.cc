@@ -177,30 +177,6 @@ error_code stringOf(od::value v, bool* is_string, std::string_view* out) {
   return v.get_string().get(*out);
 }
 
-// Integer nanoseconds from a JSON string or integer into *out; 0 if neither.
-error_code intOf(od::value v, int64_t* out) {
-  *out = 0;
-  od::json_type type = od::json_type::null;
-  SIMDJSON_TRY(v.type().get(type));
-  if (type == od::json_type::string) {  // OTLP JSON writes 64-bit integers as decimal strings
-    // Read in place, neither unescaped nor copied; anything but a JSON integer reads as 0.
-    int64_t n = 0;
-    *out = v.get_int64_in_string().get(n) == SUCCESS ? n : 0;
-    return SUCCESS;
-  }
-  if (type != od::json_type::number) {
-    return SUCCESS;
-  }
-  int64_t i = 0;
-  uint64_t u = 0;
-  if (v.get_int64().get(i) == SUCCESS) {
-    *out = i;
-  } else if (v.get_uint64().get(u) == SUCCESS) {
-    *out = INT64_MAX;  // past int64: the latest time there is (cast, it wrapped to before 1970)
-  }
-  return SUCCESS;  // a fraction or an exponent reads as 0
-}
-
 // An AnyValue's intValue: an int64 (common.proto), as a JSON string or integer; *ok false for
 // anything else (past int64, a fraction, no number): no protobuf sender writes it, and a made-up
 // 0 or INT64_MAX would be a line or node name the sender never wrote.
@@ -212,6 +188,19 @@ error_code int64Of(od::value v, int64_t* out, bool* ok) {
     *ok = v.get_int64_in_string().get(*out) == SUCCESS;
   } else if (type == od::json_type::number) {
     *ok = v.get_int64().get(*out) == SUCCESS;
+  }
+  return SUCCESS;
+}
+
+// Integer nanoseconds from a JSON string or integer into *out (OTLP JSON writes 64-bit integers
+// as decimal strings, read in place); a number past int64 is the latest time there is (cast, it
+// wrapped to before 1970); anything else (a fraction, an exponent, no integer) reads as 0.
+error_code intOf(od::value v, int64_t* out) {
+  bool ok = false;
+  SIMDJSON_TRY(int64Of(v, out, &ok));
+  if (!ok) {
+    uint64_t u = 0;
+    *out = v.get_uint64().get(u) == SUCCESS ? INT64_MAX : 0;
   }
   return SUCCESS;
 }
