@@ -239,7 +239,7 @@ void TaintSink::run() {
       // when this replica lost the Lease and won it again): counting from that snapshot could
       // exceed the limits. List again before the first write.
       have_snapshot_ = false;
-      list_tried_ = {};
+      list_tried_.reset();
       const auto oldest = Clock::now() - options_.follower_hold;
       // In a new term (another replica may have led since), a decision deferred before is as old
       // news as a held one: the node may have recovered meanwhile, and its untaint gone to the
@@ -409,7 +409,7 @@ KubeClient::Response TaintSink::patchNode(const std::string& path, const json& p
 bool TaintSink::refresh() {
   // By the last LIST tried, failed or not: the worker wakes twice a second, and a LIST the server
   // refuses at once (a 403) was sent, and logged, at every wake.
-  if (Clock::now() - list_tried_ < options_.node_list_period) {
+  if (list_tried_ && Clock::now() - *list_tried_ < options_.node_list_period) {
     return have_snapshot_;
   }
   return list() || have_snapshot_;  // a failed LIST keeps the last snapshot

@@ -84,6 +84,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -281,7 +282,10 @@ class TaintSink : public DecisionSink {
   // max_new counts a taint lifted since, which nodes_ no longer shows.
   std::map<std::string, int64_t> added_;
   std::chrono::steady_clock::time_point listed_{};
-  std::chrono::steady_clock::time_point list_tried_{};  // the last LIST, failed or not
+  // The last LIST, failed or not; none at start and in a new term. Not the clock's epoch: the
+  // steady clock counts from boot, and "at the epoch" would be less than node_list_period ago
+  // on a host up for less than that.
+  std::optional<std::chrono::steady_clock::time_point> list_tried_;
   bool have_snapshot_ = false;  // nodes_ was listed since this replica last became leader
   // The next LIST calls Hooks::on_restored: set in each new term (the first one included).
   bool restore_pending_ = false;

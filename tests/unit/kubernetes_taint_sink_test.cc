@@ -255,6 +255,23 @@ TEST_F(TaintSinkTest, AddsTaintKeepingExistingOnes) {
   EXPECT_EQ(c.already_present + c.conflicts_retried + c.failed + c.suppressed, 0u);
 }
 
+// The first decision LISTs the nodes however long node_list_period is. "No LIST yet" was the
+// steady clock's epoch, which counts from the host's boot: on a host up for less than
+// node_list_period (these tests' hour, a fresh CI machine) no LIST was due, and every decision
+// was deferred for want of a node list.
+TEST_F(TaintSinkTest, TheFirstDecisionListsWhateverTheHostsUptime) {
+  createNode("n1");
+  TaintSinkOptions o = options();
+  o.node_list_period = std::chrono::hours(24 * 365 * 10);  // longer than any host's uptime
+  TaintSink sink(config(), o);
+  sink.write(decision("n1"));
+  sink.flush();
+
+  EXPECT_EQ(count("GET", "/api/v1/nodes"), 1);
+  EXPECT_EQ(nodeRequests(), (Lines{"PATCH /api/v1/nodes/n1"}));
+  EXPECT_EQ(server_.node("n1")["spec"]["taints"].size(), 1u);
+}
+
 TEST_F(TaintSinkTest, EventAndConditionFieldByField) {
   createNode("n1");
   const std::string uid = server_.node("n1")["metadata"]["uid"];
