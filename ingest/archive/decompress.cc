@@ -224,7 +224,10 @@ std::unique_ptr<ByteReader> open(std::unique_ptr<RawInput> raw) {
   if (got >= 2 && m[0] == 0x1f && m[1] == 0x8b) {
     return std::make_unique<GzipReader>(std::move(raw), std::move(magic));
   }
-  if (got >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) {
+  // A zstd frame, or a skippable frame (RFC 8878 section 3.1.2, magic 0x184D2A50..5F), which
+  // pzstd writes before each frame.
+  if (got >= 4 && ((m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) ||
+                   ((m[0] & 0xf0) == 0x50 && m[1] == 0x2a && m[2] == 0x4d && m[3] == 0x18))) {
     return std::make_unique<ZstdReader>(std::move(raw), std::move(magic));
   }
   return std::make_unique<PlainReader>(std::move(raw), std::move(magic));

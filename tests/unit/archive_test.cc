@@ -171,6 +171,23 @@ TEST(Archive, TheLinesBeforeAGzipCorruptionAreRead) {
   EXPECT_EQ(errors[0].message, "n.dmesg.gz: corrupt gzip data (incorrect data check)");
 }
 
+TEST(Archive, ZstdFilesStartingWithASkippableFrameAreRead) {
+  // pzstd writes a skippable frame (RFC 8878 section 3.1.2: magic 0x184D2A50..5F, little-endian)
+  // before each frame; zstd -d reads such files, and skippable frames between frames too.
+  const auto skippable = [](char nibble, const std::string& payload) {
+    std::string f = {static_cast<char>(0x50 | nibble), 0x2a, 0x4d, 0x18};
+    for (int i = 0; i < 4; ++i) {
+      f += static_cast<char>((payload.size() >> (8 * i)) & 0xff);
+    }
+    return f + payload;
+  };
+  const std::string bytes = skippable(0, std::string("\x0c\0\0\0", 4)) + zstd("[ 1.0] first\n") +
+                            skippable(0xf, "seek table") + zstd("[ 2.0] second\n");
+  ArchiveStats stats;
+  EXPECT_EQ(replay({{"n.dmesg.zst", bytes, true}}, &stats),
+            (std::vector<std::string>{"n|first", "n|second"}));
+}
+
 TEST(Archive, NodeFromFileName) {
   EXPECT_EQ(nodeFromFileName("/var/log/gpu-node-7.dmesg.zst"), "gpu-node-7");
   EXPECT_EQ(nodeFromFileName("n1"), "n1");
