@@ -182,31 +182,42 @@ class ZstdReader : public Reader {
   ZstdReader& operator=(ZstdReader&&) = delete;
   ~ZstdReader() override { ZSTD_freeDStream(ctx_); }
 
+  // libzstd reports an error without the bytes the same call decoded (ZSTD_decompressStream
+  // leaves pos as it was), so each call is given at most the input of one block: the size it
+  // asks for next, less the next block's header it asks for with a block's body. An error then
+  // comes in a call of its own, after the blocks before it are returned.
   size_t read(char* out, size_t n) override {
+    throwPending();
     ZSTD_outBuffer ob{out, n, 0};
-    while (ob.pos == 0) {
+    while (ob.pos < n) {
       if (!fill()) {
         if (frame_open_) {
-          throw std::runtime_error(raw_->name() + ": zstd stream truncated");
+          fail(raw_->name() + ": zstd stream truncated");
         }
         break;
       }
-      ZSTD_inBuffer ib{in_.data(), in_.size(), in_pos_};
+      const size_t step = next_in_ > kBlockHeaderBytes ? next_in_ - kBlockHeaderBytes : next_in_;
+      ZSTD_inBuffer ib{in_.data(), std::min(in_.size(), in_pos_ + step), in_pos_};
       const size_t rc = ZSTD_decompressStream(ctx_, &ob, &ib);
       in_pos_ = ib.pos;
       if (ZSTD_isError(rc) != 0) {
-        // No bytes of this call to return first: libzstd reports an error without them.
-        throw std::runtime_error(raw_->name() + ": corrupt zstd data (" + ZSTD_getErrorName(rc) +
-                                 ")");
+        fail(raw_->name() + ": corrupt zstd data (" + ZSTD_getErrorName(rc) + ")");
+        break;
       }
       frame_open_ = rc != 0;
+      next_in_ = frame_open_ ? rc : 1;  // 0: a frame ended; the next one's size is not known yet
+    }
+    if (ob.pos == 0) {
+      throwPending();
     }
     return ob.pos;
   }
 
  private:
+  static constexpr size_t kBlockHeaderBytes = 3;  // RFC 8878 section 3.1.1.2
   ZSTD_DStream* ctx_;
   bool frame_open_ = false;
+  size_t next_in_ = 1;  // the input size ZSTD_decompressStream asked for last
 };
 
 std::unique_ptr<ByteReader> open(std::unique_ptr<RawInput> raw) {
