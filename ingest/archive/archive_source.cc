@@ -78,10 +78,13 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   }
   std::unique_ptr<LineParser> parser;
   RecordBatch batch;
-  // Each batch holds its own chunk and the one before: a parser may hold a record back across a
-  // chunk boundary to join its continuation lines (LineParser::parse).
+  // Each batch holds its own chunk and the one of the line parsed before it: a parser may hold a
+  // record back across a chunk boundary to join its continuation lines (LineParser::parse). A
+  // batch is handed over at its chunk's end, so that it holds no more than those two whatever the
+  // lines: held until 8192 records, a long stretch without records (malformed lines, a long
+  // line) kept every chunk it spans alive.
   std::vector<std::shared_ptr<Chunk>> pool;
-  std::shared_ptr<Chunk> prev;
+  std::shared_ptr<Chunk> prev;  // the chunk of the last line parsed
   std::shared_ptr<Chunk> last;  // the chunk read last: its incomplete line starts the next one
   std::exception_ptr error;     // the file fails midway: what it gave before is still delivered
   bool eof = false;
@@ -129,6 +132,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     batch.hold(chunk, chunk->capacity);
     batch.hold(prev, prev ? prev->capacity : 0);
     std::string_view text = whole;
+    bool parsed = false;
     while (!text.empty()) {
       const size_t nl = text.find('\n');
       std::string_view line = text.substr(0, nl);
@@ -140,6 +144,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         continue;
       }
       ++stats_.lines;
+      parsed = true;
       if (!parser->parse(line, &batch)) {
         ++stats_.malformed;
       }
@@ -151,8 +156,16 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         batch.hold(prev, prev ? prev->capacity : 0);
       }
     }
-    prev = std::move(chunk);
+    if (parsed) {
+      prev = std::move(chunk);
+    }
+    if (!batch.records.empty()) {
+      stats_.records += batch.records.size();
+      handle(batch);
+    }
+    batch.clear();
   }
+  batch.hold(prev, prev ? prev->capacity : 0);  // finish() may give a record held back from it
   if (parser) {
     parser->finish(&batch);
   }

@@ -212,6 +212,37 @@ TEST(Archive, TheLinesBeforeAZstdCorruptionAreRead) {
             "n.dmesg.zst: corrupt zstd data (Restored data doesn't match checksum)");
 }
 
+TEST(Archive, ABatchHoldsAFewChunksWhateverTheLines) {
+  // Few records among many lines (malformed ones here; a run of NUL bytes, a binary blob or one
+  // long line alike): a batch that held every chunk read until it had 8192 records held the
+  // whole file, and one growing chunk per MiB of a long line (8.6 GB for a 128 MiB line).
+  std::string text;
+  const std::string junk(99, 'x');
+  for (int i = 0; i < 64; ++i) {
+    for (int j = 0; j < 10000; ++j) {
+      text += junk + "\n";
+    }
+    text += "[ " + std::to_string(i) + ".0] a record\n";
+  }
+  text += "[ 99.0] before a long line\n" + std::string(size_t{8} << 20, 'y') + "\n[ 100.0] after\n";
+  ArchiveOptions options;
+  options.format = Format::kDmesg;
+  ArchiveSource source({{"n.dmesg", text, true}}, options);
+  size_t records = 0;
+  size_t most = 0;
+  std::string last;
+  source.run(
+      [&](RecordBatch& b) {
+        records += b.records.size();
+        most = std::max(most, b.memoryBytes());
+        last = std::string(b.records.back().line);
+      },
+      std::stop_token());
+  EXPECT_EQ(records, 66U);
+  EXPECT_EQ(last, "after");
+  EXPECT_LT(most, size_t{24} << 20);  // the chunk with the long line and the one before
+}
+
 TEST(Archive, NodeFromFileName) {
   EXPECT_EQ(nodeFromFileName("/var/log/gpu-node-7.dmesg.zst"), "gpu-node-7");
   EXPECT_EQ(nodeFromFileName("n1"), "n1");
