@@ -699,9 +699,12 @@ void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* proble
     }
     const Rule& rule = bank->rules[r.rule];
     const std::string& field = r.ids[0];
+    // An alias gives its `to` only to hits carrying its `from`: the rule's signature must have it.
+    const Signature& sig = bank->signatures[rule.signature];
     const bool aliased =
-        !field.empty() && std::any_of(bank->rules.begin(), bank->rules.end(),
-                                      [&](const Rule& x) { return x.alias_to == field; });
+        !field.empty() && std::any_of(bank->rules.begin(), bank->rules.end(), [&](const Rule& x) {
+          return x.alias_to == field && hasField(*bank, sig, x.alias_from);
+        });
     const bool joined =
         rule.joins >= 0 &&
         hasField(*bank, bank->signatures[bank->rules[static_cast<size_t>(rule.joins)].signature],

@@ -345,6 +345,38 @@ rules:
                       "by an alias or join"));
 }
 
+// An alias gives its `to` field only to hits that carry its `from` field: a rule on a signature
+// that captures neither has an entity field that is always empty, so its hits on every GPU of a
+// node would count as one GPU's.
+TEST(Bank, AnEntityFieldFromAnAliasNeedsTheAliasSourceField) {
+  const std::string text = R"(signatures:
+  - id: uuid-line
+    streams: [kernel]
+    severity: info
+    pattern: 'AT (?P<pci>[0-9:]+): (?P<uuid>GPU-\S+)'
+    examples: {match: ['AT 0000:01:00: GPU-1']}
+  - id: reset
+    streams: [kernel]
+    severity: info
+    pattern: 'RESET (?P<uuid>GPU-\S+)'
+    examples: {match: ['RESET GPU-1']}
+  - id: ecc
+    streams: [kernel]
+    severity: warning
+    pattern: 'ECC error count (?P<count>\d+)'
+    examples: {match: ['ECC error count 3']}
+rules:
+  - {id: gpu-uuid, signature: uuid-line, severity: info, alias: {from: uuid, to: pci}}
+  - {id: reset, signature: reset, severity: info, entity: [pci]}
+)";
+  EXPECT_EQ(problemsOf({{"a.yaml", text}}), "");
+  EXPECT_TRUE(reports(
+      problemsOf({{"a.yaml", text + "  - {id: ecc, signature: ecc, entity: [pci], count: 3, "
+                                    "window: 1h}\n"}}),
+      "a.yaml:20: rule ecc: entity field pci is not captured by ecc nor given by an alias or "
+      "join"));
+}
+
 // The matcher fills kMaxCaptureGroups groups: a field of a later group would never be set.
 TEST(Bank, RefusesAPatternWithMoreCaptureGroupsThanTheMatcherFills) {
   auto bankWithGroups = [](int groups) {
