@@ -377,6 +377,22 @@ rules:
       "join"));
 }
 
+// rules/README.md documents `stable` with "0: at once": a bare 0 is the zero duration.
+TEST(Bank, AZeroDurationMayBeWrittenAsABareZero) {
+  const std::string text = std::string(kOneSignature) + R"(rules:
+  - {id: ok, signature: s, severity: info, entity: [pci]}
+  - id: r
+    signature: s
+    severity: warning
+    entity: [pci]
+    count: 2
+    window: 1h
+    dedup: 0
+    recovery: {by: [ok], stable: 0}
+)";
+  EXPECT_EQ(problemsOf({{"a.yaml", text}}), "");
+}
+
 // The matcher fills kMaxCaptureGroups groups: a field of a later group would never be set.
 TEST(Bank, RefusesAPatternWithMoreCaptureGroupsThanTheMatcherFills) {
   auto bankWithGroups = [](int groups) {
