@@ -657,6 +657,14 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     problems->add(file, n, where + ": a fatal rule acts on the first hit; use severity warning");
     return;
   }
+  // The correlator never counts an info rule's hits: its first corroborated hit faults.
+  if (rule.severity == Severity::kInfo && rule.count != 1) {
+    problems->add(file, n,
+                  where +
+                      ": an info rule acts only through corroborated_by, on its first hit; use "
+                      "severity warning to count");
+    return;
+  }
   if (rule.peers_within_ns > 0 && rule.severity != Severity::kInfo) {
     problems->add(file, n,
                   where + ": a suspects_peers rule never acts on its own node: severity info");

@@ -843,5 +843,31 @@ rules:
               "a.yaml:13: rule r: distinct_jobs is true or false"));
 }
 
+// An info rule acts only through corroborated_by, on its first corroborated hit: a count there
+// would be ignored (three corroborated hits read as one), as a fatal rule's would.
+TEST(Bank, RefusesACountOnAnInfoRule) {
+  const std::string sigs = R"(signatures:
+  - id: k
+    streams: [kernel]
+    severity: warning
+    pattern: 'kernel thing'
+    examples: {match: ['kernel thing']}
+  - id: p
+    streams: [pod]
+    severity: info
+    pattern: 'pod thing'
+    examples: {match: ['pod thing']}
+rules:
+  - {id: k, signature: k, severity: warning, count: 2, window: 1h}
+)";
+  const std::string info =
+      "  - {id: r, signature: p, severity: info, corroborated_by: {rules: [k], "
+      "within: 10m}";
+  EXPECT_EQ(problemsOf({{"a.yaml", sigs + info + "}\n"}}), "");
+  EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + info + ", count: 3, window: 1h}\n"}}),
+                      "a.yaml:14: rule r: an info rule acts only through corroborated_by, on its "
+                      "first hit; use severity warning to count"));
+}
+
 }  // namespace
 }  // namespace faultline
