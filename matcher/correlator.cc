@@ -305,10 +305,13 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
   }
   for (uint32_t pod_rule : corroborates_[ri]) {
-    const Evidence* r =
-        findRecent(node, {&pod_rule, 1}, {}, f, t, bank_->rules[pod_rule].corroborate_within_ns, 0);
-    // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those.
-    if (r != nullptr && !faulted(pod_rule, node, r->fields)) {
+    const Rule& pr = bank_->rules[pod_rule];
+    const Evidence* r = findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0);
+    // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
+    // hit that its suppressed_by rules dropped when it came is no evidence either.
+    if (r != nullptr && !faulted(pod_rule, node, r->fields) &&
+        (pr.suppressed_by.empty() || findRecent(node, pr.suppressed_by, pr.entity, r->fields,
+                                                r->time_ns, pr.suppress_within_ns, 0) == nullptr)) {
       const Evidence copy = *r;  // fault() may reset the node's recent hits
       fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t,
             "corroborated by " + ev.signature + " within " +
@@ -323,6 +326,12 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   if (rule.severity == Severity::kInfo) {
     if (rule.corroborated_by.empty()) {
+      return;
+    }
+    // Suppressed as any rule's hit is: corroborated, it would fault for the incident it belongs to.
+    if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
+                                                  rule.suppress_within_ns, 0) != nullptr) {
+      ++stats_.suppressed;
       return;
     }
     // Evidence that acts only with the node's own support; once it has, its hits hold the fault

@@ -1,6 +1,7 @@
 // Bank loading, matcher and correlator, on a small bank written here so that the tests do not
 // move when rules/ grows (the real bank is checked by `faultline rules test` and the e2e tests).
 #include <algorithm>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -771,6 +772,46 @@ TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
 // A pod hit names its pod's job; with distinct_jobs (the NCCL rules) a node taints only when
 // episodes of two jobs implicate it: one job's two episodes, and lines of pods without a job,
 // count for no node.
+// suppressed_by drops a hit when one of its rules hit first, for an info rule's hits too: one
+// that is then corroborated must not fault, or its fault (quiet: 24h) holds the node's taint
+// after the suppressing fault has cleared.
+TEST(Pipeline, SuppressedByHoldsBackAnInfoRulesCorroboratedHit) {
+  const std::string text = R"(signatures:
+  - {id: k, streams: [kernel], severity: warning, pattern: 'KDOWN', examples: {match: [KDOWN]}}
+  - {id: big, streams: [kernel], severity: fatal, pattern: 'BIGFAULT', examples: {match: [BIGFAULT]}}
+  - {id: boot, streams: [kernel], severity: info, pattern: 'BOOTED', examples: {match: [BOOTED]}}
+  - {id: p, streams: [pod], severity: info, pattern: 'PODERR', examples: {match: [PODERR]}}
+rules:
+  - {id: k, signature: k, severity: warning, count: 2, window: 1h}
+  - {id: big, signature: big, severity: fatal, recovery: {by: [boot]}}
+  - {id: boot, signature: boot, severity: info}
+  - id: p
+    signature: p
+    severity: info
+    corroborated_by: {rules: [k], within: 10m}
+    suppressed_by: {rules: [big], within: 1h}
+    recovery: {quiet: 24h}
+)";
+  CollectingSink sink;
+  Pipeline p(loadBank({{"a.yaml", text}}), Taint{}, {&sink});
+  const std::vector<std::tuple<int64_t, std::string, StreamKind>> lines = {
+      {100, "BIGFAULT", StreamKind::kKernel},
+      {150, "PODERR", StreamKind::kPod},  // within 1h of big: suppressed, corroborated or not
+      {200, "KDOWN", StreamKind::kKernel},
+      {300, "PODERR", StreamKind::kPod},
+      {400, "BOOTED", StreamKind::kKernel},
+      {900, "later", StreamKind::kKernel}};
+  RecordBatch batch;  // records view the lines
+  for (const auto& [sec, line, stream] : lines) {
+    batch.records.push_back({sec * kNanosPerSecond, "n1", line, 0, 0, stream});
+  }
+  p.process(batch);
+  ASSERT_EQ(sink.got.size(), 2U);
+  EXPECT_EQ(sink.got[0].rule, "big");
+  EXPECT_EQ(sink.got[1].action, Decision::Action::kUntaint);
+  EXPECT_EQ(p.correlator().stats().suppressed, 2U);
+}
+
 TEST(Pipeline, DistinctJobsCountEachJobOnce) {
   const std::string nccl =
       "torch.distributed.DistBackendError: NCCL error in: "
