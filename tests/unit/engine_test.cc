@@ -769,9 +769,6 @@ TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
   EXPECT_EQ(p.decisions(), 0U);
 }
 
-// A pod hit names its pod's job; with distinct_jobs (the NCCL rules) a node taints only when
-// episodes of two jobs implicate it: one job's two episodes, and lines of pods without a job,
-// count for no node.
 // suppressed_by drops a hit when one of its rules hit first, for an info rule's hits too: one
 // that is then corroborated must not fault, or its fault (quiet: 24h) holds the node's taint
 // after the suppressing fault has cleared.
@@ -812,6 +809,9 @@ rules:
   EXPECT_EQ(p.correlator().stats().suppressed, 2U);
 }
 
+// A pod hit names its pod's job; with distinct_jobs (the NCCL rules) a node taints only when
+// episodes of two jobs implicate it: one job's two episodes, and lines of pods without a job,
+// count for no node.
 TEST(Pipeline, DistinctJobsCountEachJobOnce) {
   const std::string nccl =
       "torch.distributed.DistBackendError: NCCL error in: "
