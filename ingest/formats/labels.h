@@ -22,9 +22,12 @@ struct StreamRules {
   // A record carrying any of these is a pod stream, whatever else it carries: pod output must
   // never pass for kernel output, nor for a host service's. CONTAINER_NAME is the journald field
   // of a container's output (Docker's and Podman's journald log drivers); pod_name is Fluent
-  // Bit's loki output's label for $kubernetes['pod_name'] (its docs' Kubernetes example).
-  std::vector<std::string> pod_labels = {"k8s.pod.name",        "k8s_pod_name",   "pod",
-                                         "kubernetes.pod_name", "CONTAINER_NAME", "pod_name"};
+  // Bit's loki output's label for $kubernetes['pod_name'] (its docs' Kubernetes example);
+  // container is the Loki label of a container's name (Promtail's and Alloy's Kubernetes
+  // discovery, and Grafana's Fluent Bit chart, whose label of the pod's name is `instance`).
+  std::vector<std::string> pod_labels = {
+      "k8s.pod.name",   "k8s_pod_name", "pod",      "kubernetes.pod_name",
+      "CONTAINER_NAME", "pod_name",     "container"};
   // label == value marks the kernel stream (journald's _TRANSPORT / SYSLOG_IDENTIFIER, and the
   // names a Promtail or Alloy journal scrape relabels them to).
   std::vector<std::pair<std::string, std::string>> kernel_labels = {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <snappy.h>
 
+#include "core/pipeline.h"
 #include "ingest/formats/formats.h"
 #include "ingest/formats/name_table.h"
 #include "ingest/formats/protobuf_wire.h"
@@ -18,6 +19,7 @@
 #include "ingest/otlp/otlp.h"
 #include "ingest/push/loki.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
+#include "tests/unit/helpers.h"
 
 namespace faultline {
 namespace {
@@ -403,6 +405,34 @@ TEST(LokiJson, TheStreamNamesTheNodeBeforeStructuredMetadata) {
   EXPECT_EQ(batch.records[0].node, "gpu-1");
   EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
   EXPECT_EQ(batch.records[1].node, "gpu-3");
+}
+
+// Grafana's Fluent Bit chart (grafana/helm-charts charts/fluent-bit, values.yaml labelMap) labels
+// a container's output {namespace, app, release, node, container, instance, stream}: the pod's
+// name is `instance`, no pod label. A pod printing `ib0: Lost carrier` five times was an `other`
+// record, read by ipoib-lost-carrier, and tainted its node (ipoib-lost-carrier-repeated).
+TEST(LokiJson, APodsOutputLabelledByGrafanasFluentBitChartTaintsNothing) {
+  std::string values;
+  for (int i = 0; i < 5; ++i) {
+    values += std::string(i > 0 ? "," : "") + "[\"" + std::to_string(1700000000 + i * 60) +
+              "000000000\",\"ib0: Lost carrier\"]";
+  }
+  const std::string body = R"({"streams":[{"stream":{"job":"fluent-bit","namespace":"ml",)"
+                           R"("app":"train","node":"gpu-1","container":"trainer",)"
+                           R"("instance":"train-0","stream":"stdout"},"values":[)" +
+                           values + "]}]}";
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(lokiJson(body, "", &batch, &error)) << error;
+  ASSERT_EQ(batch.records.size(), 5u);
+  EXPECT_EQ(batch.records[0].node, "gpu-1");
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
+  CollectingSink sink;
+  Pipeline pipeline(shippedBank(), Taint{}, {&sink});
+  pipeline.process(batch);
+  for (const Decision& d : sink.got) {
+    ADD_FAILURE() << d.node << " " << d.rule;
+  }
 }
 
 TEST(LokiJson, KeysInAnyOrderAndUnknownOnesSkipped) {
