@@ -825,15 +825,20 @@ void Correlator::flushHeld(uint32_t ri, std::string job_name, std::vector<Decisi
   const int64_t start = q.front().evidence.time_ns;
   const int64_t end = start + rule.cluster_within_ns;
   held_fronts_[ri].erase({start, job_name});
-  std::vector<Held> window;
   std::set<std::string> nodes;
-  while (!q.empty() && q.front().evidence.time_ns <= end) {
-    nodes.insert(q.front().node);
-    window.push_back(std::move(q.front()));
-    q.pop_front();
+  auto last = q.begin();
+  for (; last != q.end() && last->evidence.time_ns <= end; ++last) {
+    nodes.insert(last->node);
   }
   const bool job =
       static_cast<int>(nodes.size()) >= rule.cluster_nodes || start < held->second.event_until_ns;
+  if (!job) {
+    // Only the hits at the window's start are decided: a later one is decided by a window that
+    // starts with it, since `nodes` nodes within `within` of it may come after this one's end.
+    last = std::find_if(q.begin(), last, [&](const Held& h) { return h.evidence.time_ns > start; });
+  }
+  std::vector<Held> window(std::make_move_iterator(q.begin()), std::make_move_iterator(last));
+  q.erase(q.begin(), last);
   if (job) {
     held->second.event_until_ns = window.back().evidence.time_ns + rule.cluster_within_ns;
     ++stats_.job_events;

@@ -39,7 +39,8 @@ namespace faultline {
 //   - a `suspects_peers` hit marks suspect the other nodes that ran pods of this node's jobs
 //     around it (member()), never its own node;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
-//     one window (of one job, for `distinct_jobs` rules) are a job's event and count for no node;
+//     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
+//     and count for no node; a hit counts once the window starting with it has passed without;
 //     `corroborated_by` decides at once when one of those rules hit the same node within its
 //     window, before or after;
 //   - fatal rules fault on the first counted hit, warning rules when `count` counted hits fall

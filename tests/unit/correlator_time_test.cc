@@ -179,6 +179,36 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
                                            "solo-3 taint pytorch-nccl-watchdog-timeout"}));
 }
 
+// A job's first rank fails at once, its peers' watchdogs fire around ten minutes later: n2 to n5
+// are four nodes of one job within two minutes, a job's event however the first hit placed the
+// window, twice. Only n1, alone in every ten minutes around its own hits, is implicated, by its
+// two jobs.
+TEST(CorrelatorTime, FourNodesWithinTheWindowAreAJobsEventWhereverItStarts) {
+  const std::string line = kWatchdog;
+  std::vector<Line> lines;
+  for (int64_t episode = 0; episode < 2; ++episode) {
+    const int64_t t0 = kT + episode * 3 * kHour;
+    const std::string job = episode == 0 ? "train-a" : "train-b";
+    lines.push_back({t0, "n1", line, StreamKind::kPod, job});
+    for (const char* node : {"n2", "n3"}) {
+      lines.push_back({t0 + 9 * kMin, node, line, StreamKind::kPod, job});
+    }
+    for (const char* node : {"n4", "n5"}) {
+      lines.push_back({t0 + 11 * kMin, node, line, StreamKind::kPod, job});
+    }
+  }
+  lines.push_back({kT + 8 * kHour, "n1", "step 2", StreamKind::kPod, "train-b"});
+  const std::vector<std::string> want{"n1 taint pytorch-nccl-watchdog-timeout"};
+  EXPECT_EQ(live(5 * kMin, lines), want);
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink});
+  for (const Line& l : lines) {
+    p.collect(one(l.time_ns, l.node, l.text, l.kind, l.job), 0);
+  }
+  p.finishReplay();
+  EXPECT_EQ(sink.got, want);
+}
+
 // A JobSet's pods carry their child Job's job-name beside the JobSet's name: eight one-pod child
 // Jobs hanging together are one job's event (the broadest job label names the job), twice.
 TEST(CorrelatorTime, AJobSetsChildJobsAreOneJob) {
