@@ -109,6 +109,10 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
 void Pipeline::correlate(BatchMatch& matched) {
   restoreTaints();
   noteMembers(matched.runs);
+  // The batch's records came together: one node's must not be found silent at another's hit.
+  for (const auto& [node, newest_ns] : matched.nodes) {
+    correlator_.arrived(node, matched.newest_ns);
+  }
   correlateHits(matched.hits);
   // After the hits: a node's later records must not decide a timer that one of its hits cancels.
   for (const auto& [node, newest_ns] : matched.nodes) {

@@ -727,6 +727,12 @@ void Correlator::heard(std::string_view node_name, int64_t time_ns) {
   }
 }
 
+void Correlator::arrived(std::string_view node_name, int64_t newest_ns) {
+  if (const auto* found = nodes_.find(node_name)) {
+    (*found)->heard_ns = std::max((*found)->heard_ns, newest_ns);
+  }
+}
+
 void Correlator::hear(NodeData& node, int64_t time_ns) const {
   node.time_ns = std::max(node.time_ns, time_ns);
   node.heard_ns = std::max({node.heard_ns, now_ns_, time_ns});

@@ -82,6 +82,11 @@ class Correlator {
   void observe(Hit hit, std::vector<Decision>* out);
   // Live: `node` sent records up to time_ns (ns since the epoch) in the batch being correlated.
   void heard(std::string_view node, int64_t time_ns);
+  // Live, before a batch's hits: `node` has records in the batch, whose newest time of all is
+  // newest_ns (ns since the epoch). The node is not silent (advance()) at any hit of the batch,
+  // however far another node's hit moves the newest time; its own time moves only with its hits
+  // and heard(), after them.
+  void arrived(std::string_view node, int64_t newest_ns);
   // Moves event time to `now_ns` (ns since the epoch), the newest of any node, and decides what
   // falls due, in time order. A node's recovery, quiet and unless_followed_by timers fall due by
   // its own newest time (its hits and heard()): a node whose log lags behind the others' (a

@@ -112,6 +112,36 @@ TEST(CorrelatorTime, ASilentNodeIsDecidedOnceTheOthersAreMaxLagAhead) {
   EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-2 taint ib-port-down-lasting"});
 }
 
+// gpu-2's DOWN, then one batch (a Kafka batch over two partitions, gpu-3's read ahead) with
+// gpu-2's next record four minutes on and gpu-3's Xid ten minutes on, then gpu-2's ACTIVE: gpu-2
+// sent records all along, lagging six minutes (under max_lag), and its port came back within
+// five. Cut into one record per batch, or replayed, that taints nothing; the batch must not
+// either.
+TEST(CorrelatorTime, ANodeOfTheBatchIsNotSilentAtAnotherNodesHitInIt) {
+  for (const bool split : {true, false}) {
+    Collect sink;
+    Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin);
+    p.process(one(kT, "gpu-2", kDown));
+    const std::vector<Line> batch{{kT + 4 * kMin, "gpu-2", "systemd[1]: Started session 7."},
+                                  {kT + 10 * kMin + 2 * kNanosPerSecond, "gpu-3",
+                                   "NVRM: Xid (PCI:0000:63:00): 31, pid=1234, name=python3"}};
+    RecordBatch b;
+    for (const Line& l : batch) {
+      if (split) {
+        p.process(one(l.time_ns, l.node, l.text));
+      } else {
+        b.records.push_back({l.time_ns, b.copy(l.node), b.copy(l.text), 0, 0, StreamKind::kKernel});
+      }
+    }
+    if (!split) {
+      p.process(b);
+    }
+    p.process(one(kT + 4 * kMin + 30 * kNanosPerSecond, "gpu-2", kActive));
+    p.process(one(kT + 11 * kMin, "gpu-2", "systemd[1]: Started session 8."));
+    EXPECT_EQ(sink.got, std::vector<std::string>{}) << (split ? "one per batch" : "one batch");
+  }
+}
+
 // Four nodes' NCCL timeouts within ten minutes are a job's event (nccl-pytorch.yaml), twice; the
 // fourth node's line arrives after the others' logs passed the window's end.
 std::vector<std::string> laggingClusterNode(int64_t max_lag_ns) {
