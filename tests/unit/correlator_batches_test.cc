@@ -1,0 +1,195 @@
+// The same records give the same decisions whatever the batch boundaries and the number of match
+// workers (README, "The live service": "the decisions are those of a single thread"), and those
+// replay gives (README, "Replay"), over seeded random kernel logs of a few nodes: IB ports going
+// down and up, Xids of several rules (repeats in one second, bursts, sympathetic ones), fallen
+// off the bus head and tail, GPU UUIDs and resets, driver loads and reboots, and lines that hit
+// nothing. Live takes the records in arrival order (each node's in its own time order, the nodes
+// interleaved, each lagging by less than half max_lag, none silent for max_lag) cut into batches
+// of random sizes. (A node silent for max_lag is decided on the newest time, live only: README.)
+#include <algorithm>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "core/pipeline.h"
+#include "core/time.h"
+#include "matcher/bank.h"
+#include "tests/unit/helpers.h"
+
+namespace faultline {
+namespace {
+
+constexpr int64_t kS = kNanosPerSecond;
+constexpr int64_t kT = 1'739'509'200 * kS;  // 2025-02-14T05:00:00Z
+constexpr int64_t kMaxLag = 600 * kS;
+
+class Collect : public DecisionSink {
+ public:
+  void write(const Decision& d) override {
+    got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule + " " +
+                  formatRfc3339(d.time_ns));
+  }
+  std::vector<std::string> got;
+};
+
+struct Line {
+  int64_t time_ns;
+  std::string node;
+  std::string text;
+  int64_t arrival_ns;
+};
+
+const char* const kTexts[] = {
+    "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN",
+    "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
+    "NVRM: Xid (PCI:0000:63:00): 31, pid=1234, name=python3, Ch 00000008",
+    "NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error",
+    "NVRM: Xid (PCI:0000:9b:00): 45, pid=1, name=python3, Ch 00000001",
+    "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",
+    "NVRM: The NVIDIA GPU 0000:b3:00.0",
+    "NVRM: fallen off the bus and is not responding to commands.",
+    "NVRM: GPU at PCI:0000:44:00: GPU-979426f2-893a-7cbb-c4cf-81472f89a462",
+    "GPU reset executed: GPU-979426f2-893a-7cbb-c4cf-81472f89a462, success: true",
+    "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024",
+    "ib0: lost carrier",
+    "[    0.000000] Kernel command line: BOOT_IMAGE=/boot/vmlinuz ro",
+    "systemd[1]: Started session 1.",
+};
+
+// One node's random log over about half an hour: events up to 4 minutes apart, some in the
+// same second.
+void nodeLog(std::mt19937& rng, const std::string& node, std::vector<Line>* out) {
+  const auto pick = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+  int64_t t = kT + pick(600) * kS;
+  const uint32_t events = pick(14);
+  for (uint32_t i = 0; i < events; ++i) {
+    out->push_back({t, node, kTexts[pick(std::size(kTexts))], 0});
+    switch (pick(3)) {
+      case 0:
+        break;  // the same second
+      case 1:
+        t += pick(30) * kS;
+        break;
+      default:
+        t += pick(240) * kS;  // with lags under 300s, no node is ever silent (max_lag 600s)
+        break;
+    }
+  }
+  out->push_back({t + 10 * kS, node, "systemd[1]: Started session 2.", 0});
+}
+
+RecordBatch batchOf(const std::vector<Line>& lines, size_t first, size_t end) {
+  RecordBatch b;
+  for (size_t i = first; i < end; ++i) {
+    b.records.push_back({lines[i].time_ns, b.copy(lines[i].node), b.copy(lines[i].text), 0, 0,
+                         StreamKind::kKernel});
+  }
+  return b;
+}
+
+// Live: records cut into batches at `cuts` (each the end of a batch), matched by `workers`
+// workers in turn, correlated in order.
+std::vector<std::string> live(const std::vector<Line>& lines, const std::vector<size_t>& cuts,
+                              size_t workers) {
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink}, workers, kMaxLag);
+  size_t first = 0;
+  size_t n = 0;
+  BatchMatch matched;
+  for (size_t end : cuts) {
+    const RecordBatch batch = batchOf(lines, first, end);
+    p.match(n++ % workers, batch, &matched);
+    p.correlate(matched);
+    first = end;
+  }
+  std::sort(sink.got.begin(), sink.got.end());
+  return sink.got;
+}
+
+// Replay: each node's lines in one file of its own, collected by `threads` pipelines.
+std::vector<std::string> replay(const std::vector<Line>& lines, uint32_t nodes, size_t threads) {
+  Collect sink;
+  std::vector<std::unique_ptr<Pipeline>> ps;
+  for (size_t i = 0; i < threads; ++i) {
+    ps.push_back(
+        std::make_unique<Pipeline>(shippedBank(), Taint{}, std::vector<DecisionSink*>{&sink}));
+  }
+  for (uint32_t n = 0; n < nodes; ++n) {
+    std::vector<Line> mine;
+    for (const Line& l : lines) {
+      if (l.node == "gpu-" + std::to_string(n)) {
+        mine.push_back(l);
+      }
+    }
+    std::stable_sort(mine.begin(), mine.end(),
+                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    ps[n % threads]->collect(batchOf(mine, 0, mine.size()), n);
+  }
+  for (size_t i = 1; i < threads; ++i) {
+    ps[0]->absorb(*ps[i]);
+  }
+  ps[0]->finishReplay();
+  std::sort(sink.got.begin(), sink.got.end());
+  return sink.got;
+}
+
+TEST(Batches, DecisionsDoNotDependOnBatchesWorkersOrThreads) {
+  int differ = 0;
+  for (uint32_t seed = 0; seed < 1500; ++seed) {
+    std::mt19937 rng(seed);
+    std::vector<Line> lines;
+    const uint32_t nodes = 2 + rng() % 4;
+    for (uint32_t n = 0; n < nodes; ++n) {
+      const size_t first = lines.size();
+      nodeLog(rng, "gpu-" + std::to_string(n), &lines);
+      const int64_t lag = static_cast<int64_t>(rng() % 300) * kS;  // under max_lag
+      for (size_t i = first; i < lines.size(); ++i) {
+        lines[i].arrival_ns = lines[i].time_ns + lag;
+      }
+    }
+    std::stable_sort(lines.begin(), lines.end(),
+                     [](const Line& a, const Line& b) { return a.arrival_ns < b.arrival_ns; });
+    int64_t end = 0;
+    for (const Line& l : lines) {
+      end = std::max(end, l.time_ns + int64_t{3} * 86400 * kS);
+    }
+    for (uint32_t n = 0; n < nodes; ++n) {
+      lines.push_back({end, "gpu-" + std::to_string(n), "systemd[1]: Started session 3.", end});
+    }
+    std::vector<size_t> single;
+    std::vector<size_t> random;
+    for (size_t i = 1; i <= lines.size(); ++i) {
+      single.push_back(i);
+      if (i == lines.size() || rng() % 4 == 0) {
+        random.push_back(i);
+      }
+    }
+    const std::vector<std::string> one = live(lines, single, 1);
+    const std::vector<std::string> batched = live(lines, random, 1);
+    const std::vector<std::string> workers = live(lines, random, 3);
+    const std::vector<std::string> replayed = replay(lines, nodes, 1);
+    const std::vector<std::string> threads = replay(lines, nodes, 2);
+    const bool same =
+        one == batched && batched == workers && one == replayed && replayed == threads;
+    if (!same && ++differ <= 3) {
+      std::string log;
+      for (size_t i = 0, b = 0; i < lines.size(); ++i) {
+        log += formatRfc3339(lines[i].time_ns) + " " + lines[i].node + " " + lines[i].text + "\n";
+        if (i + 1 == random[b]) {
+          log += "-- batch end\n";
+          ++b;
+        }
+      }
+      ADD_FAILURE() << "seed " << seed << ":\n"
+                    << log << "one per batch: " << ::testing::PrintToString(one)
+                    << "\nbatched: " << ::testing::PrintToString(batched)
+                    << "\nworkers: " << ::testing::PrintToString(workers)
+                    << "\nreplay: " << ::testing::PrintToString(replayed)
+                    << "\nreplay threads: " << ::testing::PrintToString(threads);
+    }
+  }
+  EXPECT_EQ(differ, 0);
+}
+
+}  // namespace
+}  // namespace faultline
