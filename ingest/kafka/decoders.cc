@@ -217,6 +217,28 @@ class KafkaDecoder::JsonFields {
     });
   }
 
+  // Whether one of `slots` is an array of byte values (how journalctl -o json writes a field that
+  // is not printable UTF-8); the first such into *bytes.
+  bool firstBytes(const std::vector<uint32_t>& slots, std::string* bytes) const {
+    for (uint32_t slot : slots) {
+      simdjson::dom::array a;
+      if (const element* v = at(slot); v == nullptr || v->get(a) != simdjson::SUCCESS) {
+        continue;
+      }
+      bytes->clear();
+      bool ok = true;
+      for (element b : a) {
+        uint64_t c = 0;
+        ok = ok && b.get(c) == simdjson::SUCCESS && c <= 0xff;
+        bytes->push_back(static_cast<char>(c));
+      }
+      if (ok) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   // The first of `slots` whose value is a non-empty string; valid until the next parse.
   std::string_view firstString(const std::vector<uint32_t>& slots) const {
     for (uint32_t slot : slots) {
@@ -434,10 +456,14 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
   }
   // An empty line (a blank printk line, a journal entry without text) is a record, as replay and
   // the push decoders take it: it moves its node's own time, by which the node's timers fall due.
-  // Only a message without a string line field is malformed.
-  const std::string_view line = trimNewline(json_->firstString(json_->line));
+  // Only a message without a string (or byte array) line field is malformed.
+  std::string_view line = trimNewline(json_->firstString(json_->line));
+  std::string bytes;
   if (line.empty() && !json_->hasString(json_->line)) {
-    return false;
+    if (!json_->firstBytes(json_->line, &bytes)) {
+      return false;
+    }
+    line = trimNewline(bytes);  // journalctl's array of a line's bytes
   }
   std::string_view node = json_->firstString(json_->node);
   if (node.empty()) {

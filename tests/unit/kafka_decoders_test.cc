@@ -272,6 +272,31 @@ TEST(KafkaJsonDecoder, JournaldKernelRecords) {
   EXPECT_EQ(fluent.time_ns, kReceiveNs);
 }
 
+// journalctl -o json (and the OTel journald receiver's body, json.Marshal-ed by the kafka
+// exporter's raw encoding) writes a field that is not printable UTF-8 (a tab, an escape, a byte of
+// another encoding) as an array of its bytes: the line is those bytes, as replay's journal-json
+// reads it. Such a kernel line was refused as malformed, its fault unseen.
+TEST(KafkaJsonDecoder, JournaldMessageAsAnArrayOfBytes) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  // "NVRM:\tXid 79"
+  ASSERT_TRUE(decoder.decode(message(R"({"MESSAGE": [78, 86, 82, 77, 58, 9, 88, 105, 100, 32, 55,
+      57], "_HOSTNAME": "gpu-1", "_TRANSPORT": "kernel", "__REALTIME_TIMESTAMP": "1740327858123456"})"),
+                             kReceiveNs, &batch));
+  ASSERT_EQ(batch.records.size(), 1u);
+  const LogRecord& rec = batch.records[0];
+  EXPECT_EQ(rec.line, "NVRM:\tXid 79");
+  EXPECT_EQ(rec.node, "gpu-1");
+  EXPECT_EQ(rec.stream, StreamKind::kKernel);
+  EXPECT_EQ(rec.time_ns, 1'740'327'858'123'456'000);
+  // Not a byte array: still malformed.
+  for (const char* bad : {R"({"MESSAGE": [78, "x"]})", R"({"MESSAGE": [78, 256]})",
+                          R"({"MESSAGE": [78, -1]})", R"({"MESSAGE": [[78]]})"}) {
+    EXPECT_FALSE(decoder.decode(message(bad), kReceiveNs, &batch)) << bad;
+  }
+  EXPECT_EQ(batch.records.size(), 1u);
+}
+
 // A container's output in the journal (Docker's and Podman's journald log drivers) carries
 // CONTAINER_NAME and is a pod's, as journald records are everywhere else (README, "Stream kinds"),
 // even under the SYSLOG_IDENTIFIER its launcher's tag gave it. It was taken as kernel output.
