@@ -359,6 +359,11 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
     batch->records.resize(first);
     return false;
   }
+  if (batch->records.size() == first) {
+    // No record with a line: no export of logs, but another encoding's message on the topic (a
+    // JSON record without resourceLogs, a trace export), which must not pass unseen.
+    return false;
+  }
   std::optional<std::string_view> fallback_node;  // read once, for the first record without one
   size_t kept = first;
   for (size_t i = first; i < batch->records.size(); ++i) {

@@ -143,6 +143,28 @@ TEST(KafkaDecoder, RecordWithoutNodeIsSkipped) {
   EXPECT_EQ(batch.records[2].node, "gpu-2");
 }
 
+// A message of the otlp encodings that holds no log record with a line is not an export of logs:
+// another encoding's message on the topic (a Vector or Fluent Bit JSON record, an OTLP trace
+// export) was taken as an empty export, its lines dropped without a count in
+// faultline_kafka_malformed_total.
+TEST(KafkaDecoder, AnOtlpMessageWithoutARecordIsMalformed) {
+  RecordBatch batch;
+  const KafkaDecoder json(topic(KafkaEncoding::kOtlpJson));
+  for (const char* bad :
+       {R"({"message": "NVRM: Xid 79", "host": "gpu-1"})", R"({"resourceLogs": []})",
+        R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"attributes":[]}]}]}]})"}) {
+    EXPECT_FALSE(json.decode(message(bad), kReceiveNs, &batch)) << bad;
+  }
+  const KafkaDecoder proto(topic(KafkaEncoding::kOtlpProto));
+  EXPECT_FALSE(proto.decode(message(std::string("\x10\x01", 2)), kReceiveNs, &batch));  // field 2
+  EXPECT_TRUE(batch.records.empty());
+  EXPECT_TRUE(json.decode(
+      message(
+          R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]})"),
+      kReceiveNs, &batch));
+  EXPECT_EQ(batch.records.size(), 1u);
+}
+
 // The source allocates an owner only for decoders whose records point into the message; the
 // others must copy what they keep, the message being freed right after decoding
 // (KafkaOtlpDecoder.ProtoAndJsonWithKeyFallbackAndTopicStream checks otlp_proto's pointing).
