@@ -331,7 +331,7 @@ KafkaDecoder::KafkaDecoder(KafkaTopicConfig config) : config_(std::move(config))
 
 bool KafkaDecoder::decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const {
   if (msg.value.empty()) {
-    return false;
+    return refuse("is empty", "");
   }
   switch (config_.encoding) {
     case KafkaEncoding::kRaw:
@@ -357,12 +357,12 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
                            &error);
   if (!ok) {
     batch->records.resize(first);
-    return false;
+    return refuse("does not decode", error);
   }
   if (batch->records.size() == first) {
     // No record with a line: no export of logs, but another encoding's message on the topic (a
     // JSON record without resourceLogs, a trace export), which must not pass unseen.
-    return false;
+    return refuse("holds no log record with a line", "");
   }
   std::optional<std::string_view> fallback_node;  // read once, for the first record without one
   size_t kept = first;
@@ -391,6 +391,17 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
     batch->hold(msg.owner, msg.value.size() + msg.key.size());  // the records point into it
   }
   return nodeless ? refuseNodeless() : true;
+}
+
+bool KafkaDecoder::refuse(std::string_view cause, std::string_view detail) const {
+  if (std::find(warned_causes_.begin(), warned_causes_.end(), cause) == warned_causes_.end()) {
+    warned_causes_.emplace_back(cause);
+    spdlog::warn(
+        "kafka: topic {}: a message {}{}{}; such messages are skipped and counted as malformed "
+        "(logged once per cause)",
+        config_.name, cause, detail.empty() ? "" : ": ", detail);
+  }
+  return false;
 }
 
 bool KafkaDecoder::refuseNodeless() const {
@@ -426,7 +437,7 @@ bool KafkaDecoder::decodeRaw(const KafkaMessage& msg, int64_t receive_ns,
     }
   }
   if (line.empty()) {
-    return false;
+    return refuse("is an empty line", "");
   }
   const std::string_view node = headerOrKeyNode(msg);
   if (node.empty()) {
@@ -449,15 +460,21 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
                             replaceInvalidUnicode(msg.value, &repaired)) {
     err = json_->parser.parse(repaired).get(doc);  // the parser's strings outlive `repaired`
   }
-  if (err != simdjson::SUCCESS || !doc.is_object()) {
-    return false;
+  if (err != simdjson::SUCCESS) {
+    return refuse("is not JSON", simdjson::error_message(err));
+  }
+  if (!doc.is_object()) {
+    return refuse("is not a JSON object", "");
   }
   // Refused, as ambiguous: a path given twice with different values, or the shipper's node or
   // job named two ways (a pod's merged JSON claiming another node, or a job its pod does not run).
   if (!json_->walk(doc) || !json_->agree(json_->shipper_node) ||
       !std::all_of(json_->shipper_jobs.begin(), json_->shipper_jobs.end(),
                    [&](const std::vector<uint32_t>& slots) { return json_->agree(slots); })) {
-    return false;
+    return refuse(
+        "names its node, pod, job or kernel marker twice with different values (a pod's own keys "
+        "beside its shipper's)",
+        "");
   }
   // An empty line (a blank printk line, a journal entry without text) is a record, as replay and
   // the push decoders take it: it moves its node's own time, by which the node's timers fall due.
@@ -466,7 +483,7 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
   std::string bytes;
   if (line.empty() && !json_->hasString(json_->line)) {
     if (!json_->firstBytes(json_->line, &bytes)) {
-      return false;
+      return refuse("has no line field (fields.line) that is a string or an array of bytes", "");
     }
     line = trimNewline(bytes);  // journalctl's array of a line's bytes
   }

@@ -129,8 +129,10 @@ class KafkaDecoder {
   // line that is not printable UTF-8), or a node or label path twice with different values
   // (KafkaJsonFields); otlp: does not decode, or holds no LogRecord with a line, as another
   // encoding's message would), or if a record names no node: such a record cannot be attributed
-  // to any node and is skipped (an otlp message's other records are kept), and the topic is
-  // logged once. The caller counts the message. OTLP LogRecords without a line are skipped.
+  // to any node and is skipped (an otlp message's other records are kept). The topic and the
+  // cause (with the parser's words) are logged the first time of each cause, so that a count of
+  // malformed messages can be explained. The caller counts the message. OTLP LogRecords without a
+  // line are skipped.
   bool decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   // Whether records point into the message (otlp_proto), so that decode() needs its `owner`;
   // the other encodings copy what they keep. A raw message is one short line: copying it lets
@@ -144,6 +146,9 @@ class KafkaDecoder {
   bool decodeOtlp(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   // Returns false for a message with a record that names no node, logging the topic once.
   bool refuseNodeless() const;
+  // Returns false for a malformed message, logging the topic, `cause` (what the message is, e.g.
+  // "is not JSON") and `detail` (the parser's words, or empty) the first time of each cause.
+  bool refuse(std::string_view cause, std::string_view detail) const;
 
   KafkaTopicConfig config_;
   StreamRules rules_;                      // pod labels = fields.pod; kernel labels + programname
@@ -153,7 +158,8 @@ class KafkaDecoder {
   // json (and quoted raw values): simdjson's parser and the field paths, found in one walk.
   class JsonFields;
   std::unique_ptr<JsonFields> json_;
-  mutable bool warned_nodeless_ = false;  // refuseNodeless() logs a topic once
+  mutable bool warned_nodeless_ = false;            // refuseNodeless() logs a topic once
+  mutable std::vector<std::string> warned_causes_;  // refuse() logs each cause once
 };
 
 }  // namespace faultline

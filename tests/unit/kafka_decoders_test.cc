@@ -1,8 +1,12 @@
 #include <cstdint>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "core/time.h"
 #include "ingest/kafka/decoders.h"
@@ -27,6 +31,25 @@ KafkaMessage message(std::string_view value) {
   msg.key = "gpu-0";
   return msg;
 }
+
+// What spdlog's default logger writes while it lives.
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)));
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  LogCapture(LogCapture&&) = delete;
+  LogCapture& operator=(LogCapture&&) = delete;
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
 
 // Decodes one message that must yield exactly one record.
 const LogRecord& decodeOne(const KafkaDecoder& decoder, const KafkaMessage& msg,
@@ -163,6 +186,31 @@ TEST(KafkaDecoder, AnOtlpMessageWithoutARecordIsMalformed) {
           R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]})"),
       kReceiveNs, &batch));
   EXPECT_EQ(batch.records.size(), 1u);
+}
+
+// A malformed message is counted in faultline_kafka_malformed_total and its cause logged, the
+// first time of each cause on a topic: the count alone, all an operator had, did not tell a topic
+// of another encoding from a shipper's field names or a pod's keys beside its shipper's.
+TEST(KafkaDecoder, AMalformedMessageIsLoggedWithItsCause) {
+  const LogCapture log;
+  RecordBatch batch;
+  KafkaTopicConfig config = topic(KafkaEncoding::kJson);
+  config.name = "pod-logs";
+  const KafkaDecoder json(config);
+  EXPECT_FALSE(json.decode(message(R"({"message": "cut)"), kReceiveNs, &batch));
+  EXPECT_FALSE(json.decode(message(R"({"log": 42})"), kReceiveNs, &batch));
+  EXPECT_FALSE(json.decode(message(R"({"message": "cut again)"), kReceiveNs, &batch));
+  config.name = "otlp_logs";
+  config.encoding = KafkaEncoding::kOtlpProto;
+  EXPECT_FALSE(KafkaDecoder(config).decode(message("\x0a\x05"), kReceiveNs, &batch));
+  const std::string text = log.text();
+  EXPECT_NE(text.find("kafka: topic pod-logs: a message is not JSON: "), std::string::npos) << text;
+  EXPECT_NE(text.find("kafka: topic pod-logs: a message has no line field"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("kafka: topic otlp_logs: a message does not decode: not an OTLP"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("is not JSON"), text.rfind("is not JSON")) << text;  // once per cause
 }
 
 // The source allocates an owner only for decoders whose records point into the message; the
