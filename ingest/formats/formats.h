@@ -58,7 +58,8 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // encoding. Appends one record per logRecord: labels are the resource attributes, the record's
 // attributes and a kvlist body's entries whose keys `keep` keeps (scalars only); the line is a
 // scalar body or a kvlist body's MESSAGE (journald receiver). Scalars are stringValue, intValue,
-// boolValue, an arrayValue of intValues (journald's MESSAGE that is not UTF-8: its bytes) and
+// boolValue, an arrayValue of intValues, or of integral doubleValues as the OTel journald receiver
+// writes them (journald's MESSAGE that is not UTF-8: its bytes) and
 // bytesValue (base64, as the protobuf decoder takes bytes_value); time is timeUnixNano, else
 // observedTimeUnixNano, else 0 (ns since the epoch; a time or intValue written as a string counts
 // only if it is a JSON integer, "0012" being none; an intValue past int64 is no scalar, a time

@@ -6,6 +6,7 @@
 // everything a record keeps is copied into the batch.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -205,8 +206,9 @@ error_code intOf(od::value v, int64_t* out) {
   return SUCCESS;
 }
 
-// An AnyValue's arrayValue ({"values": [{"intValue": n}, ...]}, how the journald receiver renders
-// a MESSAGE that is not UTF-8) as bytes in *buf; *ok false if it is no such array.
+// An AnyValue's arrayValue ({"values": [{"intValue": n}, ...]}, how journald renders a MESSAGE
+// that is not UTF-8; the OTel journald receiver's are {"doubleValue": n}, Go having read
+// journalctl's numbers as float64) as bytes in *buf; *ok false if it is no such array.
 error_code bytesOf(od::value array_value, std::string* buf, bool* ok) {
   *ok = false;
   bool seen = false;
@@ -226,11 +228,25 @@ error_code bytesOf(od::value array_value, std::string* buf, bool* ok) {
       bool has = false;
       int64_t c = 0;
       SIMDJSON_TRY(forEachField(item, [&](od::raw_json_string k, od::value v) {
-        if (k != "intValue" || has) {
+        if (has) {
           return SUCCESS;
         }
-        has = true;
-        return intOf(v, &c);
+        if (k == "intValue") {
+          has = true;
+          return intOf(v, &c);
+        }
+        if (k != "doubleValue") {
+          return SUCCESS;
+        }
+        od::json_type t = od::json_type::null;
+        SIMDJSON_TRY(v.type().get(t));
+        double d = -1;
+        if (t == od::json_type::number) {
+          SIMDJSON_TRY(v.get_double().get(d));
+        }
+        has = d >= 0 && d <= 255 && d == std::floor(d);
+        c = has ? static_cast<int64_t>(d) : 0;
+        return SUCCESS;
       }));
       bytes = bytes && has;
       buf->push_back(static_cast<char>(c));

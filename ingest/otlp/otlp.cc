@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -58,7 +60,8 @@ bool readAnyValue(WireBytes bytes, AnyValue* v) {
 }
 
 // A scalar AnyValue as text, into *text: string and bytes point into the message, others are
-// copied into the batch. An array of integers is a byte string (journald's non-UTF-8 MESSAGE).
+// copied into the batch. An array of integers is a byte string (journald's non-UTF-8 MESSAGE; the
+// OTel journald receiver's are doubleValues, Go having read journalctl's numbers as float64).
 // *text is left as it is for other values. False on malformed wire.
 bool scalarOf(const AnyValue& v, RecordBatch* batch, std::optional<std::string_view>* text) {
   switch (v.kind) {
@@ -79,6 +82,13 @@ bool scalarOf(const AnyValue& v, RecordBatch* batch, std::optional<std::string_v
         AnyValue e;
         if (!readAnyValue(value, &e)) {
           return false;
+        }
+        if (e.kind == AnyValue::kDoubleValue) {
+          double d = 0;
+          std::memcpy(&d, &e.number, sizeof d);
+          ints = ints && d >= 0 && d <= 255 && d == std::floor(d);
+          bytes.push_back(ints ? static_cast<char>(static_cast<int>(d)) : '\0');
+          return true;
         }
         ints = ints && e.kind == AnyValue::kIntValue;
         bytes.push_back(static_cast<char>(e.number));

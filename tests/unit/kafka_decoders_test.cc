@@ -10,6 +10,7 @@
 
 #include "core/time.h"
 #include "ingest/kafka/decoders.h"
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
 
 namespace faultline {
 namespace {
@@ -211,6 +212,54 @@ TEST(KafkaDecoder, AMalformedMessageIsLoggedWithItsCause) {
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("is not JSON"), text.rfind("is not JSON")) << text;  // once per cause
+}
+
+// The OTel journald receiver reads journalctl -o json into Go values, where a number is a float64,
+// so a MESSAGE journalctl writes as an array of bytes (not printable UTF-8: a tab, an escape)
+// reaches OTLP as an arrayValue of doubleValues. Only intValues were read as bytes: the kernel line
+// had no line and was dropped, over otlp_proto and otlp_json alike.
+TEST(KafkaDecoder, AJournaldMessageOfDoubleValuesIsItsBytes) {
+  const std::string line = "NVRM:\tXid 79";
+  opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest request;
+  auto* resource_logs = request.add_resource_logs();
+  auto* node = resource_logs->mutable_resource()->add_attributes();
+  node->set_key("k8s.node.name");
+  node->mutable_value()->set_string_value("gpu-1");
+  auto* record = resource_logs->add_scope_logs()->add_log_records();
+  record->set_time_unix_nano(1'700'000'000'000'000'000);
+  auto* fields = record->mutable_body()->mutable_kvlist_value();
+  auto* message_field = fields->add_values();
+  message_field->set_key("MESSAGE");
+  std::string json_bytes;
+  for (const char c : line) {
+    message_field->mutable_value()->mutable_array_value()->add_values()->set_double_value(c);
+    json_bytes += (json_bytes.empty() ? "" : ",") + std::string(R"({"doubleValue":)") +
+                  std::to_string(static_cast<int>(c)) + "}";
+  }
+  auto* transport = fields->add_values();
+  transport->set_key("_TRANSPORT");
+  transport->mutable_value()->set_string_value("kernel");
+  const std::string proto = request.SerializeAsString();
+  const std::string json =
+      R"({"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":)"
+      R"({"stringValue":"gpu-1"}}]},"scopeLogs":[{"logRecords":[{"timeUnixNano":)"
+      R"("1700000000000000000","body":{"kvlistValue":{"values":[{"key":"MESSAGE","value":)"
+      R"({"arrayValue":{"values":[)" +
+      json_bytes + R"(]}}},{"key":"_TRANSPORT","value":{"stringValue":"kernel"}}]}}}]}]}]})";
+  for (const auto& [encoding, value] :
+       {std::pair{KafkaEncoding::kOtlpProto, proto}, std::pair{KafkaEncoding::kOtlpJson, json}}) {
+    const KafkaDecoder decoder(topic(encoding));
+    RecordBatch batch;
+    const char* name = encoding == KafkaEncoding::kOtlpProto ? "otlp_proto" : "otlp_json";
+    EXPECT_TRUE(decoder.decode(message(value), kReceiveNs, &batch)) << name;
+    if (batch.records.size() != 1) {
+      ADD_FAILURE() << name << ": " << batch.records.size() << " records";
+      continue;
+    }
+    EXPECT_EQ(batch.records[0].line, line);
+    EXPECT_EQ(batch.records[0].node, "gpu-1");
+    EXPECT_EQ(batch.records[0].stream, StreamKind::kKernel);
+  }
 }
 
 // The source allocates an owner only for decoders whose records point into the message; the
