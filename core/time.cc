@@ -146,6 +146,10 @@ bool parseRfc3339(std::string_view s, int64_t* time_ns, size_t* consumed) {
 }
 
 bool parseDuration(std::string_view s, int64_t* nanos) {
+  if (s == "0") {
+    *nanos = 0;
+    return true;
+  }
   if (s.empty()) {
     return false;
   }

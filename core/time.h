@@ -34,8 +34,9 @@ std::string formatRfc3339(int64_t time_ns);
 // success stores ns; on failure changes nothing.
 bool parseRfc3339(std::string_view text, int64_t* time_ns, size_t* consumed = nullptr);
 
-// Parses a duration such as "90s", "10m", "1h", "500ms", "2d" or "1h30m". Returns false on
-// anything else.
+// Parses a duration such as "90s", "10m", "1h", "500ms", "2d" or "1h30m", or "0" (the zero
+// duration needs no unit, as in Go's time.ParseDuration; rules/README.md: `stable: 0`). Returns
+// false on anything else.
 bool parseDuration(std::string_view text, int64_t* nanos);
 
 // "Jan".."Dec" to 1..12, 0 if not a month abbreviation.

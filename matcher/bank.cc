@@ -514,13 +514,7 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     if (!node[key]) {
       return true;
     }
-    // A bare 0 is the zero duration (rules/README.md: `stable` "0: at once"), as in the config.
-    const std::string text = scalar(node[key]);
-    if (text == "0") {
-      *out = 0;
-      return true;
-    }
-    if (!parseDuration(text, out) || *out < 0 || *out > kMaxDurationNs) {
+    if (!parseDuration(scalar(node[key]), out) || *out < 0 || *out > kMaxDurationNs) {
       problems->add(file, node[key],
                     where + ": " + key + " is not a duration (like 90s, 10m, 1h) of at most 3650d");
       return false;

@@ -69,6 +69,10 @@ TEST(Time, ParsesDurations) {
   EXPECT_EQ(ns, 5400 * kNanosPerSecond);
   ASSERT_TRUE(parseDuration("500ms", &ns));
   EXPECT_EQ(ns, kNanosPerSecond / 2);
+  ns = 1;
+  ASSERT_TRUE(parseDuration("0", &ns));  // the zero duration needs no unit
+  EXPECT_EQ(ns, 0);
+  EXPECT_FALSE(parseDuration("00", &ns));
   EXPECT_FALSE(parseDuration("10", &ns));
   EXPECT_FALSE(parseDuration("5x", &ns));
   EXPECT_FALSE(parseDuration("", &ns));
