@@ -1,5 +1,6 @@
 #include "ingest/archive/archive_source.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -90,13 +91,17 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   bool eof = false;
   while (!eof && !stop.stop_requested()) {
     const size_t keep = last ? last->filled - last->lines : 0;
-    std::shared_ptr<Chunk> chunk = acquire(&pool, keep + kChunkBytes);
+    // A line longer than a chunk is copied into each next one: reading as much again as it holds
+    // copies each of its bytes about twice, where a fixed 1 MiB per read copied a 128 MiB line
+    // 128 times (5.7 s).
+    const size_t step = std::max(kChunkBytes, keep);
+    std::shared_ptr<Chunk> chunk = acquire(&pool, keep + step);
     if (keep != 0) {
       std::memcpy(chunk->data.get(), last->data.get() + last->lines, keep);
     }
     size_t got = 0;
     try {
-      got = reader->read(chunk->data.get() + keep, kChunkBytes);
+      got = reader->read(chunk->data.get() + keep, step);
     } catch (const std::runtime_error&) {
       error = std::current_exception();
       break;
