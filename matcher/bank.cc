@@ -651,13 +651,25 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     problems->add(file, n, where + ": a fatal rule acts on the first hit; use severity warning");
     return;
   }
-  // The correlator never counts an info rule's hits: its first corroborated hit faults.
+  // The correlator never counts an info rule's hits: its first corroborated hit faults. Nor
+  // does it read the keys of counting (a window, dedup, bursts, flaps, holding) on one.
   if (rule.severity == Severity::kInfo && rule.count != 1) {
     problems->add(file, n,
                   where +
                       ": an info rule acts only through corroborated_by, on its first hit; use "
                       "severity warning to count");
     return;
+  }
+  if (rule.severity == Severity::kInfo) {
+    for (const char* key : {"window", "dedup", "burst", "flap", "unless_followed_by", "cluster"}) {
+      if (n[key]) {
+        problems->add(file, n[key],
+                      where + ": " + key +
+                          " does nothing on an info rule, which acts only through "
+                          "corroborated_by, on its first hit; use severity warning");
+        return;
+      }
+    }
   }
   if (rule.peers_within_ns > 0 && rule.severity != Severity::kInfo) {
     problems->add(file, n,

@@ -910,5 +910,37 @@ rules:
                       "first hit; use severity warning to count"));
 }
 
+// Nor does the correlator read the other keys of counting on an info rule: each would load and
+// do nothing.
+TEST(Bank, RefusesTheOtherKeysOfCountingOnAnInfoRule) {
+  const std::string sigs = R"(signatures:
+  - id: k
+    streams: [kernel]
+    severity: warning
+    pattern: 'kernel thing'
+    examples: {match: ['kernel thing']}
+  - id: p
+    streams: [pod]
+    severity: info
+    pattern: 'pod (?P<state>up|down)'
+    examples: {match: ['pod up']}
+rules:
+  - {id: k, signature: k, severity: warning, count: 2, window: 1h}
+)";
+  const std::string info =
+      "  - {id: r, signature: p, severity: info, corroborated_by: {rules: [k], within: 10m}, ";
+  for (const std::string key :
+       {"window: 1h", "dedup: 1m", "burst: 1m", "unless_followed_by: {rules: [k], within: 5m}",
+        "cluster: {nodes: 4, within: 10m}",
+        "flap: {field: state, down: [down], up: [up], within: 5m}"}) {
+    const std::string name = key.substr(0, key.find(':'));
+    EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + info + key + "}\n"}}),
+                        "a.yaml:14: rule r: " + name +
+                            " does nothing on an info rule, which acts only through "
+                            "corroborated_by, on its first hit; use severity warning"))
+        << key;
+  }
+}
+
 }  // namespace
 }  // namespace faultline
