@@ -2,9 +2,11 @@
 // Documentation/ABI/testing/dev-kmsg).
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <system_error>
 
 #include "core/time.h"
 #include "ingest/formats/parsers.h"
@@ -126,7 +128,19 @@ struct Head {
   int64_t ns = 0;
   std::string_view msg;
   bool kmsg = false;  // a /dev/kmsg record, whose indented lines are its dictionary
+  // The record names a facility other than kern: a process wrote it to /dev/kmsg. The kernel
+  // gives a process's write the user facility unless it names another one, never kern
+  // (kernel/printk/printk.c, devkmsg_write), so only the kernel logs as kern.
+  bool from_process = false;
 };
+
+// Whether a syslog priority prefix's number (facility * 8 + level, RFC 5424 section 6.2.1), in
+// decimal, names a facility other than kern.
+bool processPriority(std::string_view prio) {
+  int p = 0;
+  const auto [end, ec] = std::from_chars(prio.data(), prio.data() + prio.size(), p);
+  return ec == std::errc() && end == prio.data() + prio.size() && p >= 8;
+}
 
 // Recognises the head of a record in any dmesg form; Stamp::kNone if `line` is not a head.
 Head parseHead(std::string_view line) {
@@ -152,7 +166,7 @@ Head parseHead(std::string_view line) {
         for (char c : us) {
           v = v * 10 + (c - '0');
         }
-        h = {Stamp::kUptime, v * 1000, s.substr(semi + 1), true};
+        h = {Stamp::kUptime, v * 1000, s.substr(semi + 1), true, processPriority(s.substr(0, c1))};
       }
     }
     return h;
@@ -168,16 +182,20 @@ Head parseHead(std::string_view line) {
       if (parseRfc3339(rest, &h.ns, &used)) {
         h.stamp = Stamp::kAbsolute;
         h.msg = trimLeft(rest.substr(used));
+        const std::string_view facility = s.substr(0, colon);  // padded: "kern  "
+        h.from_process = facility.substr(0, facility.find(' ')) != "kern";
         return h;
       }
     }
   }
   // "<6>" priority prefix (pstore, `dmesg -r`)
+  bool from_process = false;
   if (s.size() > 3 && s[0] == '<' && isDigit(s[1])) {
     const size_t gt = s.find('>');
     if (gt > 4) {  // also a missing '>' (npos)
       return h;
     }
+    from_process = processPriority(s.substr(1, gt - 1));
     s.remove_prefix(gt + 1);
   }
   if (s.empty() || s.front() != '[') {
@@ -193,6 +211,7 @@ Head parseHead(std::string_view line) {
     msg.remove_prefix(1);
   }
   h.msg = msg;
+  h.from_process = from_process;
   const std::string_view t = trimLeft(stamp);
   if (!t.empty() && t.front() == '+' && parseSeconds(t.substr(1), &h.ns)) {
     h.stamp = Stamp::kDelta;
@@ -250,6 +269,7 @@ class DmesgParser : public LineParser {
     last_ns_ = t;
     has_pending_ = true;
     pending_kmsg_ = h.kmsg;
+    pending_from_process_ = h.from_process;
     pending_time_ = t;
     pending_line_ = h.msg;
     if (h.kmsg && h.msg.find("\\x") != std::string_view::npos) {
@@ -276,7 +296,7 @@ class DmesgParser : public LineParser {
     LogRecord& r = batch->records.emplace_back();
     r.time_ns = pending_time_;
     r.node = node;
-    r.stream = StreamKind::kKernel;
+    r.stream = pending_from_process_ ? StreamKind::kOther : StreamKind::kKernel;
     r.labels_begin = r.labels_end = static_cast<uint32_t>(batch->labels.size());
     r.line = joined_.empty() ? pending_line_ : batch->copy(joined_);
     joined_.clear();
@@ -289,6 +309,7 @@ class DmesgParser : public LineParser {
   std::string node_;
   bool has_pending_ = false;
   bool pending_kmsg_ = false;
+  bool pending_from_process_ = false;  // Head::from_process
   int64_t pending_time_ = 0;
   std::string_view pending_line_;
   std::string joined_;

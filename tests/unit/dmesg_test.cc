@@ -24,6 +24,31 @@ TEST(Dmesg, KmsgDictionaryLinesAreDroppedNotJoined) {
   EXPECT_EQ(b.records[1].line, "hello");
 }
 
+// A record whose priority names a facility other than kern was written to /dev/kmsg by a process
+// (the kernel turns a process's kern into user): a privileged pod's or a service's line, not the
+// kernel's. Where the form shows no facility (plain dmesg), a record stays the kernel's.
+TEST(Dmesg, ARecordAProcessWroteIsNoKernelRecord) {
+  const std::string xid = "NVRM: Xid (PCI:0000:44:00): 79, pid=1, GPU has fallen off the bus.";
+  const std::vector<std::pair<std::string, StreamKind>> cases = {
+      {"<14>[    5.000000] ", StreamKind::kOther},  // user.info, as `dmesg -r` prints it
+      {"<4>[    6.000000] ", StreamKind::kKernel},  // kern.warning
+      {"12,7,7000000,-;", StreamKind::kOther},      // /dev/kmsg: user.warning
+      {"4,8,8000000,-;", StreamKind::kKernel},
+      {"user  :warn  : 2025-01-21T04:41:44,285060+00:00 ", StreamKind::kOther},  // dmesg -x
+      {"kern  :warn  : 2025-01-21T04:41:45,285060+00:00 ", StreamKind::kKernel},
+      {"[    9.000000] ", StreamKind::kKernel}};
+  for (const auto& [head, stream] : cases) {
+    auto parser = makeParser(Format::kDmesg, {});
+    RecordBatch b;
+    const std::string line = head + xid;  // the record views it until finish()
+    EXPECT_TRUE(parser->parse(line, &b)) << head;
+    parser->finish(&b);
+    ASSERT_EQ(b.records.size(), 1U) << head;
+    EXPECT_EQ(b.records[0].line, xid) << head;
+    EXPECT_EQ(b.records[0].stream, stream) << head;
+  }
+}
+
 // /dev/kmsg escapes a record's newlines (and other bytes below ' ', and '\\' itself) as \xNN: the
 // NVIDIA driver's three-line "fallen off the bus" report is one record, whose GPU is named on its
 // first line. Unescaped, it reads as dmesg's joined continuations do.
