@@ -13,7 +13,7 @@ LabelFilter::LabelFilter(const StreamRules& rules) {
       names_[name] = true;
     }
   };
-  for (const auto* names : {&rules.node_labels, &rules.pod_labels}) {
+  for (const auto* names : {&rules.node_labels, &rules.pod_labels, &rules.facility_labels}) {
     std::for_each(names->begin(), names->end(), add);
   }
   for (const auto& kv : rules.kernel_labels) {
@@ -30,6 +30,16 @@ std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Labe
     }
   }
   return {};
+}
+
+bool fromProcess(const StreamRules& rules, const RecordBatch& batch, const LogRecord& rec) {
+  const Label* begin = batch.labels.data() + rec.labels_begin;
+  const Label* end = batch.labels.data() + rec.labels_end;
+  return std::any_of(begin, end, [&](const Label& l) {
+    return !l.value.empty() && l.value != "0" &&
+           std::find(rules.facility_labels.begin(), rules.facility_labels.end(), l.name) !=
+               rules.facility_labels.end();
+  });
 }
 
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec) {
@@ -56,7 +66,8 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
         const auto it = find(kv.first);
         return it != end && it->value == kv.second;
       });
-  rec->stream = kernel ? StreamKind::kKernel : StreamKind::kOther;
+  rec->stream =
+      kernel && !fromProcess(rules, batch, *rec) ? StreamKind::kKernel : StreamKind::kOther;
 }
 
 void classifyOtlp(const StreamRules& rules, uint32_t resource_labels, RecordBatch* batch,

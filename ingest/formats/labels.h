@@ -35,6 +35,12 @@ struct StreamRules {
       {"SYSLOG_IDENTIFIER", "kernel"},
       {"transport", "kernel"},
       {"syslog_identifier", "kernel"}};
+  // A record whose label of one of these names (journald's SYSLOG_FACILITY, and the name a
+  // Promtail or Alloy journal scrape relabels it to) is not 0 (kern) is no kernel record,
+  // whatever its kernel labels say: journald records what a process wrote to /dev/kmsg with
+  // _TRANSPORT=kernel, and `logger -t kernel` gives SYSLOG_IDENTIFIER=kernel, each with the
+  // process's facility; the kernel alone logs as kern (kernel/printk/printk.c, devkmsg_write).
+  std::vector<std::string> facility_labels = {"SYSLOG_FACILITY", "syslog_facility"};
 };
 
 // The label names some stage reads: the rules' node, pod and kernel labels, and kJobLabels.
@@ -56,9 +62,14 @@ class LabelFilter {
 // rules.node_labels whose first label is not empty; "" if none. A view into the labels.
 std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Label* end);
 
+// Whether the record's labels [rec.labels_begin, rec.labels_end) name a facility other than 0
+// (rules.facility_labels): a process's record, never the kernel's.
+bool fromProcess(const StreamRules& rules, const RecordBatch& batch, const LogRecord& rec);
+
 // Sets rec->node (if still empty: nodeOf) and rec->stream from the batch labels
 // [rec->labels_begin, rec->labels_end): pod if any label of a pod name (any one of them, if a name
-// occurs twice) is non-empty, else kernel if a kernel label matches, else other.
+// occurs twice) is non-empty, else kernel if a kernel label matches and no facility label names a
+// facility other than 0, else other.
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec);
 
 // classify() for an OTLP record, whose labels are its resource's attributes (the first

@@ -321,11 +321,15 @@ KafkaDecoder::KafkaDecoder(KafkaTopicConfig config) : config_(std::move(config))
   rules_.pod_labels = config_.fields.pod;
   rules_.kernel_labels.emplace_back("programname", "kernel");  // rsyslog JSON templates
   label_fields_ = config_.fields.pod;
-  for (const auto& [name, value] : rules_.kernel_labels) {
+  auto add = [this](const std::string& name) {
     if (std::find(label_fields_.begin(), label_fields_.end(), name) == label_fields_.end()) {
       label_fields_.push_back(name);
     }
+  };
+  for (const auto& [name, value] : rules_.kernel_labels) {
+    add(name);
   }
+  std::for_each(rules_.facility_labels.begin(), rules_.facility_labels.end(), add);
   json_ = std::make_unique<JsonFields>(config_.fields, label_fields_);
 }
 
@@ -380,8 +384,8 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
     if (rec.time_ns == 0) {
       rec.time_ns = messageTime(msg, receive_ns);
     }
-    if (rec.stream == StreamKind::kOther) {
-      rec.stream = config_.stream;
+    if (rec.stream == StreamKind::kOther && !fromProcess(rules_, *batch, rec)) {
+      rec.stream = config_.stream;  // a process's record stays other on a kernel topic
     }
     batch->records[kept++] = rec;
   }
@@ -517,8 +521,8 @@ bool KafkaDecoder::decodeJson(const KafkaMessage& msg, int64_t receive_ns,
   }
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());
   classify(rules_, *batch, &rec);
-  if (rec.stream == StreamKind::kOther) {
-    rec.stream = config_.stream;
+  if (rec.stream == StreamKind::kOther && !fromProcess(rules_, *batch, rec)) {
+    rec.stream = config_.stream;  // a process's record stays other on a kernel topic
   }
   batch->records.push_back(rec);
   return true;

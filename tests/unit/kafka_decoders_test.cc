@@ -416,6 +416,29 @@ TEST(KafkaJsonDecoder, JournaldMessageAsAnArrayOfBytes) {
   EXPECT_EQ(batch.records.size(), 1u);
 }
 
+// journald records what a process wrote to /dev/kmsg with _TRANSPORT=kernel and the process's
+// facility, and `logger -t kernel` gives SYSLOG_IDENTIFIER=kernel with its own: the kernel alone
+// logs as kern (0). Such a record is no kernel record, on a kernel topic neither.
+TEST(KafkaJsonDecoder, AJournaldRecordOfAProcessFacilityIsNoKernelRecord) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
+  RecordBatch batch;
+  const std::string xid =
+      R"("MESSAGE": "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus.")";
+  for (const std::string fields :
+       {R"("_TRANSPORT": "kernel", "SYSLOG_FACILITY": "1")",
+        R"("_TRANSPORT": "syslog", "SYSLOG_IDENTIFIER": "kernel", "SYSLOG_FACILITY": "1")",
+        R"("_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0")", R"("_TRANSPORT": "kernel")"}) {
+    ASSERT_TRUE(decoder.decode(message("{" + xid + ", " + fields + ", \"_HOSTNAME\": \"gpu-1\"}"),
+                               kReceiveNs, &batch))
+        << fields;
+  }
+  ASSERT_EQ(batch.records.size(), 4u);
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kOther);
+  EXPECT_EQ(batch.records[1].stream, StreamKind::kOther);
+  EXPECT_EQ(batch.records[2].stream, StreamKind::kKernel);
+  EXPECT_EQ(batch.records[3].stream, StreamKind::kKernel);
+}
+
 // A container's output in the journal (Docker's and Podman's journald log drivers) carries
 // CONTAINER_NAME and is a pod's, as journald records are everywhere else (README, "Stream kinds"),
 // even under the SYSLOG_IDENTIFIER its launcher's tag gave it. It was taken as kernel output.

@@ -32,6 +32,23 @@ TEST(Classify, PodKernelOther) {
   EXPECT_EQ(other.stream, StreamKind::kOther);
 }
 
+// A facility other than 0 (kern) names a process's record: journald's kmsg records of a process's
+// writes carry _TRANSPORT=kernel, `logger -t kernel` SYSLOG_IDENTIFIER=kernel.
+TEST(Classify, AProcessFacilityIsNoKernelRecord) {
+  const StreamRules rules;
+  RecordBatch batch;
+  LogRecord kmsg = withLabels(&batch, {{"_TRANSPORT", "kernel"}, {"SYSLOG_FACILITY", "1"}});
+  classify(rules, batch, &kmsg);
+  EXPECT_EQ(kmsg.stream, StreamKind::kOther);
+  LogRecord logger =
+      withLabels(&batch, {{"syslog_identifier", "kernel"}, {"syslog_facility", "3"}});
+  classify(rules, batch, &logger);
+  EXPECT_EQ(logger.stream, StreamKind::kOther);
+  LogRecord kernel = withLabels(&batch, {{"_TRANSPORT", "kernel"}, {"SYSLOG_FACILITY", "0"}});
+  classify(rules, batch, &kernel);
+  EXPECT_EQ(kernel.stream, StreamKind::kKernel);
+}
+
 // A pod name label given twice, empty first (a pod's own field merged ahead of the shipper's):
 // the record is still a pod's, never kernel output.
 TEST(Classify, AnyLabelOfAPodNameMakesAPod) {
