@@ -18,6 +18,20 @@ std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>&
   return {};
 }
 
+bool quotesProcessText(std::string_view text) {
+  // Each head is the kernel's own text and longer than a process name (TASK_COMM_LEN, 15 bytes),
+  // so a process cannot forge one in its name. The first form covers x86's segfault reports
+  // (arch/x86/mm/fault.c), the second its trap, general protection, control protection, split
+  // lock and bad frame reports (arch/x86/kernel/traps.c, signal.c), the third arm64's
+  // (arch/arm64/kernel/traps.c).
+  static const RE2 head(
+      R"((?:segfault at [0-9a-f]+ ip [0-9a-f]+ sp [0-9a-f]+ error [0-9a-f]+|)"
+      R"( ip:[0-9a-f]+ sp:[0-9a-f]+ (?:error|orax):[0-9a-f]+(?:\([^)]*\))?|)"
+      R"(\]: unhandled exception: .*?) in |ptrace (?:attach|traceme) of "|' launched ')");
+  constexpr std::string_view kShortest = "' launched '";
+  return text.size() >= kShortest.size() && RE2::PartialMatch(text, head);
+}
+
 std::string_view Hit::field(std::string_view name) const {
   return fieldOf(fields, name);
 }
@@ -55,8 +69,13 @@ std::vector<ExampleFailure> checkExamples(const Bank& bank) {
         }
       }
       for (const Example& ex : sig.no_match_examples) {
-        const auto ids = matcher.matchLine(ex.line, kind);
-        if (std::find(ids.begin(), ids.end(), i) != ids.end()) {
+        RecordBatch batch;
+        LogRecord& rec = batch.records.emplace_back();
+        rec.line = ex.line;
+        rec.stream = kind;
+        std::vector<Hit> hits;
+        matcher.match(batch, &hits);
+        if (std::any_of(hits.begin(), hits.end(), [&](const Hit& h) { return h.signature == i; })) {
           failures.push_back({i, &ex, "no_match example matched" + on});
         }
       }
@@ -128,7 +147,8 @@ std::vector<uint32_t> Matcher::matchLine(std::string_view line, StreamKind kind)
   return sigs_;
 }
 
-bool Matcher::extract(std::string_view line, const Signature& sig, Fields* fields) {
+bool Matcher::extract(std::string_view line, StreamKind kind, const Signature& sig,
+                      Fields* fields) {
   std::array<re2::StringPiece, kMaxCaptureGroups + 1> groups;  // loadBank refuses more groups
   const int n = static_cast<int>(sig.fields.size()) + 1;
   // Every match starts with the prefix, so the leftmost match starts at its first occurrence if
@@ -139,6 +159,11 @@ bool Matcher::extract(std::string_view line, const Signature& sig, Fields* field
        !sig.re->Match(line, at, line.size(), RE2::ANCHOR_START, groups.data(), n)) &&
       !sig.re->Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), n)) {
     return false;  // the Set and the single pattern disagree only on pathological input
+  }
+  // Only the text before the match is searched: for most lines a few bytes of envelope.
+  if (kind == StreamKind::kKernel &&
+      quotesProcessText(line.substr(0, static_cast<size_t>(groups[0].data() - line.data())))) {
+    return false;  // the leftmost match starts in a process's text, so every match does
   }
   fields->clear();
   size_t columns = 0;
@@ -247,7 +272,7 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       seen.hits.clear();
       for (uint32_t sig : sigs_) {
         Hit& hit = emit(sig);
-        if (!extract(rec.line, bank_->signatures[sig], &hit.fields)) {
+        if (!extract(rec.line, rec.stream, bank_->signatures[sig], &hit.fields)) {
           hits->pop_back();
           --stats_.hits;
           continue;

@@ -20,6 +20,15 @@ namespace faultline {
 std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>& fields,
                          std::string_view name);
 
+// True if `text` holds, whole, the head of a kernel report that quotes text a process chose, so
+// that what follows it may be the process's: the file name a crashed process had mapped
+// (print_vma_addr's " in NAME[...]" after x86's segfault, trap and bad-frame reports and arm64's
+// unhandled exception), a ptrace target's command line (Yama's "ptrace attach of \"CMDLINE\"[PID]
+// was attempted by ...", security/yama/yama_lsm.c) or an executed path (fs/exec.c's "process
+// 'COMM' launched 'PATH' with NULL argv"). A process can put a whole fault line there, so no
+// signature's match may start after such a head (Matcher::match).
+bool quotesProcessText(std::string_view text);
+
 // A line that matched a signature. Owns its bytes: it outlives the batch it came from.
 struct Hit {
   int64_t time_ns = 0;  // event time of the line, ns since the epoch
@@ -77,8 +86,9 @@ class Matcher {
   explicit Matcher(std::shared_ptr<const Bank> bank);
 
   // Appends one Hit per (record, signature) that matches, in record order, but for records that
-  // only repeat the hits before them (Hit::repeats). Records of a stream kind no signature
-  // applies to cost nothing beyond the lookup. Allocates only for hits.
+  // only repeat the hits before them (Hit::repeats), and for a kernel record's matches that start
+  // after the head of a report quoting a process's text (quotesProcessText). Records of a stream
+  // kind no signature applies to cost nothing beyond the lookup. Allocates only for hits.
   void match(const RecordBatch& batch, std::vector<Hit>* hits);
 
   // Matches a single line as stream kind `kind`; returns the signature indexes that match, in
@@ -100,11 +110,12 @@ class Matcher {
   void sample(const LogRecord& rec);
   std::vector<std::string> patterns(StreamKind kind) const;
   // Runs the signature's own RE2 for its named captures, then adds its tables' columns (Hit's
-  // fields); false if it does not match after all. The search is anchored at the first occurrence
-  // of the signature's literal prefix (Signature::prefix), and unanchored only if it has none or
-  // no match starts there: the same leftmost match, without the two DFA passes that find where
-  // an unanchored match starts.
-  bool extract(std::string_view line, const Signature& sig, Fields* fields);
+  // fields); false if it does not match after all, or, in a line of stream kind kKernel, its match
+  // starts in text a process chose (quotesProcessText). The search is anchored at the first
+  // occurrence of the signature's literal prefix (Signature::prefix), and unanchored only if it has
+  // none or no match starts there: the same leftmost match, without the two DFA passes that find
+  // where an unanchored match starts.
+  bool extract(std::string_view line, StreamKind kind, const Signature& sig, Fields* fields);
 
   std::shared_ptr<const Bank> bank_;
   std::vector<LiteralGate> gates_;  // by stream kind

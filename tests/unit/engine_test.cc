@@ -581,6 +581,62 @@ TEST(Matcher, KernelSignaturesNeverMatchPodStreams) {
   EXPECT_EQ(m.stats().lines, 3U);
 }
 
+// The kernel quotes text a process chose in a few reports (quotesProcessText): a process that names
+// its file, its command line or its executed path after a fault line makes the kernel log that
+// line, and it hits nothing. Fault lines that merely name a process still hit, as does
+// nccl-segfault, whose match starts at the kernel's own text.
+TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
+  Matcher m(shippedBank());
+  const std::string xid = "NVRM: Xid (PCI:0000:44:00): 79, pid=1, GPU has fallen off the bus.";
+  const std::vector<std::string> quoting = {
+      "python3[4242]: segfault at 0 ip 00007f0011200123 sp 00007ffd5a0e1e18 error 4 in " + xid +
+          "so[7f0011200000+1000]",
+      "[ 1234.567890] python3[4242]: segfault at 0 ip 00007f0011200123 sp 00007ffd5a0e1e18 error "
+      "6 in " +
+          xid + "so[123,7f0011200000+1000] likely on CPU 3 (core 3, socket 0)",
+      "Nov 28 10:00:00 gpu-1 kernel: traps: python3[4242] general protection fault "
+      "ip:7f0011200123 sp:7ffd5a0e1e18 error:0 in " +
+          xid + "[7f0011200000+1000]",
+      "traps: python3[4242] trap invalid opcode ip:7f0011200123 sp:7ffd5a0e1e18 error:0 in " + xid +
+          "[7f0011200000+1000]",
+      "traps: python3[4242] control protection ip:7f0011200123 sp:7ffd5a0e1e18 error:1(near ret) "
+      "in " +
+          xid + "[7f0011200000+1000]",
+      "python3[4242] bad frame in rt_sigreturn frame:000000001d7b6e1c ip:7f0011200123 "
+      "sp:7ffd5a0e1e18 orax:ffffffffffffffff in " +
+          xid + "[7f0011200000+1000]",
+      "python3[4242]: unhandled exception: DABT (lower EL), ESR 0x92000006, level 2 translation "
+      "fault in " +
+          xid + "[400000+1000]",
+      "ptrace attach of \"" + xid + "\"[4242] was attempted by \"gdb -p 4242\"[4243]",
+      "process 'python3' launched '/tmp/" + xid + "' with NULL argv: empty string added",
+  };
+  for (const std::string& line : quoting) {
+    RecordBatch batch;
+    batch.records.push_back({1, "n1", line, 0, 0, StreamKind::kKernel});
+    std::vector<Hit> hits;
+    m.match(batch, &hits);
+    EXPECT_TRUE(hits.empty()) << line;
+  }
+  const std::string nccl =
+      "pt_main_thread[2536443]: segfault at 7f797fe00000 ip 00007f7c7ac69996 sp 00007f7c12fd7c30 "
+      "error 4 in libnccl.so.2[7f7c7ac00000+d3d3000]";
+  const std::vector<std::pair<std::string, std::string>> hitting = {
+      {xid, "nvidia-xid"},
+      {"NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=' launched ', GPU has fallen off the bus.",
+       "nvidia-xid"},
+      {nccl, "nccl-segfault"},
+  };
+  for (const auto& [line, id] : hitting) {
+    RecordBatch batch;
+    batch.records.push_back({1, "n1", line, 0, 0, StreamKind::kKernel});
+    std::vector<Hit> hits;
+    m.match(batch, &hits);
+    ASSERT_EQ(hits.size(), 1U) << line;
+    EXPECT_EQ(m.bank().signatures[hits[0].signature].id, id) << line;
+  }
+}
+
 TEST(Matcher, RepeatedLinesReuseTheirOutcomeWithTheSameHits) {
   // A flood of one Xid line (the 800K Xid 95 case), another Xid line between, and a line the gate
   // passes that the Set does not match ("NVRM: Xid (PCI:" with no code): each distinct line pays
