@@ -941,34 +941,9 @@ rules:
 }
 
 // An info rule acts only through corroborated_by, on its first corroborated hit: a count there
-// would be ignored (three corroborated hits read as one), as a fatal rule's would.
-TEST(Bank, RefusesACountOnAnInfoRule) {
-  const std::string sigs = R"(signatures:
-  - id: k
-    streams: [kernel]
-    severity: warning
-    pattern: 'kernel thing'
-    examples: {match: ['kernel thing']}
-  - id: p
-    streams: [pod]
-    severity: info
-    pattern: 'pod thing'
-    examples: {match: ['pod thing']}
-rules:
-  - {id: k, signature: k, severity: warning, count: 2, window: 1h}
-)";
-  const std::string info =
-      "  - {id: r, signature: p, severity: info, corroborated_by: {rules: [k], "
-      "within: 10m}";
-  EXPECT_EQ(problemsOf({{"a.yaml", sigs + info + "}\n"}}), "");
-  EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + info + ", count: 3, window: 1h}\n"}}),
-                      "a.yaml:14: rule r: an info rule acts only through corroborated_by, on its "
-                      "first hit; use severity warning to count"));
-}
-
-// Nor does the correlator read the other keys of counting on an info rule: each would load and
-// do nothing.
-TEST(Bank, RefusesTheOtherKeysOfCountingOnAnInfoRule) {
+// would be ignored (three corroborated hits read as one), as a fatal rule's would, and the
+// correlator reads none of the other keys of counting on it: each would load and do nothing.
+TEST(Bank, RefusesCountingOnAnInfoRule) {
   const std::string sigs = R"(signatures:
   - id: k
     streams: [kernel]
@@ -984,13 +959,17 @@ rules:
   - {id: k, signature: k, severity: warning, count: 2, window: 1h}
 )";
   const std::string info =
-      "  - {id: r, signature: p, severity: info, corroborated_by: {rules: [k], within: 10m}, ";
+      "  - {id: r, signature: p, severity: info, corroborated_by: {rules: [k], within: 10m}";
+  EXPECT_EQ(problemsOf({{"a.yaml", sigs + info + "}\n"}}), "");
+  EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + info + ", count: 3, window: 1h}\n"}}),
+                      "a.yaml:14: rule r: an info rule acts only through corroborated_by, on its "
+                      "first hit; use severity warning to count"));
   for (const std::string key :
        {"window: 1h", "dedup: 1m", "burst: 1m", "unless_followed_by: {rules: [k], within: 5m}",
         "cluster: {nodes: 4, within: 10m}",
         "flap: {field: state, down: [down], up: [up], within: 5m}"}) {
     const std::string name = key.substr(0, key.find(':'));
-    EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + info + key + "}\n"}}),
+    EXPECT_TRUE(reports(problemsOf({{"a.yaml", sigs + info + ", " + key + "}\n"}}),
                         "a.yaml:14: rule r: " + name +
                             " does nothing on an info rule, which acts only through "
                             "corroborated_by, on its first hit; use severity warning"))
