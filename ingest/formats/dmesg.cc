@@ -142,6 +142,32 @@ bool processPriority(std::string_view prio) {
   return ec == std::errc() && end == prio.data() + prio.size() && p >= 8;
 }
 
+// dmesg --decode (-x): the "FACILITY:LEVEL : " before a record's stamp (util-linux prints
+// "%-6s:%-6s: ", names padded to 6). On a match, sets *facility to the facility's name ("kern")
+// and *rest to the text after the prefix, and returns true; else false.
+bool decodePrefix(std::string_view s, std::string_view* facility, std::string_view* rest) {
+  const size_t colon = s.find(':');
+  const size_t second = colon <= 8 ? s.find(':', colon + 1) : std::string_view::npos;
+  if (second == std::string_view::npos || second > colon + 7 || second + 1 >= s.size() ||
+      s[second + 1] != ' ') {
+    return false;
+  }
+  const auto name = [](std::string_view padded) { return padded.substr(0, padded.find(' ')); };
+  const std::string_view f = name(s.substr(0, colon));
+  const std::string_view level = name(s.substr(colon + 1, second - colon - 1));
+  static constexpr std::array<std::string_view, 8> kLevels = {"emerg", "alert",  "crit", "err",
+                                                              "warn",  "notice", "info", "debug"};
+  if (f.empty() ||
+      !std::all_of(f.begin(), f.end(),
+                   [](char c) { return (c >= 'a' && c <= 'z') || isDigit(c); }) ||
+      std::find(kLevels.begin(), kLevels.end(), level) == kLevels.end()) {
+    return false;
+  }
+  *facility = f;
+  *rest = trimLeft(s.substr(second + 1));
+  return true;
+}
+
 // Recognises the head of a record in any dmesg form; Stamp::kNone if `line` is not a head.
 Head parseHead(std::string_view line) {
   Head h;
@@ -171,26 +197,20 @@ Head parseHead(std::string_view line) {
     }
     return h;
   }
-  // dmesg --decode --time-format iso: "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 msg"
-  // A find() miss gives npos, which fails these upper bounds.
-  const size_t colon = s.find(':');
-  if (colon < 8 && s.size() > 16) {
-    const size_t second = s.find(':', colon + 1);
-    if (second < 20) {
-      std::string_view rest = trimLeft(s.substr(second + 1));
-      size_t used = 0;
-      if (parseRfc3339(rest, &h.ns, &used)) {
-        h.stamp = Stamp::kAbsolute;
-        h.msg = trimLeft(rest.substr(used));
-        const std::string_view facility = s.substr(0, colon);  // padded: "kern  "
-        h.from_process = facility.substr(0, facility.find(' ')) != "kern";
-        return h;
-      }
-    }
-  }
-  // "<6>" priority prefix (pstore, `dmesg -r`)
   bool from_process = false;
-  if (s.size() > 3 && s[0] == '<' && isDigit(s[1])) {
+  if (std::string_view facility; decodePrefix(s, &facility, &s)) {
+    from_process = facility != "kern";
+    // dmesg --decode --time-format iso: "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 msg";
+    // with any other time format the bracketed stamps below follow.
+    size_t used = 0;
+    if (parseRfc3339(s, &h.ns, &used)) {
+      h.stamp = Stamp::kAbsolute;
+      h.msg = trimLeft(s.substr(used));
+      h.from_process = from_process;
+      return h;
+    }
+  } else if (s.size() > 3 && s[0] == '<' && isDigit(s[1])) {
+    // "<6>" priority prefix (pstore, `dmesg -r`)
     const size_t gt = s.find('>');
     if (gt > 4) {  // also a missing '>' (npos)
       return h;
@@ -205,7 +225,12 @@ Head parseHead(std::string_view line) {
   if (close == std::string_view::npos) {
     return h;
   }
-  const std::string_view stamp = s.substr(1, close - 1);
+  std::string_view stamp = s.substr(1, close - 1);
+  // dmesg --show-delta (-d): "[    5.000000 <    0.000123>]", the time since the record before
+  // after the uptime.
+  if (const size_t lt = stamp.find(" <"); lt != std::string_view::npos && stamp.back() == '>') {
+    stamp = stamp.substr(0, lt);
+  }
   std::string_view msg = s.substr(close + 1);
   if (!msg.empty() && msg.front() == ' ') {
     msg.remove_prefix(1);

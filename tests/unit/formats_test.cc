@@ -104,6 +104,41 @@ TEST(Dmesg, ReadsTimeFormatIsoWithoutDecode) {
             Format::kDmesg);
 }
 
+// util-linux `dmesg --decode` (-x) puts "FACILITY:LEVEL : " before the stamp of every time
+// format, and `dmesg --show-delta` (-d) "<    0.000123>" after the uptime. The facility tells a
+// process's /dev/kmsg write from the kernel's record, as in the iso form.
+TEST(Dmesg, ReadsDecodeAndShowDeltaWithEveryStamp) {
+  const std::string xid = "NVRM: Xid (PCI:0000:44:00): 79, pid=1, GPU has fallen off the bus.";
+  ParseOptions o;
+  o.boot_time_ns = civilToNanos(2026, 11, 28, 10, 0, 0);
+  const std::vector<std::pair<std::string, StreamKind>> heads = {
+      {"kern  :warn  : [    5.000000] ", StreamKind::kKernel},
+      {"user  :info  : [    6.000000] ", StreamKind::kOther},
+      {"[    7.000000 <    1.000000>] ", StreamKind::kKernel},
+      {"kern  :notice: [    8.000000 <    1.000000>] ", StreamKind::kKernel},
+      {"authpriv:err   : [    9.000000] ", StreamKind::kOther},
+      {"kern  :err   : [Sat Nov 28 10:00:10 2026] ", StreamKind::kKernel},
+  };
+  std::vector<std::string> lines;
+  for (const auto& [head, stream] : heads) {
+    lines.push_back(head + xid);
+    EXPECT_EQ(detectFormat(lines.back() + "\n"), Format::kDmesg) << head;
+  }
+  const RecordBatch b = parseAll(Format::kDmesg, lines, o);
+  ASSERT_EQ(b.records.size(), heads.size());
+  for (size_t i = 0; i < heads.size(); ++i) {
+    EXPECT_EQ(b.records[i].time_ns, *o.boot_time_ns + static_cast<int64_t>(5 + i) * kNanosPerSecond)
+        << heads[i].first;
+    EXPECT_EQ(b.records[i].line, xid) << heads[i].first;
+    EXPECT_EQ(b.records[i].stream, heads[i].second) << heads[i].first;
+  }
+  // A line whose colons name no facility and level is no decoded head.
+  auto p = makeParser(Format::kDmesg, {});
+  RecordBatch none;
+  EXPECT_FALSE(p->parse("nvidia: probe: [    5.000000] x", &none));
+  EXPECT_FALSE(p->parse("kern  :warn  :[    5.000000] x", &none));
+}
+
 TEST(Dmesg, RejectsLinesWithoutAStamp) {
   auto p = makeParser(Format::kDmesg, {});
   RecordBatch b;
