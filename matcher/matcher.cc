@@ -41,6 +41,20 @@ std::vector<ExampleFailure> checkExamples(const Bank& bank) {
   std::vector<ExampleFailure> failures;
   for (uint32_t i = 0; i < bank.signatures.size(); ++i) {
     const Signature& sig = bank.signatures[i];
+    const auto has_field = [&](const std::string& name) {
+      return std::find(sig.fields.begin(), sig.fields.end(), name) != sig.fields.end() ||
+             std::any_of(sig.tables.begin(), sig.tables.end(), [&](uint32_t t) {
+               const std::vector<std::string>& columns = bank.tables[t].columns;
+               return std::find(columns.begin(), columns.end(), name) != columns.end();
+             });
+    };
+    for (const Example& ex : sig.match_examples) {
+      for (const auto& [name, value] : ex.fields) {
+        if (!has_field(name)) {  // else an expected '' would pass unchecked
+          failures.push_back({i, &ex, "field " + name + " is none of the signature's"});
+        }
+      }
+    }
     for (int k = 0; k < kStreamKinds; ++k) {
       const auto kind = static_cast<StreamKind>(k);
       if (!sig.appliesTo(kind)) {

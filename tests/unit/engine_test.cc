@@ -437,13 +437,15 @@ TEST(Bank, RefusesABankWhoseExamplesFail) {
       match:
         - 'Y 1'
         - {line: 'X 2', fields: {code: '3'}}
+        - {line: 'X 5', fields: {cod: ''}}
       no_match: ['X 4']
 )"}});
   for (const char* problem : {
            "e.yaml:8: signature s: match example not matched on stream kernel: Y 1",
            "e.yaml:8: signature s: match example not matched on stream pod: Y 1",
            "e.yaml:9: signature s: field code is '2', expected '3' on stream kernel: X 2",
-           "e.yaml:10: signature s: no_match example matched on stream pod: X 4",
+           "e.yaml:10: signature s: field cod is none of the signature's: X 5",
+           "e.yaml:11: signature s: no_match example matched on stream pod: X 4",
        }) {
     EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
   }
