@@ -5,8 +5,9 @@
 //
 // `Mon DD` stamps carry no year: ParseOptions::year is the year of a file's first such stamp, and
 // a later stamp whose month is over 6 months before the previous one's (Dec -> Jan) starts the
-// next year, as a log crossing New Year does. A stamp that names no real date or time
-// (`Feb 30`, `Feb 29` outside a leap year, `25:00:00`) makes its line malformed.
+// next year, as a log crossing New Year does; one over 6 months after it (Jan -> Dec: a lagging
+// host's line in a file several hosts write) is of the year before. A stamp that names no real
+// date or time (`Feb 30`, `Feb 29` outside a leap year, `25:00:00`) makes its line malformed.
 #include <algorithm>
 #include <iterator>
 #include <optional>
@@ -145,6 +146,8 @@ class SyslogParser : public LineParser {
       int year = year_;
       if (last_month_ != 0 && t.month < last_month_ - 6) {
         ++year;  // the log crossed New Year
+      } else if (last_month_ != 0 && t.month > last_month_ + 6) {
+        --year;  // a line from before it
       }
       // int64 ns end in 2262.
       if (year > 2261 || !isValidCivil(year, t.month, t.day, t.hour, t.min, t.sec)) {

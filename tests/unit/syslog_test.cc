@@ -27,7 +27,7 @@ std::vector<int64_t> times(const std::vector<std::string>& lines, int year, int*
   return out;
 }
 
-TEST(Syslog, AStampWhoseMonthGoesBackStartsTheNextYear) {
+TEST(Syslog, AStampWhoseMonthJumpsOverHalfAYearChangesTheYear) {
   // /work/scratch/h3/rollover.syslog: a log crossing New Year.
   const std::vector<std::string> lines = {"Dec 31 23:59:00 gpu-n1 kernel: ib0: lost carrier",
                                           "Jan  1 00:30:00 gpu-n1 kernel: ib0: lost carrier",
@@ -43,9 +43,18 @@ TEST(Syslog, AStampWhoseMonthGoesBackStartsTheNextYear) {
   // Each parser (file) starts at the year given: the first line's.
   EXPECT_EQ(times({lines[1]}, 2023, &refused),
             std::vector<int64_t>{civilToNanos(2023, 1, 1, 0, 30, 0)});
+  // A lagging host's December line after New Year, in a file several hosts write, is of the year
+  // before; the next January line is of the new year again.
+  EXPECT_EQ(times({"Jan  1 00:00:10 a k: x", "Dec 31 23:59:50 b k: y", "Jan  1 00:00:20 a k: z"},
+                  2024, &refused),
+            (std::vector<int64_t>{civilToNanos(2024, 1, 1, 0, 0, 10),
+                                  civilToNanos(2023, 12, 31, 23, 59, 50),
+                                  civilToNanos(2024, 1, 1, 0, 0, 20)}));
   // Half a year back is out of order, not a new year.
   EXPECT_EQ(times({"Jul  1 00:00:00 h k: a", "Jan  1 00:00:00 h k: b"}, 2025, &refused)[1],
             civilToNanos(2025, 1, 1, 0, 0, 0));
+  EXPECT_EQ(times({"Jan  1 00:00:00 h k: a", "Jul  1 00:00:00 h k: b"}, 2025, &refused)[1],
+            civilToNanos(2025, 7, 1, 0, 0, 0));
   // No year past 2261: int64 ns end in April 2262.
   EXPECT_EQ(times({"Dec 31 00:00:00 h k: a", "Jan  1 00:00:00 h k: b"}, 2261, &refused).size(), 1U);
   EXPECT_EQ(refused, 1);
@@ -63,10 +72,10 @@ TEST(Syslog, AStampThatNamesNoRealTimeIsMalformed) {
     EXPECT_EQ(refused, 1) << line;
   }
   int refused = 0;
-  EXPECT_EQ(times({"Feb 29 10:00:00 gpu-n1 kernel: x", "Dec 31 23:59:60 gpu-n1 kernel: leap"}, 2024,
-                  &refused),
-            (std::vector<int64_t>{civilToNanos(2024, 2, 29, 10, 0, 0),
-                                  civilToNanos(2024, 12, 31, 23, 59, 60)}));
+  EXPECT_EQ(times({"Feb 29 10:00:00 gpu-n1 kernel: x"}, 2024, &refused),
+            std::vector<int64_t>{civilToNanos(2024, 2, 29, 10, 0, 0)});
+  EXPECT_EQ(times({"Dec 31 23:59:60 gpu-n1 kernel: leap"}, 2024, &refused),
+            std::vector<int64_t>{civilToNanos(2024, 12, 31, 23, 59, 60)});
   // Format detection knows no year: Feb 29 still looks like syslog.
   EXPECT_EQ(detectFormat("Feb 29 10:00:00 gpu-n1 kernel: x\n"), Format::kSyslog);
 }
