@@ -13,7 +13,8 @@ LabelFilter::LabelFilter(const StreamRules& rules) {
       names_[name] = true;
     }
   };
-  for (const auto* names : {&rules.node_labels, &rules.pod_labels, &rules.facility_labels}) {
+  for (const auto* names :
+       {&rules.node_labels, &rules.pod_labels, &rules.facility_labels, &rules.transport_labels}) {
     std::for_each(names->begin(), names->end(), add);
   }
   for (const auto& kv : rules.kernel_labels) {
@@ -35,10 +36,12 @@ std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Labe
 bool fromProcess(const StreamRules& rules, const RecordBatch& batch, const LogRecord& rec) {
   const Label* begin = batch.labels.data() + rec.labels_begin;
   const Label* end = batch.labels.data() + rec.labels_end;
+  const auto named = [&](const std::vector<std::string>& names, std::string_view name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
   return std::any_of(begin, end, [&](const Label& l) {
-    return !l.value.empty() && l.value != "0" &&
-           std::find(rules.facility_labels.begin(), rules.facility_labels.end(), l.name) !=
-               rules.facility_labels.end();
+    return !l.value.empty() && ((l.value != "0" && named(rules.facility_labels, l.name)) ||
+                                (l.value != "kernel" && named(rules.transport_labels, l.name)));
   });
 }
 

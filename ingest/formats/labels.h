@@ -41,6 +41,10 @@ struct StreamRules {
   // _TRANSPORT=kernel, and `logger -t kernel` gives SYSLOG_IDENTIFIER=kernel, each with the
   // process's facility; the kernel alone logs as kern (kernel/printk/printk.c, devkmsg_write).
   std::vector<std::string> facility_labels = {"SYSLOG_FACILITY", "syslog_facility"};
+  // Likewise a record whose label of one of these names (journald's _TRANSPORT, relabelled) is
+  // not "kernel": journald gives the kernel's records alone that transport, so a
+  // SYSLOG_IDENTIFIER=kernel beside another one (syslog: `logger -t kernel`) is a process's.
+  std::vector<std::string> transport_labels = {"_TRANSPORT", "transport"};
 };
 
 // The label names some stage reads: the rules' node, pod and kernel labels, and kJobLabels.
@@ -63,13 +67,14 @@ class LabelFilter {
 std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Label* end);
 
 // Whether the record's labels [rec.labels_begin, rec.labels_end) name a facility other than 0
-// (rules.facility_labels): a process's record, never the kernel's.
+// (rules.facility_labels) or a transport other than kernel (rules.transport_labels): a process's
+// record, never the kernel's.
 bool fromProcess(const StreamRules& rules, const RecordBatch& batch, const LogRecord& rec);
 
 // Sets rec->node (if still empty: nodeOf) and rec->stream from the batch labels
 // [rec->labels_begin, rec->labels_end): pod if any label of a pod name (any one of them, if a name
-// occurs twice) is non-empty, else kernel if a kernel label matches and no facility label names a
-// facility other than 0, else other.
+// occurs twice) is non-empty, else kernel if a kernel label matches and the record is not
+// fromProcess(), else other.
 void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec);
 
 // classify() for an OTLP record, whose labels are its resource's attributes (the first

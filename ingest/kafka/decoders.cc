@@ -330,6 +330,7 @@ KafkaDecoder::KafkaDecoder(KafkaTopicConfig config) : config_(std::move(config))
     add(name);
   }
   std::for_each(rules_.facility_labels.begin(), rules_.facility_labels.end(), add);
+  std::for_each(rules_.transport_labels.begin(), rules_.transport_labels.end(), add);
   json_ = std::make_unique<JsonFields>(config_.fields, label_fields_);
 }
 

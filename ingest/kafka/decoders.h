@@ -124,16 +124,16 @@ class KafkaDecoder {
   // node header, else the key if it looks like a node name (OTel's resource-hash keys are
   // binary). Stream: pod if a pod field or attribute is present; kernel if journald's _TRANSPORT
   // or SYSLOG_IDENTIFIER (json also: rsyslog's programname) is "kernel" and no SYSLOG_FACILITY
-  // names a facility other than 0 (StreamRules::facility_labels); other if one does (a process's
-  // record); else the topic's `stream`. Returns false if the message is malformed (empty value;
-  // json: not an object, no line field that is a string or an array of byte values (journalctl -o
-  // json's rendering of a line that is not printable UTF-8), or a node or label path twice with
-  // different values (KafkaJsonFields); otlp: does not decode, or holds no LogRecord with a line,
-  // as another encoding's message would), or if a record names no node: such a record cannot be
-  // attributed to any node and is skipped (an otlp message's other records are kept). The topic and
-  // the cause (with the parser's words) are logged the first time of each cause, so that a count of
-  // malformed messages can be explained. The caller counts the message. OTLP LogRecords without a
-  // line are skipped.
+  // names a facility other than 0 (StreamRules::facility_labels) nor _TRANSPORT another transport
+  // (transport_labels); other if one does (a process's record); else the topic's `stream`. Returns
+  // false if the message is malformed (empty value; json: not an object, no line field that is a
+  // string or an array of byte values (journalctl -o json's rendering of a line that is not
+  // printable UTF-8), or a node or label path twice with different values (KafkaJsonFields); otlp:
+  // does not decode, or holds no LogRecord with a line, as another encoding's message would), or if
+  // a record names no node: such a record cannot be attributed to any node and is skipped (an otlp
+  // message's other records are kept). The topic and the cause (with the parser's words) are logged
+  // the first time of each cause, so that a count of malformed messages can be explained. The
+  // caller counts the message. OTLP LogRecords without a line are skipped.
   bool decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   // Whether records point into the message (otlp_proto), so that decode() needs its `owner`;
   // the other encodings copy what they keep. A raw message is one short line: copying it lets

@@ -417,8 +417,9 @@ TEST(KafkaJsonDecoder, JournaldMessageAsAnArrayOfBytes) {
 }
 
 // journald records what a process wrote to /dev/kmsg with _TRANSPORT=kernel and the process's
-// facility, and `logger -t kernel` gives SYSLOG_IDENTIFIER=kernel with its own: the kernel alone
-// logs as kern (0). Such a record is no kernel record, on a kernel topic neither.
+// facility, and `logger -t kernel` gives SYSLOG_IDENTIFIER=kernel with its own and transport
+// syslog: the kernel alone logs as kern (0), with transport kernel. Such a record is no kernel
+// record, on a kernel topic neither.
 TEST(KafkaJsonDecoder, AJournaldRecordOfAProcessFacilityIsNoKernelRecord) {
   const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
   RecordBatch batch;
@@ -427,16 +428,18 @@ TEST(KafkaJsonDecoder, AJournaldRecordOfAProcessFacilityIsNoKernelRecord) {
   for (const std::string fields :
        {R"("_TRANSPORT": "kernel", "SYSLOG_FACILITY": "1")",
         R"("_TRANSPORT": "syslog", "SYSLOG_IDENTIFIER": "kernel", "SYSLOG_FACILITY": "1")",
-        R"("_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0")", R"("_TRANSPORT": "kernel")"}) {
+        R"("_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0")", R"("_TRANSPORT": "kernel")",
+        R"("_TRANSPORT": "syslog", "SYSLOG_IDENTIFIER": "kernel")"}) {
     ASSERT_TRUE(decoder.decode(message("{" + xid + ", " + fields + ", \"_HOSTNAME\": \"gpu-1\"}"),
                                kReceiveNs, &batch))
         << fields;
   }
-  ASSERT_EQ(batch.records.size(), 4u);
+  ASSERT_EQ(batch.records.size(), 5u);
   EXPECT_EQ(batch.records[0].stream, StreamKind::kOther);
   EXPECT_EQ(batch.records[1].stream, StreamKind::kOther);
   EXPECT_EQ(batch.records[2].stream, StreamKind::kKernel);
   EXPECT_EQ(batch.records[3].stream, StreamKind::kKernel);
+  EXPECT_EQ(batch.records[4].stream, StreamKind::kOther);  // another transport: no facility needed
 }
 
 // A container's output in the journal (Docker's and Podman's journald log drivers) carries

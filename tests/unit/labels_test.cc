@@ -49,6 +49,27 @@ TEST(Classify, AProcessFacilityIsNoKernelRecord) {
   EXPECT_EQ(kernel.stream, StreamKind::kKernel);
 }
 
+// journald gives the kernel's records alone _TRANSPORT=kernel: `logger -t kernel` (transport
+// syslog) or a service's stdout (transport stdout) under SYSLOG_IDENTIFIER=kernel is a process's
+// record, where a journal scrape ships the transport but not the facility.
+TEST(Classify, AnotherTransportIsNoKernelRecord) {
+  const StreamRules rules;
+  RecordBatch batch;
+  LogRecord logger = withLabels(&batch, {{"syslog_identifier", "kernel"}, {"transport", "syslog"}});
+  classify(rules, batch, &logger);
+  EXPECT_EQ(logger.stream, StreamKind::kOther);
+  LogRecord service =
+      withLabels(&batch, {{"SYSLOG_IDENTIFIER", "kernel"}, {"_TRANSPORT", "stdout"}});
+  classify(rules, batch, &service);
+  EXPECT_EQ(service.stream, StreamKind::kOther);
+  LogRecord kernel = withLabels(&batch, {{"syslog_identifier", "kernel"}, {"transport", "kernel"}});
+  classify(rules, batch, &kernel);
+  EXPECT_EQ(kernel.stream, StreamKind::kKernel);
+  LogRecord unshipped = withLabels(&batch, {{"syslog_identifier", "kernel"}});
+  classify(rules, batch, &unshipped);
+  EXPECT_EQ(unshipped.stream, StreamKind::kKernel);  // nothing says otherwise
+}
+
 // A pod name label given twice, empty first (a pod's own field merged ahead of the shipper's):
 // the record is still a pod's, never kernel output.
 TEST(Classify, AnyLabelOfAPodNameMakesAPod) {
