@@ -382,7 +382,7 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
     >"$tmp/decisions.jsonl" 2>"$tmp/serve.log" &
   serve_pid=$!
   pids+=("$serve_pid")
-  for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
   [[ -n $port ]] || fail "kafka config: serve did not listen: $(cat "$tmp/serve.log")"
   http="http://127.0.0.1:$port"
@@ -431,7 +431,7 @@ TXT
   # through the pipeline too.
   kcat -P -b "$(cat "$tmp/bootstrap")" -t otlp_logs -p 0 "$tmp/pod.pb" "$tmp/kernel.pb" 2>"$tmp/kcat.log"
   taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$tmp/decisions.jsonl" | sort; }
-  for _ in $(seq 300); do [[ -n $(taints_decided) ]] && break; sleep 0.1; done
+  for _ in $(seq 600); do [[ -n $(taints_decided) ]] && break; sleep 0.1; done
   metrics=$(curl -fsS "$http/metrics")
   grep -qx 'faultline_kafka_messages_total{topic="otlp_logs"} 2' <<<"$metrics" &&
     grep -qx 'faultline_kafka_malformed_total{topic="otlp_logs"} 0' <<<"$metrics" ||
@@ -447,7 +447,7 @@ TXT
     "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
     "metadata": {"name": "faultline", "resourceVersion": "'"$rv"'"},
     "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 0}}' >/dev/null
-  for _ in $(seq 100); do [[ $(tainted gpu-1) == 1 ]] && break; sleep 0.1; done
+  for _ in $(seq 600); do [[ $(tainted gpu-1) == 1 ]] && break; sleep 0.1; done
   [[ $(holder) == faultline-test ]] || fail "kafka config: the replica did not take the released Lease"
   [[ $(tainted gpu-1) == 1 && $(tainted gpu-2) == 0 ]] ||
     fail "kafka config: after takeover gpu-1 tainted: $(tainted gpu-1), gpu-2: $(tainted gpu-2)"
