@@ -456,7 +456,11 @@ TEST(KafkaSource, HandlerExceptionPropagatesAndCommitsNothing) {
 }
 
 // Topics "kern" (holding one line of gpu-1) and "gone" on `cluster`, and a consumer of both in
-// `group` that reads the metadata every 200 ms, so that it soon sees "gone" deleted.
+// `group` that reads the metadata every 7 s, so that it sees "gone" deleted within 7 s
+// (waitForErrors). Its first read comes well after its join (the mock coordinator's 3 s): as the
+// group's leader, librdkafka 2.0.2 rejoins when a read lands while it waits for the assignor's
+// metadata, and the mock coordinator answers a rejoin 5 s later. At 200 ms, a divisor of both
+// delays, the race could come back at every rejoin (CI, 2026-11-29: not assigned within 30 s).
 KafkaConfig kernAndGone(MockCluster& cluster, const std::string& group) {
   cluster.createTopic("kern", 1);
   cluster.createTopic("gone", 1);
@@ -465,7 +469,7 @@ KafkaConfig kernAndGone(MockCluster& cluster, const std::string& group) {
   config.brokers = cluster.bootstraps();
   config.group_id = group;
   config.properties = {{"session.timeout.ms", "6000"},
-                       {"topic.metadata.refresh.interval.ms", "200"}};
+                       {"topic.metadata.refresh.interval.ms", "7000"}};
   KafkaTopicConfig kern;
   kern.name = "kern";
   KafkaTopicConfig gone;
@@ -474,10 +478,23 @@ KafkaConfig kernAndGone(MockCluster& cluster, const std::string& group) {
   return config;
 }
 
+// Waits (30 s at most) until `source` (a KafkaSource or HeldSource) has counted `n` errors.
+template <typename S>
+bool waitForErrors(const S& source, uint64_t n) {
+  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+  while (source.stats().errors < n) {
+    if (steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return true;
+}
+
 // A subscribed topic deleted while the source runs: librdkafka 2.0.2 then never finishes
 // destroying the consumer (librdkafka #4187); run() returns all the same, so that SIGTERM and a
-// restart on new rules go on. Takes about 20 s: the mock coordinator's join delay (above), then
-// the bounded wait for the destroy.
+// restart on new rules go on. Takes about 20 s: the first metadata read (kernAndGone), then the
+// bounded wait for the destroy.
 TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
   // Left behind, with the source's thread, if run() does not return.
   auto cluster = std::make_unique<MockCluster>();
@@ -507,7 +524,7 @@ TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
   }
   EXPECT_TRUE(running->read);  // assigned (else the stop below still ends the thread)
   cluster->setTopicError("gone", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
-  std::this_thread::sleep_for(milliseconds(1500));  // metadata is read again every 200 ms
+  EXPECT_TRUE(waitForErrors(running->source, 2));  // it saw "gone" deleted
   running->stop.request_stop();
   if (returned.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
     static_cast<void>(cluster.release());
@@ -632,8 +649,8 @@ TEST(KafkaSource, BlockedHandlerPausesAndLosesNothing) {
 // A consumer error polled while the handler blocks (here: a subscribed topic is gone from the
 // metadata) is counted in KafkaStats::errors and logged, as one polled at any other time. Two
 // more errors come through librdkafka's error callback (the partition is no longer available).
-// Takes about 25 s: the mock coordinator's join delay, the block, and the bounded wait for the
-// destroy of a consumer whose topic was deleted (StopReturnsAfterASubscribedTopicWasDeleted).
+// Takes about 20 s: the first metadata read (kernAndGone), and the bounded wait for the destroy
+// of a consumer whose topic was deleted (StopReturnsAfterASubscribedTopicWasDeleted).
 TEST(KafkaSource, ConsumerErrorPolledDuringAPauseIsCounted) {
   MockCluster cluster;
   const KafkaConfig config = kernAndGone(cluster, "pause-error");
@@ -643,7 +660,10 @@ TEST(KafkaSource, ConsumerErrorPolledDuringAPauseIsCounted) {
   std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
   EXPECT_EQ(source.stats().errors, 0u);
   cluster.setTopicError("gone", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
-  std::this_thread::sleep_for(milliseconds(2000));  // metadata is read again every 200 ms
+  // The error callback's two errors; the consumer error comes from the same metadata read, and
+  // the paused source polls every 100 ms.
+  EXPECT_TRUE(waitForErrors(source, 2));
+  std::this_thread::sleep_for(milliseconds(500));
   source.release();
   EXPECT_EQ(flatten(source.finish(1)), std::vector<std::string>{"line 0"});
   EXPECT_EQ(source.stats().errors, 3u);
