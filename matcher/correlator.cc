@@ -285,14 +285,17 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     auto recent = std::find_if(node.recent.begin(), node.recent.end(),
                                [&](const Recent& r) { return r.rule == ri; });
     if (recent == node.recent.end()) {
-      recent = node.recent.insert(recent, Recent{ri, {}, 0});
+      recent = node.recent.insert(recent, Recent{ri, {}, {}, 0});
     }
     if (recent->hits.size() < kRecentPerRule) {
       recent->hits.push_back(shared);
+      recent->fates.push_back(Fate::kCounted);
     } else {
       recent->hits[recent->next] = shared;
+      recent->fates[recent->next] = Fate::kCounted;
       recent->next = (recent->next + 1) % kRecentPerRule;
     }
+    recent->counted_before = std::exchange(recent->counted, shared);
   }
   if (rule.peers_within_ns > 0) {
     markPeers(node_name, t, rule.peers_within_ns);
@@ -306,7 +309,10 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   for (uint32_t pod_rule : corroborates_[ri]) {
     const Rule& pr = bank_->rules[pod_rule];
-    const Evidence* r = findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0);
+    // Only a pod hit that counted: one attached to a cause, suppressed, or a repeat inside its
+    // rule's dedup or burst makes no fault of its own, whichever of the two lines came first.
+    const Evidence* r =
+        findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0, Fate::kCounted);
     // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
     // hit that its suppressed_by rules dropped when it came is no evidence either.
     if (r != nullptr && !faulted(pod_rule, node, r->fields) &&
@@ -322,6 +328,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   if (!rule.attach_to.empty() &&
       findRecent(node, rule.attach_to, rule.entity, f, t, rule.attach_within_ns, 0) != nullptr) {
     ++stats_.attached;
+    note(node, ri, &ev, Fate::kDropped);
     return;
   }
   if (rule.severity == Severity::kInfo) {
@@ -332,6 +339,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
                                                   rule.suppress_within_ns, 0) != nullptr) {
       ++stats_.suppressed;
+      note(node, ri, &ev, Fate::kDropped);
       return;
     }
     // Evidence that acts only with the node's own support; once it has, its hits hold the fault
@@ -345,6 +353,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
                                                 rule.suppress_within_ns, 0) != nullptr) {
     ++stats_.suppressed;
+    note(node, ri, &ev, Fate::kDropped);
     return;
   }
   const std::string key = entityKey(ri, rule, f);
@@ -378,6 +387,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (in_burst || deduplicated(rule, c, f, t)) {
+    note(node, ri, &ev, Fate::kRepeat);
     return;
   }
   if (!rule.unless_followed_by.empty()) {
@@ -890,9 +900,25 @@ bool Correlator::faulted(uint32_t ri, const NodeData& node, const Fields& fields
   return node.faults.contains(entityKey(ri, bank_->rules[ri], fields));
 }
 
+void Correlator::note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate) {
+  for (Recent& r : node.recent) {
+    if (r.rule == ri) {
+      for (size_t k = 0; k < r.hits.size(); ++k) {
+        if (r.hits[k].get() == ev) {
+          r.fates[k] = fate;
+        }
+      }
+      if (r.counted.get() == ev) {  // the newest hit, pushed by observeRule()
+        r.counted = std::move(r.counted_before);
+      }
+    }
+  }
+}
+
 const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uint32_t> rules,
                                        const std::vector<std::string>& entity, const Fields& fields,
-                                       int64_t time_ns, int64_t before_ns, int64_t after_ns) const {
+                                       int64_t time_ns, int64_t before_ns, int64_t after_ns,
+                                       Fate least) const {
   const Evidence* best = nullptr;
   for (uint32_t ri : rules) {
     const auto it = std::find_if(node.recent.begin(), node.recent.end(),
@@ -900,10 +926,9 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
     if (it == node.recent.end()) {
       continue;
     }
-    for (size_t k = 0; k < it->hits.size(); ++k) {  // oldest first: the earliest wins a tie
-      const Evidence& r = *it->hits[(it->next + k) % it->hits.size()];
+    auto consider = [&](const Evidence& r) {
       if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns) {
-        continue;
+        return;
       }
       const bool same = std::all_of(entity.begin(), entity.end(), [&](const std::string& n) {
         const std::string_view theirs = fieldOf(r.fields, n);
@@ -912,6 +937,16 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
       if (same && (best == nullptr || r.time_ns > best->time_ns)) {
         best = &r;
       }
+    };
+    for (size_t k = 0; k < it->hits.size(); ++k) {  // oldest first: the earliest wins a tie
+      const size_t at = (it->next + k) % it->hits.size();
+      if (it->fates[at] >= least) {
+        consider(*it->hits[at]);
+      }
+    }
+    // The newest counted, which later hits that did not count may have pushed out of `hits`.
+    if (least == Fate::kCounted && it->counted != nullptr) {
+      consider(*it->counted);
     }
   }
   return best;

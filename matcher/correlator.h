@@ -42,7 +42,8 @@ namespace faultline {
 //     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
 //     and count for no node; a hit counts once the window starting with it has passed without;
 //     `corroborated_by` decides at once when one of those rules hit the same node within its
-//     window, before or after;
+//     window, before or after (only a hit that counts, whichever line came first: one attached,
+//     suppressed, or inside dedup or burst is corroborated by none);
 //   - fatal rules fault on the first counted hit, warning rules when `count` counted hits fall
 //     within `window`, info rules only when `corroborated_by` (their hits still attach,
 //     suppress, corroborate, join and recover);
@@ -169,13 +170,21 @@ class Correlator {
     std::vector<int64_t> times;      // counted hits inside the window
     std::vector<Evidence> evidence;  // the same hits, as evidence (at most `count`)
   };
+  // What became of a hit with its rule: attached to a cause or suppressed by one (that incident's),
+  // a repeat inside the dedup or burst of the key's counted hit, or counted.
+  enum class Fate : uint8_t { kDropped, kRepeat, kCounted };
   // The newest hits of one rule on one node, oldest first from `next` once full, kept only for the
   // rules findRecent() is asked about (looked_up_). The evidence is shared with observe(): a storm
   // keeps its hits here without copying their lines and fields.
   struct Recent {
     uint32_t rule = 0;
     std::vector<std::shared_ptr<const Evidence>> hits;
+    std::vector<Fate> fates;  // of hits, index for index
     size_t next = 0;
+    // The newest counted hit, however many hits pushed it out of `hits` since (every rank's line of
+    // one hang, repeats of the one that counted), and the one before the newest hit, which note()
+    // puts back when that hit is not counted.
+    std::shared_ptr<const Evidence> counted, counted_before;
   };
   // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
   // has a pending hit only while it has no fault).
@@ -270,9 +279,15 @@ class Correlator {
   // Sets where_pass_ to the rules of the hit's signature whose `where` conditions all hold for
   // `fields`: a bit per rule, in rules_by_signature_ order.
   void whereMask(uint32_t signature, const Fields& fields);
+  // The newest recent hit of `rules` on the node from before_ns before time_ns to after_ns after
+  // it (ns), with equal `entity` fields where both have them, whose fate is at least `least`.
   const Evidence* findRecent(const NodeData& node, std::span<const uint32_t> rules,
                              const std::vector<std::string>& entity, const Fields& fields,
-                             int64_t time_ns, int64_t before_ns, int64_t after_ns) const;
+                             int64_t time_ns, int64_t before_ns, int64_t after_ns,
+                             Fate least = Fate::kDropped) const;
+  // Notes the fate of rule ri's recent hit `ev` (kept only for the rules findRecent() is asked
+  // about).
+  static void note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate);
 
   std::shared_ptr<const Bank> bank_;
   Taint taint_;

@@ -529,5 +529,74 @@ TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
   }
 }
 
+// A bank for corroboration: a kernel rule `k` that corroborates the pod rules `p` (info) and `q`
+// (warning, deduplicated), and the rules that drop hits (attach_to, suppressed_by).
+constexpr const char* kCorroborationBank = R"(
+signatures:
+  - {id: cause, streams: [kernel], severity: info, pattern: 'CAUSE', examples: {match: [CAUSE]}}
+  - {id: big, streams: [kernel], severity: fatal, pattern: 'BIGFAULT', examples: {match: [BIGFAULT]}}
+  - {id: boot, streams: [kernel], severity: info, pattern: 'BOOTED', examples: {match: [BOOTED]}}
+  - {id: k, streams: [kernel], severity: warning, pattern: 'KDOWN', examples: {match: [KDOWN]}}
+  - {id: p, streams: [pod], severity: info, pattern: 'PODERR', examples: {match: [PODERR]}}
+  - {id: q, streams: [pod], severity: warning, pattern: 'QERR', examples: {match: [QERR]}}
+rules:
+  - {id: cause, signature: cause, severity: info}
+  - {id: big, signature: big, severity: fatal, recovery: {by: [boot]}}
+  - {id: boot, signature: boot, severity: info}
+  - id: k
+    signature: k
+    severity: warning
+    count: 2
+    window: 1h
+    attach_to: {rules: [cause], within: 1m}
+    suppressed_by: {rules: [big], within: 1h}
+  - id: p
+    signature: p
+    severity: info
+    attach_to: {rules: [cause], within: 1m}
+    corroborated_by: {rules: [k], within: 10m}
+    recovery: {quiet: 24h}
+  - id: q
+    signature: q
+    severity: warning
+    count: 2
+    window: 24h
+    dedup: 30m
+    corroborated_by: {rules: [k], within: 10m}
+    recovery: {quiet: 24h}
+)";
+
+class Corroboration : public ::testing::Test, public Feeder {
+ protected:
+  Corroboration() : Feeder(loadBank({{"c.yaml", kCorroborationBank}})) {}
+};
+
+// A pod hit attached to a cause never counts, so no kernel hit corroborates it, whether the kernel
+// hit comes before the pod line (a) or after it (b); unattached, it is corroborated (c).
+TEST_F(Corroboration, AnAttachedPodHitIsCorroboratedByNoKernelHit) {
+  feed("a", 50, "KDOWN");
+  feed("a", 100, "CAUSE");
+  feed("a", 110, "PODERR", StreamKind::kPod);
+  feed("b", 100, "CAUSE");
+  feed("b", 110, "PODERR", StreamKind::kPod);
+  feed("b", 200, "KDOWN");
+  feed("c", 110, "PODERR", StreamKind::kPod);
+  feed("c", 200, "KDOWN");
+  EXPECT_EQ(decisions(), std::vector<std::string>{"c taint p"});
+  EXPECT_EQ(c_.stats().attached, 2U);
+}
+
+// A pod hit inside its rule's dedup window counts once with the hit it repeats: a kernel hit
+// within `within` of the repeat only, before it (a) or after it (b), corroborates nothing.
+TEST_F(Corroboration, ADeduplicatedPodHitIsCorroboratedByNoKernelHit) {
+  feed("a", 0, "QERR", StreamKind::kPod);
+  feed("a", 660, "KDOWN");  // 11 minutes after the counted hit
+  feed("a", 900, "QERR", StreamKind::kPod);
+  feed("b", 0, "QERR", StreamKind::kPod);
+  feed("b", 300, "QERR", StreamKind::kPod);
+  feed("b", 840, "KDOWN");  // 14 minutes after the counted hit
+  EXPECT_TRUE(out_.empty()) << decisions().at(0);
+}
+
 }  // namespace
 }  // namespace faultline

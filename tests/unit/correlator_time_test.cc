@@ -702,5 +702,21 @@ TEST(CorrelatorTime, ARecordFarAheadOfTheClockIsTakenAsAMinuteAhead) {
   EXPECT_EQ(m.hits[1].time_ns, kT + 30 * kNanosPerSecond + kMaxAheadNs);
 }
 
+// Every rank of a hung job prints its own watchdog timeout line: the first counts and the others
+// are repeats inside its dedup. A kernel line of the node after them still corroborates the
+// counted one at once, however many repeats came between.
+TEST(CorrelatorTime, RepeatsOfACountedPodHitDoNotHideItFromAKernelLine) {
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink});
+  for (int rank = 0; rank < 8; ++rank) {
+    std::string line = kWatchdog;
+    line.replace(line.find("Rank 0"), 6, "Rank " + std::to_string(rank));
+    p.process(one(kT, "gpu-1", line, StreamKind::kPod, "train-a"));
+  }
+  p.process(one(kT + kNanosPerSecond, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"));
+  p.process(one(kT + 2 * kMin, "gpu-1", kDown));
+  EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint pytorch-nccl-watchdog-timeout"});
+}
+
 }  // namespace
 }  // namespace faultline
