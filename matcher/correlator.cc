@@ -295,6 +295,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       recent->fates[recent->next] = Fate::kCounted;
       recent->next = (recent->next + 1) % kRecentPerRule;
     }
+    recent->kept_before = std::exchange(recent->kept, shared);
     recent->counted_before = std::exchange(recent->counted, shared);
   }
   if (rule.peers_within_ns > 0) {
@@ -307,28 +308,40 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       node.pending.erase(key);
     }
   }
-  for (uint32_t pod_rule : corroborates_[ri]) {
-    const Rule& pr = bank_->rules[pod_rule];
-    // Only a pod hit that counted: one attached to a cause, suppressed, or a repeat inside its
-    // rule's dedup or burst makes no fault of its own, whichever of the two lines came first.
-    const Evidence* r =
-        findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0, Fate::kCounted);
-    // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
-    // hit that its suppressed_by rules dropped when it came is no evidence either.
-    if (r != nullptr && !faulted(pod_rule, node, r->fields) &&
-        (pr.suppressed_by.empty() || findRecent(node, pr.suppressed_by, pr.entity, r->fields,
-                                                r->time_ns, pr.suppress_within_ns, 0) == nullptr)) {
-      const Evidence copy = *r;  // fault() may reset the node's recent hits
-      fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t,
-            "corroborated by " + ev.signature + " within " +
-                duration(bank_->rules[pod_rule].corroborate_within_ns),
-            out);
+  // A hit attached to a cause or suppressed by one is that incident's: it counts for nothing and
+  // corroborates nothing (a pod rule's fault, quiet: 24h, would hold the node's taint after the
+  // incident's own fault has cleared).
+  const bool attached =
+      !rule.attach_to.empty() &&
+      findRecent(node, rule.attach_to, rule.entity, f, t, rule.attach_within_ns, 0) != nullptr;
+  const bool suppressed = !attached && !rule.suppressed_by.empty() &&
+                          findRecent(node, rule.suppressed_by, rule.entity, f, t,
+                                     rule.suppress_within_ns, 0) != nullptr;
+  if (attached || suppressed) {
+    note(node, ri, &ev, Fate::kDropped);
+  } else {
+    for (uint32_t pod_rule : corroborates_[ri]) {
+      const Rule& pr = bank_->rules[pod_rule];
+      // Only a pod hit that counted: one attached to a cause, suppressed, or a repeat inside its
+      // rule's dedup or burst makes no fault of its own, whichever of the two lines came first.
+      const Evidence* r =
+          findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0, Fate::kCounted);
+      // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
+      // hit that its suppressed_by rules dropped when it came is no evidence either.
+      if (r != nullptr && !faulted(pod_rule, node, r->fields) &&
+          (pr.suppressed_by.empty() ||
+           findRecent(node, pr.suppressed_by, pr.entity, r->fields, r->time_ns,
+                      pr.suppress_within_ns, 0) == nullptr)) {
+        const Evidence copy = *r;  // fault() may reset the node's recent hits
+        fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t,
+              "corroborated by " + ev.signature + " within " +
+                  duration(bank_->rules[pod_rule].corroborate_within_ns),
+              out);
+      }
     }
   }
-  if (!rule.attach_to.empty() &&
-      findRecent(node, rule.attach_to, rule.entity, f, t, rule.attach_within_ns, 0) != nullptr) {
+  if (attached) {
     ++stats_.attached;
-    note(node, ri, &ev, Fate::kDropped);
     return;
   }
   if (rule.severity == Severity::kInfo) {
@@ -336,10 +349,8 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       return;
     }
     // Suppressed as any rule's hit is: corroborated, it would fault for the incident it belongs to.
-    if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
-                                                  rule.suppress_within_ns, 0) != nullptr) {
+    if (suppressed) {
       ++stats_.suppressed;
-      note(node, ri, &ev, Fate::kDropped);
       return;
     }
     // Evidence that acts only with the node's own support; once it has, its hits hold the fault
@@ -350,10 +361,8 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
     return;
   }
-  if (!rule.suppressed_by.empty() && findRecent(node, rule.suppressed_by, rule.entity, f, t,
-                                                rule.suppress_within_ns, 0) != nullptr) {
+  if (suppressed) {
     ++stats_.suppressed;
-    note(node, ri, &ev, Fate::kDropped);
     return;
   }
   const std::string key = entityKey(ri, rule, f);
@@ -516,8 +525,10 @@ std::string Correlator::counted(uint32_t ri) const {
 bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
                              const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[pod_rule];
-  const Evidence* r = findRecent(node, rule.corroborated_by, {}, f, ev.time_ns,
-                                 rule.corroborate_within_ns, rule.corroborate_within_ns);
+  // Not a hit attached or suppressed (another incident's); a repeat is still the node's own line.
+  const Evidence* r =
+      findRecent(node, rule.corroborated_by, {}, f, ev.time_ns, rule.corroborate_within_ns,
+                 rule.corroborate_within_ns, Fate::kRepeat);
   if (r == nullptr) {
     return false;
   }
@@ -910,6 +921,9 @@ void Correlator::note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate
       }
       if (r.counted.get() == ev) {  // the newest hit, pushed by observeRule()
         r.counted = std::move(r.counted_before);
+        if (fate == Fate::kDropped) {
+          r.kept = std::move(r.kept_before);
+        }
       }
     }
   }
@@ -944,9 +958,11 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
         consider(*it->hits[at]);
       }
     }
-    // The newest counted, which later hits that did not count may have pushed out of `hits`.
-    if (least == Fate::kCounted && it->counted != nullptr) {
-      consider(*it->counted);
+    // The newest of its fate, which later hits of other fates may have pushed out of `hits`.
+    const std::shared_ptr<const Evidence>& newest =
+        least == Fate::kCounted ? it->counted : it->kept;
+    if (least != Fate::kDropped && newest != nullptr) {
+      consider(*newest);
     }
   }
   return best;

@@ -43,7 +43,8 @@ namespace faultline {
 //     and count for no node; a hit counts once the window starting with it has passed without;
 //     `corroborated_by` decides at once when one of those rules hit the same node within its
 //     window, before or after (only a hit that counts, whichever line came first: one attached,
-//     suppressed, or inside dedup or burst is corroborated by none);
+//     suppressed, or inside dedup or burst is corroborated by none; and a hit of those rules
+//     that was attached or suppressed corroborates none);
 //   - fatal rules fault on the first counted hit, warning rules when `count` counted hits fall
 //     within `window`, info rules only when `corroborated_by` (their hits still attach,
 //     suppress, corroborate, join and recover);
@@ -181,10 +182,10 @@ class Correlator {
     std::vector<std::shared_ptr<const Evidence>> hits;
     std::vector<Fate> fates;  // of hits, index for index
     size_t next = 0;
-    // The newest counted hit, however many hits pushed it out of `hits` since (every rank's line of
-    // one hang, repeats of the one that counted), and the one before the newest hit, which note()
-    // puts back when that hit is not counted.
-    std::shared_ptr<const Evidence> counted, counted_before;
+    // The newest hit not dropped and the newest counted, however many hits pushed them out of
+    // `hits` since (every rank's line of one hang, repeats of the one that counted), and the two
+    // before the newest hit, which note() puts back when that hit is not counted.
+    std::shared_ptr<const Evidence> kept, counted, kept_before, counted_before;
   };
   // (due, node, key): a fault's recovery or quiet timer, or a pending hit's (same key space: a key
   // has a pending hit only while it has no fault).

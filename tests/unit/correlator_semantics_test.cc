@@ -529,14 +529,15 @@ TEST(CorrelatorBank, RejectsUnknownRuleReferencesAndQuietOnFatal) {
   }
 }
 
-// A bank for corroboration: a kernel rule `k` that corroborates the pod rules `p` (info) and `q`
-// (warning, deduplicated), and the rules that drop hits (attach_to, suppressed_by).
+// A bank for corroboration: kernel rules `k` and `kinfo` that corroborate the pod rules `p` (info)
+// and `q` (warning, deduplicated), and the rules that drop hits (attach_to, suppressed_by).
 constexpr const char* kCorroborationBank = R"(
 signatures:
   - {id: cause, streams: [kernel], severity: info, pattern: 'CAUSE', examples: {match: [CAUSE]}}
   - {id: big, streams: [kernel], severity: fatal, pattern: 'BIGFAULT', examples: {match: [BIGFAULT]}}
   - {id: boot, streams: [kernel], severity: info, pattern: 'BOOTED', examples: {match: [BOOTED]}}
   - {id: k, streams: [kernel], severity: warning, pattern: 'KDOWN', examples: {match: [KDOWN]}}
+  - {id: kinfo, streams: [kernel], severity: info, pattern: 'KINFO', examples: {match: [KINFO]}}
   - {id: p, streams: [pod], severity: info, pattern: 'PODERR', examples: {match: [PODERR]}}
   - {id: q, streams: [pod], severity: warning, pattern: 'QERR', examples: {match: [QERR]}}
 rules:
@@ -550,11 +551,12 @@ rules:
     window: 1h
     attach_to: {rules: [cause], within: 1m}
     suppressed_by: {rules: [big], within: 1h}
+  - {id: kinfo, signature: kinfo, severity: info, suppressed_by: {rules: [big], within: 1h}}
   - id: p
     signature: p
     severity: info
     attach_to: {rules: [cause], within: 1m}
-    corroborated_by: {rules: [k], within: 10m}
+    corroborated_by: {rules: [k, kinfo], within: 10m}
     recovery: {quiet: 24h}
   - id: q
     signature: q
@@ -596,6 +598,46 @@ TEST_F(Corroboration, ADeduplicatedPodHitIsCorroboratedByNoKernelHit) {
   feed("b", 300, "QERR", StreamKind::kPod);
   feed("b", 840, "KDOWN");  // 14 minutes after the counted hit
   EXPECT_TRUE(out_.empty()) << decisions().at(0);
+}
+
+// A kernel hit that suppressed_by dropped (a) or attach_to attached to its cause (b) is part of
+// another incident: it corroborates no pod hit, before or after it, or the pod rule's fault
+// (quiet: 24h) holds the node's taint after the incident's own fault has cleared.
+TEST_F(Corroboration, ADroppedKernelHitCorroboratesNothing) {
+  for (const char* n : {"a1", "a2", "a3"}) {
+    feed(n, 100, "BIGFAULT");
+  }
+  feed("a1", 150, "KDOWN");
+  feed("a1", 200, "PODERR", StreamKind::kPod);
+  feed("a2", 120, "PODERR", StreamKind::kPod);
+  feed("a2", 150, "KDOWN");
+  feed("a3", 150, "KINFO");  // an info rule's hit, suppressed as any rule's is
+  feed("a3", 200, "PODERR", StreamKind::kPod);
+  for (const char* n : {"a1", "a2", "a3"}) {
+    feed(n, 400, "BOOTED");
+  }
+  feed("b1", 100, "CAUSE");
+  feed("b1", 110, "KDOWN");
+  feed("b1", 200, "QERR", StreamKind::kPod);
+  feed("b2", 100, "CAUSE");
+  feed("b2", 105, "QERR", StreamKind::kPod);
+  feed("b2", 110, "KDOWN");
+  EXPECT_EQ(decisions(),
+            (std::vector<std::string>{"a1 taint big", "a2 taint big", "a3 taint big",
+                                      "a1 untaint big", "a2 untaint big", "a3 untaint big"}));
+}
+
+// Hits attached to another incident, however many, do not hide the node's own kernel line
+// before them: it still corroborates.
+TEST_F(Corroboration, DroppedKernelHitsDoNotHideAnEarlierOne) {
+  feed("a", 100, "KDOWN");
+  feed("a", 200, "CAUSE");
+  for (int sec = 201; sec <= 210; ++sec) {
+    feed("a", sec, "KDOWN");  // attached to CAUSE
+  }
+  feed("a", 300, "PODERR", StreamKind::kPod);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"a taint p"});
+  EXPECT_EQ(c_.stats().attached, 10U);
 }
 
 }  // namespace
