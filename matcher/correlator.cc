@@ -77,6 +77,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   }
   rules_by_signature_.resize(bank_->signatures.size());
   corroborates_.resize(n);
+  corroborated_by_.resize(n);
   cancels_.resize(n);
   recovers_.assign(n, false);
   looked_up_.assign(n, false);
@@ -88,7 +89,11 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     const Rule& r = bank_->rules[i];
     rules_by_signature_[r.signature].push_back(i);
     for (uint32_t c : r.corroborated_by) {
+      if (dry_run_[c] && !dry_run_[i]) {
+        continue;
+      }
       corroborates_[c].push_back(i);
+      corroborated_by_[i].push_back(c);
     }
     for (uint32_t c : r.unless_followed_by) {
       cancels_[c].push_back(i);
@@ -527,7 +532,7 @@ bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::strin
   const Rule& rule = bank_->rules[pod_rule];
   // Not a hit attached or suppressed (another incident's); a repeat is still the node's own line.
   const Evidence* r =
-      findRecent(node, rule.corroborated_by, {}, f, ev.time_ns, rule.corroborate_within_ns,
+      findRecent(node, corroborated_by_[pod_rule], {}, f, ev.time_ns, rule.corroborate_within_ns,
                  rule.corroborate_within_ns, Fate::kRepeat);
   if (r == nullptr) {
     return false;

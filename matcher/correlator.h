@@ -58,7 +58,8 @@ namespace faultline {
 //     healthy again;
 //   - the faults of rules in dry run taint and untaint the node apart from the others, by the
 //     same semantics, in decisions marked dry_run: a rule in dry run (a new rule tried out) never
-//     holds back a real rule's taint nor names the untaint of a real one.
+//     holds back a real rule's taint nor names the untaint of a real one, and its hits
+//     corroborate only rules in dry run (a real rule's fault would taint for real).
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {
@@ -294,9 +295,12 @@ class Correlator {
   Taint taint_;
   std::vector<std::vector<uint32_t>> rules_by_signature_;
   std::vector<std::vector<uint32_t>> corroborates_;  // rule -> the rules it corroborates
-  std::vector<std::vector<uint32_t>> cancels_;       // rule -> rules whose pending hits it ends
-  std::vector<bool> recovers_;                       // rule is named in some recovery.by
-  std::vector<bool> dry_run_;                        // rule is in dry run
+  // rule -> the rules whose hits corroborate it: its corroborated_by but, for a rule not in dry
+  // run, those in dry run (a rule tried out taints no node for real, through another rule neither)
+  std::vector<std::vector<uint32_t>> corroborated_by_;
+  std::vector<std::vector<uint32_t>> cancels_;  // rule -> rules whose pending hits it ends
+  std::vector<bool> recovers_;                  // rule is named in some recovery.by
+  std::vector<bool> dry_run_;                   // rule is in dry run
   // rule is named in some attach_to, suppressed_by, joins or corroborated_by, or is corroborated
   std::vector<bool> looked_up_;
   std::vector<uint32_t> alias_rules_;

@@ -640,5 +640,19 @@ TEST_F(Corroboration, DroppedKernelHitsDoNotHideAnEarlierOne) {
   EXPECT_EQ(c_.stats().attached, 10U);
 }
 
+// A kernel rule in dry run (tried out, or stopped after false taints) taints no node for real,
+// through the pod rules it corroborates neither, whichever line comes first; the other kernel
+// rule still corroborates them.
+TEST(CorroborationDryRun, ARuleInDryRunCorroboratesNoRealRule) {
+  Feeder f(loadBank({{"c.yaml", kCorroborationBank}}), {"k"});
+  f.feed("a", 100, "PODERR", StreamKind::kPod);
+  f.feed("a", 200, "KDOWN");
+  f.feed("b", 100, "KDOWN");
+  f.feed("b", 200, "PODERR", StreamKind::kPod);
+  f.feed("c", 100, "KINFO");
+  f.feed("c", 200, "PODERR", StreamKind::kPod);
+  EXPECT_EQ(f.decisions(), std::vector<std::string>{"c taint p"});
+}
+
 }  // namespace
 }  // namespace faultline
