@@ -122,8 +122,8 @@ def translate(p):
             if "\n" in items and neg and len(items) == 1: out.append("."); continue
             if "S!" in items and not neg: out.append("."); continue  # [\s\S]
             if "S!" in items: bad = "class with \\S"; break
-            body = "".join(x for x in items if x != "\n")
-            if "]" in body: body = "]" + body.replace("]", "")
+            # A literal ] goes first; a POSIX class's ] ([:alnum:], from \w) stays where it is.
+            body = ("]" if "]" in items else "") + "".join(x for x in items if x not in "\n]")
             out.append("[" + ("^" if neg else "") + body + "]"); continue
         out.append(c); i += 1
     return None if bad else "".join(out), bad
