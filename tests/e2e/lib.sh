@@ -25,9 +25,10 @@ wait_file() {
   for _ in $(seq $(($2 * 10))); do [[ -s $1 ]] && return 0; sleep 0.1; done
   fail "$1 not written within $2 s"
 }
-# Waits up to 10 s for the serve logging to $1 to listen on 127.0.0.1 and sets `port` to its port.
+# Waits up to 60 s (a loaded machine) for the serve logging to $1 to listen on 127.0.0.1 and sets
+# `port` to its port.
 wait_listening() {
-  for _ in $(seq 100); do grep -q 'listening on' "$1" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q 'listening on' "$1" 2>/dev/null && break; sleep 0.1; done
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | tail -1)
   [[ -n $port ]] || fail "serve did not listen ($1)"
 }
