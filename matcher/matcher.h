@@ -24,9 +24,17 @@ std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>&
 // that what follows it may be the process's: the file name a crashed process had mapped
 // (print_vma_addr's " in NAME[...]" after x86's segfault, trap and bad-frame reports and arm64's
 // unhandled exception), a ptrace target's command line (Yama's "ptrace attach of \"CMDLINE\"[PID]
-// was attempted by ...", security/yama/yama_lsm.c) or an executed path (fs/exec.c's "process
-// 'COMM' launched 'PATH' with NULL argv"). A process can put a whole fault line there, so no
-// signature's match may start after such a head (Matcher::match).
+// was attempted by ...", security/yama/yama_lsm.c), an executed path (fs/exec.c's "process
+// 'COMM' launched 'PATH' with NULL argv" and, at the start of the message, "process 'PATH'
+// started with executable stack"), a file written with direct I/O (at the start of the message,
+// "File: PATH PID: ..."), a path executed with setuid-root and file capabilities (at the start of
+// the message, "warning: `PATH' has both setuid-root and effective capabilities"), a module name of
+// a busy request_module() ("request_module: modprobe NAME ..." or "... (max_modprobes: 50), for
+// module NAME, throttling...", kernel/module/kmod.c; an AF_ALG socket's algorithm names it) or the
+// version string of a /dev/nvidiactl client ("NVRM: API mismatch: the client ... has the version
+// VERSION"). A process can put a whole fault line there, so no signature's match may start after
+// such a head (Matcher::match). A message starts the line, or follows a dmesg stamp ("] ") or a
+// syslog tag ("kernel: ").
 bool quotesProcessText(std::string_view text);
 
 // A line that matched a signature. Owns its bytes: it outlives the batch it came from.

@@ -584,12 +584,14 @@ TEST(Matcher, KernelSignaturesNeverMatchPodStreams) {
 }
 
 // The kernel quotes text a process chose in a few reports (quotesProcessText): a process that names
-// its file, its command line or its executed path after a fault line makes the kernel log that
-// line, and it hits nothing. Fault lines that merely name a process still hit, as does
-// nccl-segfault, whose match starts at the kernel's own text.
+// its file, its command line, its executed path, a crypto algorithm or its driver version after a
+// fault line makes the kernel log that line, and it hits nothing. Fault lines that merely name a
+// process still hit, as does nccl-segfault, whose match starts at the kernel's own text.
 TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
   Matcher m(shippedBank());
   const std::string xid = "NVRM: Xid (PCI:0000:44:00): 79, pid=1, GPU has fallen off the bus.";
+  // Short enough for a module name (55 bytes with "crypto-") and a client's version string (63).
+  const std::string brief = "NVRM: Xid (PCI:0000:44:00): 79, GPU off";
   const std::vector<std::string> quoting = {
       "python3[4242]: segfault at 0 ip 00007f0011200123 sp 00007ffd5a0e1e18 error 4 in " + xid +
           "so[7f0011200000+1000]",
@@ -612,6 +614,24 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
           xid + "[400000+1000]",
       "ptrace attach of \"" + xid + "\"[4242] was attempted by \"gdb -p 4242\"[4243]",
       "process 'python3' launched '/tmp/" + xid + "' with NULL argv: empty string added",
+      // A path, a crypto algorithm name (AF_ALG, made a module name) and the version string a
+      // client of /dev/nvidiactl sends, each of which the kernel prints as given.
+      "process '/tmp/" + xid + "' started with executable stack",
+      "[ 1234.567890] process 'tmp/" + xid + "' started with executable stack",
+      "File: /data/" + xid + " PID: 4242 Comm: python3",
+      "Nov 28 10:00:00 gpu-1 kernel: File: /data/" + xid + " PID: 4242 Comm: python3",
+      "warning: `/tmp/" + xid +
+          "' has both setuid-root and effective capabilities. Therefore not raising all "
+          "capabilities.",
+      "request_module: kmod_concurrent_max (0) close to 0 (max_modprobes: 50), for module crypto-" +
+          brief + ", throttling...",
+      "request_module: modprobe crypto-" + brief +
+          " cannot be processed, kmod busy with 50 threads for more than 5 seconds now",
+      "request_module: sigkill sent for modprobe crypto-" + brief + ", giving up",
+      "NVRM: API mismatch: the client has the version " + brief +
+          ", but\nNVRM: this kernel module has the version 535.104.05.  Please",
+      "NVRM: API mismatch: the client 'python3' (pid 4242) has the version " + brief +
+          ",\nNVRM: but this kernel module has the version 595.71.05.",
   };
   for (const std::string& line : quoting) {
     RecordBatch batch;
@@ -628,6 +648,7 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
       {"NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=' launched ', GPU has fallen off the bus.",
        "nvidia-xid"},
       {nccl, "nccl-segfault"},
+      {"Nov 28 10:00:00 gpu-1 kernel: " + xid, "nvidia-xid"},
   };
   for (const auto& [line, id] : hitting) {
     RecordBatch batch;
