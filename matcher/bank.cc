@@ -272,6 +272,10 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
     }
   }
   sig.prefix = literalPrefix(*sig.re);
+  constexpr std::string_view kFirstLine = "^[^\\n]*";
+  if (std::string_view(sig.pattern).substr(0, kFirstLine.size()) == kFirstLine) {
+    sig.body = std::make_unique<RE2>(sig.pattern.substr(kFirstLine.size()), opts);
+  }
   sig.fields.assign(static_cast<size_t>(sig.re->NumberOfCapturingGroups()), "");
   for (const auto& [name, index] : sig.re->NamedCapturingGroups()) {
     if (name == kJobField && sig.appliesTo(StreamKind::kPod)) {

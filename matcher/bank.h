@@ -52,6 +52,10 @@ struct Signature {
   std::string prefix;               // literalPrefix(*re): where extraction may anchor
   std::vector<std::string> fields;  // capture group names by group index - 1 ("" if unnamed)
   std::vector<uint32_t> tables;     // indexes into Bank::tables that add fields to its hits
+  // For a pattern that starts "^[^\n]*" (anywhere in the record's first line), the rest of it: a
+  // match's own text starts where this one's leftmost match does, not at the line's start
+  // (quotesProcessText). Null for other patterns.
+  std::unique_ptr<RE2> body;
 
   bool appliesTo(StreamKind k) const { return (streams & (1U << static_cast<unsigned>(k))) != 0; }
 };

@@ -186,10 +186,19 @@ bool Matcher::extract(std::string_view line, StreamKind kind, const Signature& s
       !sig.re->Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), n)) {
     return false;  // the Set and the single pattern disagree only on pathological input
   }
-  // Only the text before the match is searched: for most lines a few bytes of envelope.
-  if (kind == StreamKind::kKernel &&
-      quotesProcessText(line.substr(0, static_cast<size_t>(groups[0].data() - line.data())))) {
-    return false;  // the leftmost match starts in a process's text, so every match does
+  // Only the text before the match is searched: for most lines a few bytes of envelope. A pattern
+  // that takes "^[^\n]*" before its own text starts at the line's start whatever that text
+  // follows, so its own text's start is its body's leftmost match.
+  if (kind == StreamKind::kKernel) {
+    size_t start = static_cast<size_t>(groups[0].data() - line.data());
+    re2::StringPiece body;
+    if (start == 0 && sig.body &&
+        sig.body->Match(line, 0, line.size(), RE2::UNANCHORED, &body, 1)) {
+      start = static_cast<size_t>(body.data() - line.data());
+    }
+    if (quotesProcessText(line.substr(0, start))) {
+      return false;  // the leftmost match starts in a process's text, so every match does
+    }
   }
   fields->clear();
   size_t columns = 0;

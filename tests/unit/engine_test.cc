@@ -632,6 +632,12 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
           ", but\nNVRM: this kernel module has the version 535.104.05.  Please",
       "NVRM: API mismatch: the client 'python3' (pid 4242) has the version " + brief +
           ",\nNVRM: but this kernel module has the version 595.71.05.",
+      // Signatures that take "^[^\n]*" before their text (gpu-fallen-off-bus-unjoined, fatal;
+      // kernel-boot) match from the line's start, but their text starts in the process's.
+      "python3[4242]: segfault at 0 ip 00007f0011200123 sp 00007ffd5a0e1e18 error 4 in NVRM: "
+      "fallen off the bus and is not responding to commands.so[7f0011200000+1000]",
+      "process 'python3' launched '/tmp/Kernel command line: ro' with NULL argv: empty string "
+      "added",
   };
   for (const std::string& line : quoting) {
     RecordBatch batch;
