@@ -275,6 +275,9 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
   constexpr std::string_view kFirstLine = "^[^\\n]*";
   if (std::string_view(sig.pattern).substr(0, kFirstLine.size()) == kFirstLine) {
     sig.body = std::make_unique<RE2>(sig.pattern.substr(kFirstLine.size()), opts);
+    if (!sig.body->ok()) {
+      sig.body.reset();  // "^[^\n]*?x": the rest is no pattern of its own
+    }
   }
   sig.fields.assign(static_cast<size_t>(sig.re->NumberOfCapturingGroups()), "");
   for (const auto& [name, index] : sig.re->NamedCapturingGroups()) {
