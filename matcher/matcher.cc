@@ -190,7 +190,7 @@ bool Matcher::extract(std::string_view line, StreamKind kind, const Signature& s
   // that takes "^[^\n]*" before its own text starts at the line's start whatever that text
   // follows, so its own text's start is its body's leftmost match.
   if (kind == StreamKind::kKernel) {
-    size_t start = static_cast<size_t>(groups[0].data() - line.data());
+    auto start = static_cast<size_t>(groups[0].data() - line.data());
     re2::StringPiece body;
     if (start == 0 && sig.body &&
         sig.body->Match(line, 0, line.size(), RE2::UNANCHORED, &body, 1)) {
