@@ -51,6 +51,16 @@ std::string_view Hit::field(std::string_view name) const {
 std::vector<ExampleFailure> checkExamples(const Bank& bank) {
   Matcher matcher(std::shared_ptr<const Bank>(&bank, [](const Bank*) {}));
   std::vector<ExampleFailure> failures;
+  // An example's hits, matched as the service matches a line of stream kind `kind`.
+  const auto hitsOf = [&](const std::string& line, StreamKind kind) {
+    RecordBatch batch;
+    LogRecord& rec = batch.records.emplace_back();
+    rec.line = line;
+    rec.stream = kind;
+    std::vector<Hit> hits;
+    matcher.match(batch, &hits);
+    return hits;
+  };
   for (uint32_t i = 0; i < bank.signatures.size(); ++i) {
     const Signature& sig = bank.signatures[i];
     const auto has_field = [&](const std::string& name) {
@@ -74,12 +84,7 @@ std::vector<ExampleFailure> checkExamples(const Bank& bank) {
       }
       const std::string on = " on stream " + std::string(streamKindName(kind));
       for (const Example& ex : sig.match_examples) {
-        RecordBatch batch;
-        LogRecord& rec = batch.records.emplace_back();
-        rec.line = ex.line;
-        rec.stream = kind;
-        std::vector<Hit> hits;
-        matcher.match(batch, &hits);
+        const std::vector<Hit> hits = hitsOf(ex.line, kind);
         const auto hit =
             std::find_if(hits.begin(), hits.end(), [&](const Hit& h) { return h.signature == i; });
         if (hit == hits.end()) {
@@ -95,12 +100,7 @@ std::vector<ExampleFailure> checkExamples(const Bank& bank) {
         }
       }
       for (const Example& ex : sig.no_match_examples) {
-        RecordBatch batch;
-        LogRecord& rec = batch.records.emplace_back();
-        rec.line = ex.line;
-        rec.stream = kind;
-        std::vector<Hit> hits;
-        matcher.match(batch, &hits);
+        const std::vector<Hit> hits = hitsOf(ex.line, kind);
         if (std::any_of(hits.begin(), hits.end(), [&](const Hit& h) { return h.signature == i; })) {
           failures.push_back({i, &ex, "no_match example matched" + on});
         }
