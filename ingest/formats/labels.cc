@@ -6,6 +6,15 @@
 #include <vector>
 
 namespace faultline {
+namespace {
+
+// Whether `name` is one of `names` (a list of label names).
+template <typename Names>
+bool named(const Names& names, std::string_view name) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
+}  // namespace
 
 LabelFilter::LabelFilter(const StreamRules& rules) {
   auto add = [this](std::string_view name) {
@@ -36,9 +45,6 @@ std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Labe
 bool fromProcess(const StreamRules& rules, const RecordBatch& batch, const LogRecord& rec) {
   const Label* begin = batch.labels.data() + rec.labels_begin;
   const Label* end = batch.labels.data() + rec.labels_end;
-  const auto named = [&](const std::vector<std::string>& names, std::string_view name) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  };
   return std::any_of(begin, end, [&](const Label& l) {
     return !l.value.empty() && ((l.value != "0" && named(rules.facility_labels, l.name)) ||
                                 (l.value != "kernel" && named(rules.transport_labels, l.name)));
@@ -57,8 +63,7 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
   // Every label of a pod name counts, not only the first: a pod's own fields can come first in
   // a merged record (Fluent Bit's Merge_Log) and must not mask the shipper's.
   const bool pod = std::any_of(begin, end, [&](const Label& l) {
-    return !l.value.empty() && std::find(rules.pod_labels.begin(), rules.pod_labels.end(),
-                                         l.name) != rules.pod_labels.end();
+    return !l.value.empty() && named(rules.pod_labels, l.name);
   });
   if (pod) {
     rec->stream = StreamKind::kPod;
@@ -75,9 +80,6 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
 
 void classifyOtlp(const StreamRules& rules, uint32_t resource_labels, RecordBatch* batch,
                   LogRecord* rec) {
-  auto named = [](const auto& names, std::string_view name) {
-    return std::find(std::begin(names), std::end(names), name) != std::end(names);
-  };
   std::vector<Label>& labels = batch->labels;
   const auto begin = labels.begin() + rec->labels_begin;
   const auto own = begin + resource_labels;  // erasing after it keeps both valid
