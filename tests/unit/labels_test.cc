@@ -32,42 +32,35 @@ TEST(Classify, PodKernelOther) {
   EXPECT_EQ(other.stream, StreamKind::kOther);
 }
 
+// The stream kind classify() gives a record whose labels are `labels`.
+StreamKind streamOf(std::initializer_list<Label> labels) {
+  RecordBatch batch;
+  LogRecord rec = withLabels(&batch, labels);
+  classify(StreamRules(), batch, &rec);
+  return rec.stream;
+}
+
 // A facility other than 0 (kern) names a process's record: journald's kmsg records of a process's
 // writes carry _TRANSPORT=kernel, `logger -t kernel` SYSLOG_IDENTIFIER=kernel.
 TEST(Classify, AProcessFacilityIsNoKernelRecord) {
-  const StreamRules rules;
-  RecordBatch batch;
-  LogRecord kmsg = withLabels(&batch, {{"_TRANSPORT", "kernel"}, {"SYSLOG_FACILITY", "1"}});
-  classify(rules, batch, &kmsg);
-  EXPECT_EQ(kmsg.stream, StreamKind::kOther);
-  LogRecord logger =
-      withLabels(&batch, {{"syslog_identifier", "kernel"}, {"syslog_facility", "3"}});
-  classify(rules, batch, &logger);
-  EXPECT_EQ(logger.stream, StreamKind::kOther);
-  LogRecord kernel = withLabels(&batch, {{"_TRANSPORT", "kernel"}, {"SYSLOG_FACILITY", "0"}});
-  classify(rules, batch, &kernel);
-  EXPECT_EQ(kernel.stream, StreamKind::kKernel);
+  EXPECT_EQ(streamOf({{"_TRANSPORT", "kernel"}, {"SYSLOG_FACILITY", "1"}}), StreamKind::kOther);
+  EXPECT_EQ(streamOf({{"syslog_identifier", "kernel"}, {"syslog_facility", "3"}}),
+            StreamKind::kOther);
+  EXPECT_EQ(streamOf({{"_TRANSPORT", "kernel"}, {"SYSLOG_FACILITY", "0"}}), StreamKind::kKernel);
 }
 
 // journald gives the kernel's records alone _TRANSPORT=kernel: `logger -t kernel` (transport
 // syslog) or a service's stdout (transport stdout) under SYSLOG_IDENTIFIER=kernel is a process's
 // record, where a journal scrape ships the transport but not the facility.
 TEST(Classify, AnotherTransportIsNoKernelRecord) {
-  const StreamRules rules;
-  RecordBatch batch;
-  LogRecord logger = withLabels(&batch, {{"syslog_identifier", "kernel"}, {"transport", "syslog"}});
-  classify(rules, batch, &logger);
-  EXPECT_EQ(logger.stream, StreamKind::kOther);
-  LogRecord service =
-      withLabels(&batch, {{"SYSLOG_IDENTIFIER", "kernel"}, {"_TRANSPORT", "stdout"}});
-  classify(rules, batch, &service);
-  EXPECT_EQ(service.stream, StreamKind::kOther);
-  LogRecord kernel = withLabels(&batch, {{"syslog_identifier", "kernel"}, {"transport", "kernel"}});
-  classify(rules, batch, &kernel);
-  EXPECT_EQ(kernel.stream, StreamKind::kKernel);
-  LogRecord unshipped = withLabels(&batch, {{"syslog_identifier", "kernel"}});
-  classify(rules, batch, &unshipped);
-  EXPECT_EQ(unshipped.stream, StreamKind::kKernel);  // nothing says otherwise
+  EXPECT_EQ(streamOf({{"syslog_identifier", "kernel"}, {"transport", "syslog"}}),
+            StreamKind::kOther);
+  EXPECT_EQ(streamOf({{"SYSLOG_IDENTIFIER", "kernel"}, {"_TRANSPORT", "stdout"}}),
+            StreamKind::kOther);
+  EXPECT_EQ(streamOf({{"syslog_identifier", "kernel"}, {"transport", "kernel"}}),
+            StreamKind::kKernel);
+  // nothing says otherwise
+  EXPECT_EQ(streamOf({{"syslog_identifier", "kernel"}}), StreamKind::kKernel);
 }
 
 // A pod name label given twice, empty first (a pod's own field merged ahead of the shipper's):
