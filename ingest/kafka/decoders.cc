@@ -395,7 +395,11 @@ bool KafkaDecoder::decodeOtlp(const KafkaMessage& msg, int64_t receive_ns,
   if (kept > first && msg.owner && config_.encoding == KafkaEncoding::kOtlpProto) {
     batch->hold(msg.owner, msg.value.size() + msg.key.size());  // the records point into it
   }
-  return nodeless ? refuseNodeless() : true;
+  if (nodeless) {
+    return refuseNodeless();
+  }
+  // Its other records are kept, as a nodeless record's are; the message is counted.
+  return rejected == 0 || refuse("holds a log record without a line (a body)", "");
 }
 
 bool KafkaDecoder::refuse(std::string_view cause, std::string_view detail) const {

@@ -130,10 +130,10 @@ class KafkaDecoder {
   // string or an array of byte values (journalctl -o json's rendering of a line that is not
   // printable UTF-8), or a node or label path twice with different values (KafkaJsonFields); otlp:
   // does not decode, or holds no LogRecord with a line, as another encoding's message would), or if
-  // a record names no node: such a record cannot be attributed to any node and is skipped (an otlp
-  // message's other records are kept). The topic and the cause (with the parser's words) are logged
+  // a record names no node, or (otlp) a LogRecord has no line: such a record is skipped, the
+  // message's other records kept. The topic and the cause (with the parser's words) are logged
   // the first time of each cause, so that a count of malformed messages can be explained. The
-  // caller counts the message. OTLP LogRecords without a line are skipped.
+  // caller counts the message.
   bool decode(const KafkaMessage& msg, int64_t receive_ns, RecordBatch* batch) const;
   // Whether records point into the message (otlp_proto), so that decode() needs its `owner`;
   // the other encodings copy what they keep. A raw message is one short line: copying it lets

@@ -187,6 +187,14 @@ TEST(KafkaDecoder, AnOtlpMessageWithoutARecordIsMalformed) {
           R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]})"),
       kReceiveNs, &batch));
   EXPECT_EQ(batch.records.size(), 1u);
+  // A record without a line beside one with a line: the line is kept, the message counted (the
+  // push endpoint rejects such a record in its partial success), so a shipper that moved the
+  // line out of the body does not lose lines unseen.
+  EXPECT_FALSE(json.decode(message(R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[
+      {"body":{"stringValue":"y"}}, {"attributes":[]}]}]}]})"),
+                           kReceiveNs, &batch));
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[1].line, "y");
 }
 
 // A malformed message is counted in faultline_kafka_malformed_total and its cause logged, the
