@@ -844,15 +844,19 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
 
 TaintSink::Outcome TaintSink::untaint(const Decision& d) {
   const std::string path = "/api/v1/nodes/" + d.node;
+  // The taint to remove: the one faultline's mark names, once read. The decision carries the
+  // config's taint, which a rollout may have changed since faultline wrote the node's.
+  std::string key = d.taint.key;
+  std::string effect = d.taint.effect;
   // The taint is off the node: its event and condition follow.
   auto removed = [&](const json& untainted) {
-    spdlog::info("kubernetes: removed taint {} from node {} ({})", d.taint.key, d.node, d.reason);
+    spdlog::info("kubernetes: removed taint {} from node {} ({})", key, d.node, d.reason);
     ++untainted_;
     if (nodes_.count(d.node) != 0) {
       nodes_[d.node] = untainted;
     }
     const std::string message = "rule " + d.rule + ": " + d.reason;
-    event(d.node, "Normal", "FaultlineUntaint", "removed taint " + d.taint.key + ": " + message);
+    event(d.node, "Normal", "FaultlineUntaint", "removed taint " + key + ": " + message);
     condition(untainted, false, "Recovered", message);
     return Outcome::kDone;
   };
@@ -866,22 +870,24 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     // Re-read after a 409, or a deferred untaint's first read after a PATCH without an answer,
     // with neither the mark nor the taint: an earlier try of ours was applied and its answer lost
     // (a 504, a timeout).
-    if ((attempt > 1 || may_have_landed_) && !mark &&
-        !hasTaint(node, d.taint.key, d.taint.effect)) {
+    if ((attempt > 1 || may_have_landed_) && !mark && !hasTaint(node, key, effect)) {
       return removed(node);
     }
-    const bool marked = mark && mark->key == d.taint.key && mark->effect == d.taint.effect;
+    const bool marked = mark && !mark->key.empty() && !mark->effect.empty();
+    if (marked) {
+      key = mark->key;
+      effect = mark->effect;
+    }
     // A mark whose taint was removed by hand stays: a taint put back since is the operator's.
-    const bool put_back =
-        marked && hasTaint(node, d.taint.key, d.taint.effect) && !hasMarkedTaint(node, *mark);
+    const bool put_back = marked && hasTaint(node, key, effect) && !hasMarkedTaint(node, *mark);
     if (!marked || put_back) {
       spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
-                   d.taint.key);
+                   key);
       ++suppressed_;
       // A refused decision like a refused taint (no Event: the node's taint is not faultline's).
       Decision s = d;
       s.action = Decision::Action::kSuppressed;
-      s.reason = "untaint refused: faultline did not set the node's " + d.taint.key + " taint (" +
+      s.reason = "untaint refused: faultline did not set the node's " + key + " taint (" +
                  (put_back ? "it was put back by hand after faultline's was removed"
                            : std::string("no ") + kTaintAnnotation + " annotation for it") +
                  ")";
@@ -892,7 +898,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     }
     json kept = json::array();
     for (const json& t : nodeTaints(node)) {
-      if (!(stringAt(t, "/key") == d.taint.key && stringAt(t, "/effect") == d.taint.effect)) {
+      if (!(stringAt(t, "/key") == key && stringAt(t, "/effect") == effect)) {
         kept.push_back(t);
       }
     }

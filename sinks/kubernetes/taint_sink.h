@@ -17,8 +17,8 @@
 //         spec.taints is atomic (core/v1 NodeSpec), so the whole list is sent and the
 //         resourceVersion precondition turns a concurrent write into 409 Conflict (then the node
 //         is re-read with GET /api/v1/nodes/{node} and the patch recomputed) instead of a lost
-//         taint. Untaint (after a GET of the node) sends the list without faultline's taint and
-//         the annotation as null.
+//         taint. Untaint (after a GET of the node) sends the list without faultline's taint (the
+//         annotation's key and effect) and the annotation as null.
 //         A = {"rule","key","effect","time" (decision event time),"applied" (wall clock)},
 //         RFC 3339 times, JSON-encoded as the annotation's string value.
 //   PATCH /api/v1/nodes/{node}/status      condition `condition_type` (NPD-style; conditions
@@ -55,7 +55,9 @@
 // Untaint removes faultline's taint only where the annotation says faultline set it and the taint
 // is the one it wrote (a taint put back by hand after faultline's was removed, the annotation
 // left, is not: kube_objects hasMarkedTaint); elsewhere it is refused (a kSuppressed decision, no
-// Event).
+// Event). The taint removed is the one the annotation names (its key and effect), whatever the
+// decision's: the config's taint may have changed since faultline wrote it (a rollout), and the
+// fault restored from the annotation (Hooks::on_restored) is untainted with the new one.
 // A taint or untaint still failing with a retryable answer after max_attempts (an API server
 // outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
 // newest such decision per node and taint key and handles it again every node_list_period while

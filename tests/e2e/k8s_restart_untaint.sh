@@ -5,12 +5,13 @@
 # fake API server. The new process learns of the taint from the node's faultline.dev/taint
 # annotation at its first node LIST (TaintSink::Hooks::on_restored). Twice: gpu-1's serve is
 # stopped (SIGTERM) and started again; gpu-2's restarts itself on a changed rule directory
-# (rules_reload, core/rules_watch.h: the same process executes itself again). Last, a SIGTERM
+# (rules_reload, core/rules_watch.h: the same process executes itself again); gpu-3's is stopped
+# and started with another `taint` key and effect in its config. Last, a SIGTERM
 # that comes while such a restart shuts the old process down ends the service.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-start_apiserver gpu-1,gpu-2
+start_apiserver gpu-1,gpu-2,gpu-3
 cat >"$tmp/config.yaml" <<YAML
 decisions: $tmp/decisions.jsonl
 rules: $tmp/rules
@@ -86,10 +87,22 @@ change_rules() {
   kill -0 "$serve_pid" || fail "serve is gone after its restart"
 }
 
+# A rollout with a new config's `taint` (key and effect): the taint written before it, which its
+# annotation names, is the one lifted on recovery; the new key's taint is never added.
+change_taint_and_start() {
+  stop
+  echo 'taint: {key: example.com/gpu-faulty, value: "true", effect: NoExecute}' >>"$tmp/config.yaml"
+  start 4
+}
+
 start 1
 restart_untaints sigterm_and_start
 node=gpu-2
 restart_untaints change_rules
+node=gpu-3
+restart_untaints change_taint_and_start
+[[ $(curl -fsS "$api/api/v1/nodes/$node" | jq -c '.spec.taints // []') == "[]" ]] ||
+  fail "$node carries a taint after its untaint: $(curl -fsS "$api/api/v1/nodes/$node" | jq -c .spec.taints)"
 stop
 
 # A SIGTERM while a restart on new rules shuts the old process's sinks down ends the service: it

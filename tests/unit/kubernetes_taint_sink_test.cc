@@ -1326,6 +1326,59 @@ TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {
   EXPECT_TRUE(untaint_event);
 }
 
+// A rollout changed the config's taint {key, effect}: the fault restored from faultline's mark
+// (Hooks::on_restored) is untainted with the new config's taint, yet the taint to lift is the one
+// the mark names, which faultline wrote. One put back by hand since stays, as for any key.
+TEST_F(TaintSinkTest, UntaintAfterATaintKeyChangeRemovesTheMarkedTaint) {
+  createNode("n1", json::array({existingTaint()}));
+  createNode("n2");
+  {
+    TaintSink sink(config(), options(), hooks());
+    for (const char* n : {"n1", "n2"}) {
+      Decision d = decision(n, "xid-fatal");
+      d.taint = {"example.com/gpu-faulty", "true", "NoExecute"};  // the old config's taint
+      sink.write(d);
+    }
+    sink.flush();
+  }
+  // n2: kubectl taint nodes n2 example.com/gpu-faulty:NoExecute-, then put back with no
+  // timeAdded (the annotation stays).
+  ASSERT_TRUE(server_.mutate(
+      "n2",
+      {{"spec", {{"taints", {{{"key", "example.com/gpu-faulty"}, {"effect", "NoExecute"}}}}}}}));
+
+  TaintSink sink(config(), options(), hooks());  // the new config: faultline.dev/faulty:NoSchedule
+  for (const char* n : {"n1", "n2"}) {
+    Decision d = untaintDecision(n);
+    d.rule = "xid-fatal";
+    sink.write(d);
+  }
+  sink.flush();
+
+  const json n1 = server_.node("n1");
+  EXPECT_EQ(n1["spec"]["taints"], json::array({existingTaint()})) << n1.dump();
+  EXPECT_FALSE(n1["metadata"].value("annotations", json::object()).contains("faultline.dev/taint"));
+  EXPECT_EQ(sink.counters().untainted, 1u);
+  EXPECT_EQ(condition("n1"), "False");
+  Lines untaint_events;
+  for (const json& e : server_.objects("events")) {
+    if (e["reason"] == "FaultlineUntaint") {
+      untaint_events.push_back(e["involvedObject"]["name"].get<std::string>() + ": " +
+                               e["message"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(untaint_events,
+            Lines{"n1: removed taint example.com/gpu-faulty: rule xid-fatal: recovered"});
+
+  EXPECT_EQ(server_.node("n2")["spec"]["taints"].size(), 1u);
+  const std::vector<Decision> refused = suppressed();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].node, "n2");
+  EXPECT_EQ(refused[0].reason,
+            "untaint refused: faultline did not set the node's example.com/gpu-faulty taint (it "
+            "was put back by hand after faultline's was removed)");
+}
+
 // An untaint refused (faultline did not set the taint) is a refused decision like a taint's: the
 // hook receives it as suppressed, with why, so the decision log shows the refusal.
 TEST_F(TaintSinkTest, ARefusedUntaintReachesTheSuppressedHook) {
