@@ -769,6 +769,14 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       ++already_present_;
       return Outcome::kDone;
     }
+    if (mark && hasMarkedTaint(node, *mark)) {
+      // faultline's taint under an earlier config's key or effect (a rollout changed `taint`): the
+      // node is tainted, and a new mark would leave that taint to no untaint.
+      spdlog::info("kubernetes: taint {} not added: faultline's taint {}:{} (rule {}) is on it",
+                   what, mark->key, mark->effect, mark->rule);
+      ++already_present_;
+      return Outcome::kDone;
+    }
     // The distance between the two event times, in uint64 so that no annotation overflows it.
     const uint64_t since_mark =
         !mark || !mark->time_ns ? 0

@@ -38,7 +38,9 @@
 //   * node not in the snapshot (not eligible or gone), nor in a new LIST when the snapshot is
 //     older than 1 s (a node that just joined): suppressed; deferred if that LIST fails;
 //   * node labelled opt_out_label=true: suppressed;
-//   * taint (same key and effect) already on the node: nothing written;
+//   * taint (same key and effect) already on the node, or faultline's taint as its annotation
+//     names it (hasMarkedTaint: another key or effect, written before the config's taint
+//     changed): nothing written;
 //   * the node's annotation says faultline tainted it for this rule, with a decision time within
 //     reapply_after, and the taint is gone: an operator removed it by hand: suppressed;
 //   * breaker state unknown (not read yet, or its GET failed): deferred;

@@ -1379,6 +1379,43 @@ TEST_F(TaintSinkTest, UntaintAfterATaintKeyChangeRemovesTheMarkedTaint) {
             "was put back by hand after faultline's was removed)");
 }
 
+// After a change of the config's taint, a taint decision for a node that still carries
+// faultline's marked taint under the old key (a new pod deciding its Kafka retention again, or a
+// fault of a rule not restored) finds the node tainted: that taint was not removed by hand, and
+// adding the new key's taint would orphan it (the mark then names the new one only).
+TEST_F(TaintSinkTest, ANodeCarryingFaultlinesTaintUnderAnEarlierKeyIsTaintedAlready) {
+  for (const char* n : {"n1", "n2"}) {
+    createNode(n, json::array({existingTaint()}));
+  }
+  {
+    TaintSink sink(config(), options(), hooks());
+    for (const char* n : {"n1", "n2"}) {
+      Decision d = decision(n, "xid-fatal");
+      d.taint = {"example.com/gpu-faulty", "true", "NoExecute"};  // the old config's taint
+      sink.write(d);
+    }
+    sink.flush();
+  }
+  TaintSink sink(config(), options(), hooks());  // the new config: faultline.dev/faulty:NoSchedule
+  sink.write(decision("n1", "xid-fatal"));       // the same fault decided again
+  sink.write(decision("n2", "other-rule"));
+  sink.flush();
+  EXPECT_TRUE(suppressed().empty()) << suppressed()[0].reason;
+  EXPECT_EQ(sink.counters().already_present, 2u);
+  EXPECT_EQ(sink.counters().applied, 0u);
+
+  // Each fault's untaint lifts faultline's taint: nothing of faultline's is left.
+  for (const char* n : {"n1", "n2"}) {
+    Decision d = untaintDecision(n);
+    sink.write(d);
+  }
+  sink.flush();
+  for (const char* n : {"n1", "n2"}) {
+    EXPECT_EQ(server_.node(n)["spec"]["taints"], json::array({existingTaint()})) << n;
+  }
+  EXPECT_EQ(sink.counters().untainted, 2u);
+}
+
 // An untaint refused (faultline did not set the taint) is a refused decision like a taint's: the
 // hook receives it as suppressed, with why, so the decision log shows the refusal.
 TEST_F(TaintSinkTest, ARefusedUntaintReachesTheSuppressedHook) {
