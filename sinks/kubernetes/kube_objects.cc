@@ -58,6 +58,21 @@ int64_t int32Member(const json& j, const char* key, int64_t min) {
   return v >= min && v <= std::numeric_limits<int32_t>::max() ? v : 0;
 }
 
+// The taint in spec.taints that `mark` names as faultline wrote it (hasMarkedTaint), or nullptr.
+const json* markedTaint(const json& node, const TaintMark& mark) {
+  int64_t applied = 0;
+  const json* list = at(node, "/spec/taints");
+  if (!parseRfc3339(mark.applied, &applied) || list == nullptr || !list->is_array()) {
+    return nullptr;
+  }
+  const auto t = std::find_if(list->begin(), list->end(), [&](const json& x) {
+    int64_t added = 0;
+    return stringMember(x, "key") == mark.key && stringMember(x, "effect") == mark.effect &&
+           parseRfc3339(stringMember(x, "timeAdded"), &added) && added <= applied;
+  });
+  return t == list->end() ? nullptr : &*t;
+}
+
 }  // namespace
 
 json parseObject(std::string_view body) {
@@ -152,14 +167,7 @@ std::optional<TaintMark> taintMark(const json& node) {
 }
 
 bool hasMarkedTaint(const json& node, const TaintMark& mark) {
-  int64_t applied = 0;
-  const json* list = at(node, "/spec/taints");
-  return parseRfc3339(mark.applied, &applied) && list != nullptr && list->is_array() &&
-         std::any_of(list->begin(), list->end(), [&](const json& t) {
-           int64_t added = 0;
-           return stringMember(t, "key") == mark.key && stringMember(t, "effect") == mark.effect &&
-                  parseRfc3339(stringMember(t, "timeAdded"), &added) && added <= applied;
-         });
+  return markedTaint(node, mark) != nullptr;
 }
 
 TaintCount countTaints(const std::map<std::string, json>& nodes, const std::string& key,
@@ -168,7 +176,11 @@ TaintCount countTaints(const std::map<std::string, json>& nodes, const std::stri
   for (const auto& [name, node] : nodes) {
     const auto ours = added.find(name);
     bool recent = ours != added.end() && ours->second >= since_ns;  // perhaps lifted since
-    if (const json* t = taintWithKey(node, key)) {
+    const json* t = taintWithKey(node, key);
+    if (const std::optional<TaintMark> mark = t == nullptr ? taintMark(node) : std::nullopt) {
+      t = markedTaint(node, *mark);  // faultline's, under an earlier config's key
+    }
+    if (t != nullptr) {
       ++count.tainted;
       int64_t time_added = 0;
       recent = recent ||

@@ -104,9 +104,11 @@
 namespace faultline {
 
 // The blast-radius guard. A limit of 0 is off. Counts are of eligible nodes carrying a taint
-// with the decision's key, as the last LIST saw them plus faultline's own writes since (a taint
-// of a node that carries the key already, with another effect, adds no node); max_new also counts
-// the taints this process added to nodes no longer listed.
+// with the decision's key, or faultline's taint under another key (as its annotation names it,
+// written before the config's taint changed: kube_objects countTaints), as the last LIST saw them
+// plus faultline's own writes since (a taint of a node that carries the key already, with another
+// effect, adds no node); max_new also counts the taints this process added to nodes no longer
+// listed.
 struct BlastRadiusLimits {
   int max_tainted = 10;             // nodes tainted at once
   double max_tainted_percent = 10;  // of eligible nodes, rounded down but at least 1 node

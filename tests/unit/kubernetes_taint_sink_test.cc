@@ -851,6 +851,49 @@ TEST_F(GuardTest, ANodeCarryingTheKeyAlreadyIsNotCountedTwice) {
   EXPECT_EQ(server_.node("g0")["spec"]["taints"].size(), 2u);
 }
 
+// A rollout changed the config's taint key: the nodes still carrying faultline's taint under the
+// old key (as its mark names it) are tainted nodes, counted against the limits.
+TEST_F(GuardTest, FaultlinesTaintUnderAnEarlierKeyIsCounted) {
+  createCluster(10);
+  {
+    TaintSink sink(config(), guarded({0, 0, 0, std::chrono::seconds(60)}), hooks());
+    for (const char* n : {"g0", "g1"}) {
+      Decision d = decision(n);
+      d.taint = {"example.com/gpu-faulty", "true", "NoSchedule"};  // the old config's taint
+      sink.write(d);
+    }
+    sink.flush();
+  }
+  TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), hooks());
+  sink.write(decision("g2"));
+  sink.flush();
+
+  EXPECT_FALSE(tainted("g2"));
+  const std::vector<Decision> s = suppressed();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].node, "g2");
+  EXPECT_EQ(s[0].reason, "would taint 3 nodes, over max_tainted 2");
+}
+
+// max_new counts those taints' timeAdded too: a rollout does not reset the rate limit.
+TEST_F(GuardTest, RateLimitCountsFaultlinesTaintsUnderAnEarlierKey) {
+  createCluster(10);
+  {
+    TaintSink sink(config(), guarded({0, 0, 0, std::chrono::seconds(60)}), hooks());
+    Decision d = decision("g0");
+    d.taint = {"example.com/gpu-faulty", "true", "NoSchedule"};  // the old config's taint
+    sink.write(d);
+    sink.flush();
+  }
+  TaintSink sink(config(), guarded({0, 0, 1, std::chrono::seconds(600)}), hooks());
+  sink.write(decision("g1"));
+  sink.flush();
+
+  EXPECT_FALSE(tainted("g1"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would be taint 2 within 600s, over max_new 1");
+}
+
 // The eligible nodes come in pages of node_list_limit (limit + continue), and the guard counts
 // taints on every page.
 TEST_F(GuardTest, ListsEligibleNodesInPages) {
