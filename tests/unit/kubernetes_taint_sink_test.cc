@@ -1423,9 +1423,10 @@ TEST_F(TaintSinkTest, UntaintAfterATaintKeyChangeRemovesTheMarkedTaint) {
 }
 
 // After a change of the config's taint, a taint decision for a node that still carries
-// faultline's marked taint under the old key (a new pod deciding its Kafka retention again, or a
-// fault of a rule not restored) finds the node tainted: that taint was not removed by hand, and
-// adding the new key's taint would orphan it (the mark then names the new one only).
+// faultline's marked taint under the old key (the fault decided again by a new process that
+// reads its Kafka topics from an earlier offset, or a fault of another rule) finds the node
+// tainted: that taint was not removed by hand, and adding the new key's taint would orphan it (the
+// mark then names the new one only).
 TEST_F(TaintSinkTest, ANodeCarryingFaultlinesTaintUnderAnEarlierKeyIsTaintedAlready) {
   for (const char* n : {"n1", "n2"}) {
     createNode(n, json::array({existingTaint()}));
