@@ -308,15 +308,14 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       done.get();
       return;
     }
-    auto setPaused = [&](bool paused) {
-      rd_kafka_topic_partition_list_t* raw = nullptr;
-      if (rd_kafka_assignment(rk.get(), &raw) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        ListPtr assigned(raw);
-        paused ? rd_kafka_pause_partitions(rk.get(), assigned.get())
-               : rd_kafka_resume_partitions(rk.get(), assigned.get());
-      }
-    };
-    setPaused(true);
+    // Every partition paused here is resumed, assigned or not by then: librdkafka keeps a pause
+    // across a rebalance, so a partition revoked meanwhile and assigned back later would never
+    // be fetched again.
+    rd_kafka_topic_partition_list_t* raw = nullptr;
+    const ListPtr paused(rd_kafka_assignment(rk.get(), &raw) == RD_KAFKA_RESP_ERR_NO_ERROR
+                             ? raw
+                             : rd_kafka_topic_partition_list_new(1));
+    rd_kafka_pause_partitions(rk.get(), paused.get());
     spdlog::info("kafka: the pipeline is busy; partitions paused");
     while (done.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
       MessagePtr msg(rd_kafka_consumer_poll(rk.get(), kIdlePollMs));
@@ -324,12 +323,14 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         ListPtr one(rd_kafka_topic_partition_list_new(1));
         rd_kafka_topic_partition_list_add(one.get(), rd_kafka_topic_name(msg->rkt), msg->partition);
         rd_kafka_pause_partitions(rk.get(), one.get());
+        rd_kafka_topic_partition_list_add(paused.get(), rd_kafka_topic_name(msg->rkt),
+                                          msg->partition);
       }
       if (msg) {  // an error too, so that consume() counts and logs it (it was dropped unseen)
         ready.push_back(std::move(msg));
       }
     }
-    setPaused(false);
+    rd_kafka_resume_partitions(rk.get(), paused.get());
     spdlog::info("kafka: partitions resumed");
     done.get();
   };

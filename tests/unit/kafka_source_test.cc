@@ -5,10 +5,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -749,6 +751,221 @@ TEST(KafkaSource, MessagesHeldBackDuringAPauseKeepTheBatchBounds) {
   std::sort(all.begin(), all.end());
   EXPECT_EQ(seen, all);
   EXPECT_LE(batches.size(), all.size() + 1);
+}
+
+// A KafkaSource of a consumer group on a thread, for rebalance tests. Its handler records each
+// batch's lines; with `hold_first`, it holds the first batch, as a full pipeline queue would,
+// until release().
+class Member {
+ public:
+  Member(const KafkaConfig& config, bool hold_first) : source_(config), held_(!hold_first) {
+    thread_ = std::jthread([this](std::stop_token stop) {
+      source_.run(
+          [this](RecordBatch& batch) {
+            std::unique_lock lock(mu_);
+            std::vector<std::string>& lines = batches_.emplace_back();
+            for (const LogRecord& rec : batch.records) {
+              lines.emplace_back(rec.line);
+            }
+            cv_.notify_all();
+            if (!held_) {
+              held_ = true;
+              cv_.wait(lock, [&] { return release_; });
+            }
+          },
+          stop);
+    });
+  }
+
+  // Waits (30 s at most) until `done` holds for the batches handled so far (the held one too).
+  bool waitFor(const std::function<bool(const std::vector<std::vector<std::string>>&)>& done) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return done(batches_); });
+  }
+
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      release_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Stops the source: it handles its partial batch, commits and leaves the group.
+  void stop() {
+    thread_.request_stop();
+    thread_.join();
+  }
+
+  std::vector<std::vector<std::string>> batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+
+ private:
+  KafkaSource source_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_;
+  bool release_ = false;
+  std::vector<std::vector<std::string>> batches_;
+  std::jthread thread_;  // last: joined before the members it uses go
+};
+
+// The partition a rebalance test's line names: "p2 line 0" → 2.
+int32_t partitionOf(const std::string& line) {
+  return line[1] - '0';
+}
+
+// The group's committed offset of each of `topic`'s first `partitions` partitions
+// (RD_KAFKA_OFFSET_INVALID: none), asked of the coordinator without joining the group.
+std::vector<int64_t> committedOffsets(const KafkaConfig& config, const std::string& topic,
+                                      int32_t partitions) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [k, v] :
+       {std::pair{"bootstrap.servers", config.brokers}, std::pair{"group.id", config.group_id},
+        std::pair{"log_level", std::string("3")}}) {
+    EXPECT_EQ(rd_kafka_conf_set(conf, k, v.c_str(), err, sizeof(err)), RD_KAFKA_CONF_OK) << err;
+  }
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+  EXPECT_NE(rk, nullptr) << err;
+  std::vector<int64_t> offsets;
+  if (rk == nullptr) {
+    return offsets;
+  }
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(partitions);
+  for (int32_t p = 0; p < partitions; ++p) {
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
+  }
+  EXPECT_EQ(rd_kafka_committed(rk, list, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (int32_t p = 0; p < partitions; ++p) {
+    offsets.push_back(list->elems[p].offset);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  rd_kafka_destroy(rk);
+  return offsets;
+}
+
+// A rebalance test's group: topic "kern" of four partitions, each holding "pN line 0" .. "pN line
+// 4" of gpu-1, and the members' config. A short session keeps the mock coordinator's rebalance
+// delays (session.timeout.ms - 1000 after a join or leave) small.
+KafkaConfig fourPartitions(MockCluster& cluster, const std::string& group,
+                           std::vector<std::string>* all) {
+  cluster.createTopic("kern", 4);
+  for (int32_t p = 0; p < 4; ++p) {
+    std::vector<std::string> values;
+    for (int i = 0; i < 5; ++i) {
+      values.push_back("p" + std::to_string(p) + " line " + std::to_string(i));
+    }
+    cluster.produce("kern", values, "gpu-1", p);
+    all->insert(all->end(), values.begin(), values.end());
+  }
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = group;
+  config.batch_timeout_ms = 20;
+  config.properties = {{"session.timeout.ms", "3000"},
+                       {"heartbeat.interval.ms", "300"},
+                       {"auto.commit.interval.ms", "100"},
+                       {"fetch.wait.max.ms", "50"}};
+  KafkaTopicConfig topic;
+  topic.name = "kern";
+  config.topics.push_back(topic);
+  return config;
+}
+
+// The distinct lines of `batches`, sorted.
+std::vector<std::string> distinct(const std::vector<std::vector<std::string>>& batches) {
+  std::vector<std::string> lines = flatten(batches);
+  std::sort(lines.begin(), lines.end());
+  lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+  return lines;
+}
+
+// Waits (30 s at most, checking every 20 ms) until `done` holds.
+bool waitUntil(const std::function<bool()>& done) {
+  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return true;
+}
+
+// A member leaving: the one left takes its partitions over at their committed offsets. Here they
+// had been the first member's once, and were revoked while its handler blocked and its
+// partitions were paused: they must come back unpaused. Takes about 11 s: the mock
+// coordinator's join delays.
+TEST(KafkaSource, ALeavingMembersPartitionsAreReadFromTheirCommittedOffsets) {
+  MockCluster cluster;
+  std::vector<std::string> all;
+  const KafkaConfig config = fourPartitions(cluster, "leave", &all);
+  auto handled = [](const std::vector<std::vector<std::string>>& batches) {
+    return !batches.empty();
+  };
+  Member a(config, /*hold_first=*/true);
+  ASSERT_TRUE(a.waitFor(handled));  // A, the group's only member, holds its first batch
+  std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
+  Member b(config, /*hold_first=*/false);
+  ASSERT_TRUE(b.waitFor(handled));  // the group rebalanced while A's handler blocked
+  a.release();
+  ASSERT_TRUE(waitUntil([&] {
+    std::vector<std::vector<std::string>> batches = a.batches();
+    const std::vector<std::vector<std::string>> more = b.batches();
+    batches.insert(batches.end(), more.begin(), more.end());
+    // B holds two of the four partitions, and has read both.
+    return distinct(more).size() == 10 && distinct(batches) == all;
+  }));
+  std::set<int32_t> b_partitions;
+  for (const std::string& line : flatten(b.batches())) {
+    b_partitions.insert(partitionOf(line));
+  }
+  b.stop();  // B commits and leaves
+  const size_t a_before = flatten(a.batches()).size();
+
+  std::vector<std::string> after;
+  for (int32_t p = 0; p < 4; ++p) {
+    std::vector<std::string> values;
+    for (int i = 0; i < 2; ++i) {
+      values.push_back("p" + std::to_string(p) + " after " + std::to_string(i));
+    }
+    cluster.produce("kern", values, "gpu-1", p);
+    after.insert(after.end(), values.begin(), values.end());
+  }
+  std::sort(after.begin(), after.end());
+  // The "after" lines handled, each once: A's own partitions may come twice (the mock
+  // coordinator refuses commits while the group rebalances).
+  auto afterSeen = [&](const std::vector<std::vector<std::string>>& batches) {
+    std::vector<std::string> seen;
+    for (const std::string& line : flatten(batches)) {
+      if (line.find(" after ") != std::string::npos) {
+        seen.push_back(line);
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    return seen;
+  };
+  EXPECT_TRUE(
+      a.waitFor([&](const auto& batches) { return afterSeen(batches).size() >= after.size(); }));
+  // In the end A commits past every line (a commit the mock coordinator refused while the group
+  // rebalanced, A follows with another once it has read those lines again).
+  EXPECT_TRUE(waitUntil([&] {
+    return committedOffsets(config, "kern", 4) == std::vector<int64_t>{7, 7, 7, 7};
+  }));
+  a.stop();
+  const std::vector<std::vector<std::string>> a_batches = a.batches();
+  EXPECT_EQ(afterSeen(a_batches), after);
+  // B's partitions resumed at B's committed offsets: none of their earlier lines came again.
+  const std::vector<std::string> a_lines = flatten(a_batches);
+  for (size_t i = a_before; i < a_lines.size(); ++i) {
+    EXPECT_FALSE(b_partitions.count(partitionOf(a_lines[i])) != 0 &&
+                 a_lines[i].find(" line ") != std::string::npos)
+        << a_lines[i];
+  }
 }
 
 }  // namespace
