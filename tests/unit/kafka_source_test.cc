@@ -1000,7 +1000,7 @@ TEST(KafkaSource, ALeavingMembersPartitionsAreReadFromTheirCommittedOffsets) {
     after.insert(after.end(), values.begin(), values.end());
   }
   std::sort(after.begin(), after.end());
-  // The "after" lines handled, each once: A's own partitions may come twice (the mock
+  // The "after" lines handled, without repeats (A's own partitions may come twice: the mock
   // coordinator refuses commits while the group rebalances).
   auto afterSeen = [&](const std::vector<std::vector<std::string>>& batches) {
     std::vector<std::string> seen;
