@@ -56,7 +56,8 @@ std::string Metrics::render() {
       if (value == std::floor(value) && std::fabs(value) < 1e15) {
         std::snprintf(number, sizeof(number), "%.0f", value);
       } else {
-        std::snprintf(number, sizeof(number), "%g", value);
+        // 17 digits read back as the same double: %g's 6 froze a counter past 10^15 for hours.
+        std::snprintf(number, sizeof(number), "%.17g", value);
       }
       out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + number + "\n";
     }
