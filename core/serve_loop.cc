@@ -166,6 +166,9 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
       kafka = std::make_unique<KafkaSource>(*sources.kafka);
       metrics.declare("faultline_records_total", T::kCounter,
                       "Records accepted, by source and format");
+      metrics.declare("faultline_bytes_total", T::kCounter,
+                      "Bytes in, by source and format: push request bodies after "
+                      "Content-Encoding, Kafka message values");
       metrics.declare("faultline_kafka_messages_total", T::kCounter, "Kafka messages, by topic");
       metrics.declare("faultline_kafka_malformed_total", T::kCounter,
                       "Kafka messages that did not decode or named no node for a record, by topic");
@@ -173,11 +176,18 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                       "librdkafka errors, failed polls, offset store and commit failures");
       metrics.onRender([source = kafka.get()](Metrics& m) {
         const KafkaStats stats = source->stats();
+        uint64_t bytes = 0;
         for (const KafkaTopicStats& t : stats.topics) {
           const std::string topic = Metrics::label("topic", t.topic);
           m.set("faultline_kafka_messages_total", topic, static_cast<double>(t.messages));
           m.set("faultline_kafka_malformed_total", topic, static_cast<double>(t.malformed));
+          bytes += t.bytes;
         }
+        // Beside push's bytes (README "/metrics": bytes in by source), with the format of Kafka's
+        // faultline_records_total.
+        m.set("faultline_bytes_total",
+              Metrics::label("source", "kafka") + "," + Metrics::label("format", "all"),
+              static_cast<double>(bytes));
         m.set("faultline_kafka_errors_total", "", static_cast<double>(stats.errors));
       });
       // Waits for room and then for the pipeline: the source stores offsets only after this

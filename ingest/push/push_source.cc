@@ -162,7 +162,8 @@ PushServer::PushServer(PushConfig config, BatchQueue* queue, Metrics* metrics,
   metrics_->declare("faultline_records_total", T::kCounter,
                     "Records accepted, by source and format");
   metrics_->declare("faultline_bytes_total", T::kCounter,
-                    "Bytes of request bodies after Content-Encoding, by source and format");
+                    "Bytes in, by source and format: push request bodies after "
+                    "Content-Encoding, Kafka message values");
   metrics_->declare("faultline_records_rejected_total", T::kCounter,
                     "Records dropped from accepted requests, by source and format: OTLP log "
                     "records without a usable line (partial success), and records whose labels "

@@ -6,7 +6,7 @@
 # with Xid 79 for gpu-1 must taint gpu-1; the OTel JS golden vector (npm
 # @opentelemetry/exporter-logs-otlp-proto 0.223.1, a pod's record on node-3) and a pod's Xid in
 # otlp_json must taint nothing; a kernel Xid in otlp_json for gpu-2 must taint gpu-2. A garbage
-# message is counted as malformed and skipped.
+# message is counted as malformed and skipped; every message's bytes are counted.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
@@ -74,6 +74,12 @@ metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
 grep -q '^faultline_kafka_malformed_total{topic="otlp_logs"} 1$' <<<"$metrics" ||
   fail "metrics: the garbage message is not counted: $(grep kafka_ <<<"$metrics")"
 grep -q '^faultline_kafka_messages_total{topic="otlp_json"} 2$' <<<"$metrics" || fail "metrics: otlp_json"
+# Bytes in by source (README "/metrics"), as for push: every message value read, the garbage one
+# too (kcat's message of a line is the line without its newline).
+bytes=$(($(cat "$tmp/otel-js.pb" "$tmp/garbage.pb" "$tmp/kernel.pb" | wc -c) +
+  $(record node-3 evil-0 | wc -c) - 1 + $(record gpu-2 "" | wc -c) - 1))
+grep -q "^faultline_bytes_total{source=\"kafka\",format=\"all\"} $bytes\$" <<<"$metrics" ||
+  fail "metrics: Kafka bytes, expected $bytes: $(grep -E 'bytes_total|records_total' <<<"$metrics")"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
 [[ $(curl -fsS "$api/api/v1/nodes/node-3" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length') == 0 ]] ||
