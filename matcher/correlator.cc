@@ -183,6 +183,8 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   if (rules.empty()) {
     return;
   }
+  // Repeats the matcher folded into this hit (Hit::repeats) are repeats as much as those seen here.
+  stats_.repeats += hit.repeats;
   NodeData& node = nodeOf(hit.node);
   hear(node, hit.time_ns);
   const int64_t second = secondOf(hit.time_ns);

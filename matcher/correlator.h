@@ -70,7 +70,7 @@ class Correlator {
     uint64_t suppressed = 0;    // hits dropped by suppressed_by
     uint64_t job_events = 0;    // cluster windows that counted for no node (a job's event)
     uint64_t peers_marked = 0;  // nodes marked suspect by a peer's suspects_peers hit
-    uint64_t repeats = 0;       // hits that repeated one of the same second
+    uint64_t repeats = 0;       // hits that repeated one of the same second, Hit::repeats too
   };
 
   // max_lag_ns: how far (ns of event time) one node's log may run behind the newest of all and

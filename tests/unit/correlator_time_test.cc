@@ -306,6 +306,28 @@ TEST(CorrelatorTime, AJobsEventIsCounted) {
   EXPECT_EQ(sink.got, std::vector<std::string>{});
 }
 
+// A line a node repeats within its second is one event, and /metrics counts the repeats
+// (faultline_correlator_repeats_total) however the lines were batched: the matcher folds a repeat
+// in one batch into its hit's repeats, the correlator takes one in a later batch.
+TEST(CorrelatorTime, RepeatsAreCountedInOneBatchAsInSeveral) {
+  for (const bool one_batch : {true, false}) {
+    Collect sink;
+    Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 5 * kMin);
+    RecordBatch b;
+    for (int i = 0; i < 3; ++i) {
+      if (one_batch) {
+        b.records.push_back({kT + i, b.copy("n1"), b.copy(kDown), 0, 0, StreamKind::kKernel});
+      } else {
+        p.process(one(kT + i, "n1", kDown));
+      }
+    }
+    if (one_batch) {
+      p.process(b);
+    }
+    EXPECT_EQ(p.correlatorStats().repeats, 2u) << (one_batch ? "one batch" : "three batches");
+  }
+}
+
 // Two jobs' timeouts on one node in one second are two events: the second job is not a repeat
 // of the first, live (one batch, either order) as in replay.
 TEST(CorrelatorTime, TwoJobsLinesInOneSecondAreTwoEvents) {
