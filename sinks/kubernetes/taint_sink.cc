@@ -889,16 +889,21 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     // A mark whose taint was removed by hand stays: a taint put back since is the operator's.
     const bool put_back = marked && hasTaint(node, key, effect) && !hasMarkedTaint(node, *mark);
     if (!marked || put_back) {
-      spdlog::warn("kubernetes: not untainting node {}: faultline did not set its {} taint", d.node,
-                   key);
+      // A node without the taint is one whose taint was refused (opted out, not eligible, the
+      // guard): saying faultline did not set its taint would send an operator after none.
+      const bool absent = !marked && !hasTaint(node, key, effect);
+      const std::string why =
+          absent ? "the node has no " + key + ":" + effect + " taint"
+                 : "faultline did not set the node's " + key + " taint (" +
+                       (put_back ? "it was put back by hand after faultline's was removed"
+                                 : std::string("no ") + kTaintAnnotation + " annotation for it") +
+                       ")";
+      spdlog::warn("kubernetes: not untainting node {}: {}", d.node, why);
       ++suppressed_;
       // A refused decision like a refused taint (no Event: the node's taint is not faultline's).
       Decision s = d;
       s.action = Decision::Action::kSuppressed;
-      s.reason = "untaint refused: faultline did not set the node's " + key + " taint (" +
-                 (put_back ? "it was put back by hand after faultline's was removed"
-                           : std::string("no ") + kTaintAnnotation + " annotation for it") +
-                 ")";
+      s.reason = "untaint refused: " + why;
       if (hooks_.on_suppressed) {
         hooks_.on_suppressed(s);
       }

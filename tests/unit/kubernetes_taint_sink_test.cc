@@ -1481,6 +1481,22 @@ TEST_F(TaintSinkTest, ARefusedUntaintReachesTheSuppressedHook) {
             "faultline.dev/taint annotation for it)");
 }
 
+// The untaint of a node without the taint (its taint was refused: opted out, not eligible, the
+// guard) is refused for what it is: the decision log must not tell an operator to look for a taint
+// that faultline did not set.
+TEST_F(TaintSinkTest, ARefusedUntaintOfANodeWithoutTheTaintSaysSo) {
+  createNode("n1");
+  TaintSink sink(config(), options(), hooks());
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  const std::vector<Decision> refused = suppressed();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].reason,
+            "untaint refused: the node has no faultline.dev/faulty:NoSchedule taint");
+  EXPECT_EQ(sink.counters().suppressed, 1u);
+  EXPECT_TRUE(writes().empty());
+}
+
 // Dry run is decided by the correlator (Correlator: rules in dry run taint apart); the sink
 // writes nothing for a decision so marked.
 TEST_F(TaintSinkTest, DryRunDecisionsWriteNothing) {
