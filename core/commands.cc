@@ -251,7 +251,7 @@ int replay(const ReplayArgs& a) {
               << " file(s) could not be read in full; the decisions come from the lines read\n";
   }
   taints.reset();  // its last refusals reach the log before the log's state is read
-  return failed.empty() && !log.failed() ? 0 : 2;
+  return failed.empty() && log.errors() == 0 ? 0 : 2;
 }
 
 int rulesTest(const std::string& dir) {
@@ -381,6 +381,13 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
   DecisionLog log(cfg.decisions_path);
   Metrics metrics;
   DecisionCounter counter(&metrics);
+  // The offsets of a batch whose decision line failed are stored all the same (the taint went on
+  // to the Kubernetes API): the failure must show where operators look.
+  metrics.declare("faultline_decision_log_errors_total", Metrics::Type::kCounter,
+                  "Decision log writes that failed (a full disk): a decision line may be lost");
+  metrics.onRender([&log](Metrics& m) {
+    m.set("faultline_decision_log_errors_total", "", static_cast<double>(log.errors()));
+  });
   // Before the taint sink, whose first LIST restores taints into it (on_restored): it outlives
   // the sink's thread.
   Pipeline pipeline(bank, cfg.taint, {&log, &counter}, cfg.match_threads, cfg.max_lag_ns, nowNanos,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -28,12 +29,12 @@ class DecisionLog : public DecisionSink {
   ~DecisionLog() override;
 
   // DecisionSink. A write error (a full disk) is logged, naming the file and the
-  // cause, and remembered in failed().
+  // cause, and counted in errors().
   void write(const Decision& decision) override;
   void flush() override;
 
-  // Whether a decision may be lost: some write or flush failed.
-  bool failed() const { return failed_; }
+  // The writes and flushes that failed: while not 0, a decision line may be lost.
+  uint64_t errors() const { return errors_; }
 
  private:
   void check(bool ok);
@@ -41,7 +42,7 @@ class DecisionLog : public DecisionSink {
   std::string name_;  // the path, or "stdout"
   std::FILE* out_;
   bool owned_ = false;
-  std::atomic<bool> failed_ = false;  // write() may run on the taint sink's thread too
+  std::atomic<uint64_t> errors_ = 0;  // write() may run on the taint sink's thread too
 };
 
 }  // namespace faultline

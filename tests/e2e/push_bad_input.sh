@@ -105,7 +105,8 @@ for series in 'faultline_records_total{source="http",format="loki_json"} 2' \
   'faultline_matcher_set_errors_total 0' \
   'faultline_decisions_total{action="taint"} 1' 'faultline_queue_bytes 0' \
   'faultline_queue_capacity_bytes 268435456' 'faultline_correlator_nodes 1' \
-  'faultline_correlator_job_events_total 0' 'faultline_correlator_suppressed_total 0'; do
+  'faultline_correlator_job_events_total 0' 'faultline_correlator_suppressed_total 0' \
+  'faultline_decision_log_errors_total 0'; do
   grep -qxF "$series" <<<"$metrics" || fail "metrics: no '$series' in: $(grep -v '^#' <<<"$metrics")"
 done
 [[ $(grep -c '^faultline_hits_total{' <<<"$metrics") == 1 ]] || fail "metrics: hits of other signatures"
@@ -116,4 +117,19 @@ done
 grep -q '^faultline_lines_truncated_total{source="http"} 1$' <<<"$metrics" || fail "metrics: truncated"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
+
+# A decision log that cannot be written (a full disk): the lost line shows in the metrics.
+printf 'decisions: /dev/full\nhttp:\n  listen: "127.0.0.1:0"\n' >"$tmp/full.yaml"
+mv "$tmp/serve.log" "$tmp/serve-1.log"  # its port is not the new one
+start_serve_http "$tmp/full.yaml"
+xid='{"streams":[{"stream":{"node":"gpu-9","transport":"kernel"},"values":[["1740787200000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"]]}]}'
+expect 204 '' "${json[@]}" --data-binary "$xid" "http://127.0.0.1:$port/loki/api/v1/push"
+for _ in $(seq 100); do
+  grep -qx 'faultline_decision_log_errors_total 1' <(curl -fsS "http://127.0.0.1:$port/metrics") && break
+  sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$port/metrics" | grep -qx 'faultline_decision_log_errors_total 1' ||
+  fail "metrics: the failed decision line is not counted: $(curl -fsS "http://127.0.0.1:$port/metrics" | grep decision)"
+kill -TERM "$serve_pid"
+wait "$serve_pid" || true
 echo "PASS"

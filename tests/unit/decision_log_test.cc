@@ -30,7 +30,7 @@ TEST(DecisionLog, AppendsOneLinePerDecision) {
     log.write(decision());
     log.write(decision());
     log.flush();
-    EXPECT_FALSE(log.failed());
+    EXPECT_EQ(log.errors(), 0u);
   }
   std::ifstream in(path);
   std::stringstream text;
@@ -52,9 +52,11 @@ TEST(DecisionLog, MarksDryRunDecisions) {
 
 TEST(DecisionLog, AWriteErrorIsReported) {
   DecisionLog log("/dev/full");  // every write fails with ENOSPC
-  EXPECT_FALSE(log.failed());
+  EXPECT_EQ(log.errors(), 0u);
   log.write(decision());
-  EXPECT_TRUE(log.failed());
+  EXPECT_EQ(log.errors(), 1u);
+  log.write(decision());
+  EXPECT_EQ(log.errors(), 2u);
 }
 
 }  // namespace
