@@ -532,8 +532,11 @@ int runCli(int argc, char** argv) {
                  "is in the next year");
   rp->add_option("--rules", ra.rules, "Rule directory (default: the embedded bank)");
   rp->add_option("--decisions", ra.decisions, "Decision log file (default: stdout)");
+  // One NAME=VALUE per --kernel-label: CLI11 lets a list option take every argument after it, so
+  // `--kernel-label a=b FILE` took the file for a label.
   rp->add_option("--kernel-label", ra.kernel_labels,
-                 "NAME=VALUE: records with this label are kernel streams (repeatable)");
+                 "NAME=VALUE: records with this label are kernel streams (repeatable)")
+      ->allow_extra_args(false);
   rp->add_flag("--apply", ra.apply, "Also apply taints through the Kubernetes API");
   rp->add_option("--kube-server", ra.kube.server, "API server URL (default: in-cluster)");
   rp->add_option("--kube-token-file", ra.kube.token_file, "Bearer token file");

@@ -60,6 +60,10 @@ echo '{"labels":{"source":"dmesg","node_name":"gpu-9"},"line":"NVRM: Xid (PCI:00
 [[ ! -s "$tmp/site0.jsonl" ]] || fail "an unlabelled stream matched a kernel signature"
 "$FAULTLINE" replay "$tmp/site.jsonl" --kernel-label source=dmesg --decisions "$tmp/site1.jsonl" 2>>"$tmp/replay.log"
 [[ "$(decided "$tmp/site1.jsonl")" == "gpu-9 xid-fatal" ]] || fail "--kernel-label"
+# Given before the files, --kernel-label takes its one NAME=VALUE (README: `--kernel-label
+# NAME=VALUE`), not the files after it.
+"$FAULTLINE" replay --decisions "$tmp/site2.jsonl" --kernel-label source=dmesg "$tmp/site.jsonl" 2>>"$tmp/replay.log"
+[[ "$(decided "$tmp/site2.jsonl")" == "gpu-9 xid-fatal" ]] || fail "--kernel-label before the files"
 
 # --apply writes the taints through the API server (the fake one, given explicitly); without it
 # replay never calls the API.
