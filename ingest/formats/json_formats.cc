@@ -194,14 +194,20 @@ error_code int64Of(od::value v, int64_t* out, bool* ok) {
 }
 
 // Integer nanoseconds from a JSON string or integer into *out (OTLP JSON writes 64-bit integers
-// as decimal strings, read in place); a number past int64 is the latest time there is (cast, it
-// wrapped to before 1970); anything else (a fraction, an exponent, no integer) reads as 0.
+// as decimal strings, read in place); a number past int64, quoted or not, is the latest time there
+// is (cast, it wrapped to before 1970); anything else (a fraction, an exponent, no integer) reads
+// as 0.
 error_code intOf(od::value v, int64_t* out) {
   bool ok = false;
   SIMDJSON_TRY(int64Of(v, out, &ok));
   if (!ok) {
+    od::json_type type = od::json_type::null;
+    SIMDJSON_TRY(v.type().get(type));
     uint64_t u = 0;
-    *out = v.get_uint64().get(u) == SUCCESS ? INT64_MAX : 0;
+    const bool past_int64 = type == od::json_type::string
+                                ? v.get_uint64_in_string().get(u) == SUCCESS
+                                : v.get_uint64().get(u) == SUCCESS;
+    *out = past_int64 ? INT64_MAX : 0;
   }
   return SUCCESS;
 }

@@ -1111,6 +1111,25 @@ TEST(OtlpJson, EscapedAndPlainStringsAndTheTimes) {
   }
 }
 
+// OTLP JSON writes a fixed64 as a decimal string: one past int64 nanoseconds (year 2262) is the
+// latest time there is, as unquoted and as in protobuf (README: "OTLP times past 2262 are taken as
+// Loki's are"), not 0 (1970 in replay, the time of arrival live).
+TEST(OtlpJson, QuotedTimePastInt64IsTheLatestTime) {
+  for (const char* ts : {R"("18446744073709551615")", R"("9300000000000000000")"}) {
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    const std::string doc =
+        std::string(R"({"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name",)"
+                    R"("value":{"stringValue":"gpu-1"}}]},"scopeLogs":[{"logRecords":[)"
+                    R"({"timeUnixNano":)") +
+        ts + R"(,"body":{"stringValue":"x"}}]}]}]})";
+    ASSERT_TRUE(otlpJson(doc, false, &batch, &rejected, &error)) << ts << ": " << error;
+    ASSERT_EQ(batch.records.size(), 1u);
+    EXPECT_EQ(batch.records[0].time_ns, INT64_MAX) << ts;
+  }
+}
+
 // bytes_value in the JSON mapping is base64: a request gives the same records from its protobuf
 // and from its JSON (the base64 texts as libprotobuf's MessageToJsonString writes these bytes:
 // standard, padded). A body of bytes was refused in JSON (the collector's filelog receiver with
