@@ -79,6 +79,18 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   }
   std::unique_ptr<LineParser> parser;
   RecordBatch batch;
+  // A record that names no node (no node label or attribute) is dropped and counted malformed, as
+  // live (push, Kafka) drops it: decided, it was a fault of a node "", every such record of every
+  // machine one node.
+  const auto deliver = [&](RecordBatch& b) {
+    const size_t parsed = b.records.size();
+    std::erase_if(b.records, [](const LogRecord& r) { return r.node.empty(); });
+    stats_.malformed += parsed - b.records.size();
+    stats_.records += b.records.size();
+    if (!b.records.empty()) {
+      handle(b);
+    }
+  };
   // Each batch holds its own chunk and the one of the line parsed before it: a parser may hold a
   // record back across a chunk boundary to join its continuation lines (LineParser::parse). A
   // batch is handed over at its chunk's end, so that it holds no more than those two whatever the
@@ -154,8 +166,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         ++stats_.malformed;
       }
       if (batch.records.size() >= options_.batch_records) {
-        stats_.records += batch.records.size();
-        handle(batch);
+        deliver(batch);
         batch.clear();
         batch.hold(chunk, chunk->capacity);
         batch.hold(prev, prev ? prev->capacity : 0);
@@ -165,8 +176,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
       prev = std::move(chunk);
     }
     if (!batch.records.empty()) {
-      stats_.records += batch.records.size();
-      handle(batch);
+      deliver(batch);
     }
     batch.clear();
   }
@@ -174,10 +184,9 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   if (parser) {
     parser->finish(&batch);
   }
-  stats_.records += batch.records.size();
   stats_.bytes_read += reader->compressedBytes();
   if (!batch.records.empty()) {
-    handle(batch);
+    deliver(batch);
   }
   if (error) {
     std::rethrow_exception(error);

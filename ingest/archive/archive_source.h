@@ -35,7 +35,7 @@ struct ArchiveStats {
   uint64_t bytes_read = 0;  // as stored (compressed), bytes
   uint64_t bytes_text = 0;  // after decompression, bytes
   uint64_t lines = 0;
-  uint64_t malformed = 0;  // lines no parser of the file's format accepted
+  uint64_t malformed = 0;  // lines no parser of the file's format accepted, records naming no node
   uint64_t records = 0;
 };
 

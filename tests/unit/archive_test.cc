@@ -248,5 +248,23 @@ TEST(Archive, NodeFromFileName) {
   EXPECT_EQ(nodeFromFileName("n1"), "n1");
 }
 
+// A record that names no node is dropped and counted malformed, as live (push, Kafka) drops it
+// (README: "Replay decides as the live service"): decided, it was a fault of a node "", every
+// such record of every machine one node.
+TEST(Archive, ARecordNamingNoNodeIsDroppedAsLive) {
+  const std::string text =
+      R"({"labels":{"transport":"kernel"},"line":"a","timestamp":"2025-02-23T16:24:18Z"})"
+      "\n"
+      R"({"labels":{"node":"gpu-1","transport":"kernel"},"line":"b",)"
+      R"("timestamp":"2025-02-23T16:24:19Z"})"
+      "\n";
+  ArchiveStats stats;
+  const auto lines = replay({{"/logs/site.jsonl", text, true}}, &stats);
+  EXPECT_EQ(lines, std::vector<std::string>{"gpu-1|b"});
+  EXPECT_EQ(stats.lines, 2U);
+  EXPECT_EQ(stats.malformed, 1U);
+  EXPECT_EQ(stats.records, 1U);
+}
+
 }  // namespace
 }  // namespace faultline
