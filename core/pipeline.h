@@ -49,8 +49,8 @@ struct BatchMatch {
 inline constexpr int64_t kMaxAheadNs = 60 * kNanosPerSecond;
 
 // Record times are taken within [kEarliestNs, kLatestNs] (Pipeline::match): 40 years inside the
-// int64 range (1718 to 2222), so that a time plus or minus any of the bank's durations (at most
-// 3650d each) cannot overflow. A stamp near INT64_MAX (a Loki entry past 2262, a forged
+// int64 range (1717-09-12 to 2222-04-21), so that a time plus or minus any of the bank's durations
+// (at most 3650d each) cannot overflow. A stamp near INT64_MAX (a Loki entry past 2262, a forged
 // nanosecond string) made a cluster window's end wrap, and replay looped for ever.
 inline constexpr int64_t kFortyYearsNs = int64_t{4} * 3650 * 86400 * kNanosPerSecond;
 inline constexpr int64_t kEarliestNs = INT64_MIN + kFortyYearsNs;
