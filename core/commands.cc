@@ -139,12 +139,16 @@ int replay(const ReplayArgs& a) {
     }
   }
   if (!a.kube.server.empty()) {
-    kube = a.kube;
-  }
-  if (a.apply && !kube) {
-    kube = KubeConfig::inCluster();
-    if (std::ifstream token(kube->token_file); !token) {
-      throw std::runtime_error("cannot read service account token " + kube->token_file);
+    kube = a.kube;  // the flags name the whole connection
+  } else if (a.apply) {
+    if (!kube) {
+      kube = KubeConfig::inCluster();
+    }
+    // As the config's token_file and ca_file replace the pod's, these replace either.
+    kube->token_file = a.kube.token_file.empty() ? kube->token_file : a.kube.token_file;
+    kube->ca_file = a.kube.ca_file.empty() ? kube->ca_file : a.kube.ca_file;
+    if (std::ifstream token(kube->token_file); !kube->token_file.empty() && !token) {
+      throw std::runtime_error("cannot read the API token file " + kube->token_file);
     }
   }
   const auto bank = loadRules(rules_dir);

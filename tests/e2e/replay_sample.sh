@@ -92,4 +92,11 @@ done | sort | tr '\n' ' ')
 [[ "$tainted" == "gpu-node-01 gpu-node-02 gpu-node-05 gpu-node-06 trn-node-01 " ]] || fail "--apply tainted: $tainted"
 [[ $(jq -s 'length > 0 and all(has("dry_run") | not)' "$tmp/applied.jsonl") == true ]] ||
   fail "applied decisions marked dry run"
+# Without --kube-server, --kube-token-file replaces the token file of the config's connection
+# (as a config's token_file replaces the pod's).
+echo -n "s3cret" >"$tmp/token"
+"$FAULTLINE" replay --year 2025 --decisions /dev/null --apply --config "$tmp/dry.yaml" \
+  --kube-token-file "$tmp/token" 2>>"$tmp/replay.log"
+[[ $(curl -fsS "$api/_test/requests" | jq -r '[.[] | .authorization] | last') == "Bearer s3cret" ]] ||
+  fail "--kube-token-file with the config's server: $(curl -fsS "$api/_test/requests" | jq -c '[.[] | .authorization] | unique')"
 echo "PASS"
