@@ -363,7 +363,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     // Evidence that acts only with the node's own support; once it has, its hits hold the fault
     // as any rule's do (recovery.quiet counts from the last).
     const std::string key = entityKey(ri, rule, f);
-    if (!holdFault(node, node_name, key, t)) {
+    if (!holdFault(ri, node, node_name, key, t)) {
       corroborate(ri, node, node_name, f, ev, out);
     }
     return;
@@ -386,7 +386,8 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     if (has(rule.flap_down, state)) {
       c.down_ns = t;
       c.down = ev;
-      holdFault(node, node_name, key, t);  // down again: no recovery yet, quiet counts from here
+      holdFault(ri, node, node_name, key,
+                t);  // down again: no recovery yet, quiet counts from here
       return;
     }
     if (!has(rule.flap_up, state) || c.down_ns == INT64_MIN ||
@@ -399,7 +400,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
     pair.push_back(c.down);
   }
-  if (holdFault(node, node_name, key, t)) {  // an active fault: only its timers move
+  if (holdFault(ri, node, node_name, key, t)) {  // an active fault: only its timers move
     return;
   }
   if (in_burst || deduplicated(rule, c, f, t)) {
@@ -440,17 +441,28 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   count(ri, node, node_name, f, ev, t, out);
 }
 
-bool Correlator::holdFault(NodeData& node, const std::string& node_name, const std::string& key,
-                           int64_t t) {
+bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_name,
+                           const std::string& key, int64_t t) {
+  const Rule& rule = bank_->rules[ri];
+  auto hold = [&](const std::string& k, Fault& flt) {
+    flt.last_ns = t;
+    flt.recovering = false;
+    schedule(node_name, k, flt,
+             rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+  };
+  // A fault that names no entity (restored after a restart: the mark names none) stands for any:
+  // as its rule's recovery signal on any GPU or port clears it, its rule's hit on any holds it.
+  if (!rule.entity.empty() && !node.faults.empty()) {
+    const std::string any = entityKey(ri, rule, {});
+    if (Fault* flt = any != key ? node.faults.find(any) : nullptr) {
+      hold(any, *flt);
+    }
+  }
   Fault* flt = node.faults.find(key);
   if (flt == nullptr) {
     return false;
   }
-  const Rule& rule = bank_->rules[flt->rule];
-  flt->last_ns = t;
-  flt->recovering = false;
-  schedule(node_name, key, *flt,
-           rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+  hold(key, *flt);
   return true;
 }
 

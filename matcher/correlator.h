@@ -104,16 +104,16 @@ class Correlator {
   // Live, after a restart: `node` carries the taint that rule `rule_id` decided at time_ns (ns
   // since the epoch, the decision's event time) in an earlier process, whose state this one never
   // saw. Records that rule's fault with empty entity fields (the mark names none, so the rule's
-  // recovery signal on any GPU or port clears it), its last hit at time_ns (the node heard then),
-  // its quiet timer from quiet_from_ns if that is later (live: the service's clock at the
-  // restart; the earlier process may have seen hits since the decision, this one did not), and
-  // the node as tainted, deciding nothing: the node is then untainted as if fault() had recorded
-  // it here. A fault of another rule that had joined the taint is not known. `seen`: how many
-  // of this correlator's decisions (in order) the caller's view of the node may reflect. Returns
-  // "" if restored, else why not, changing nothing: the node is tainted already here, or this
-  // process decided its taint or untaint after the `seen`-th decision (it knows why; a LIST that
-  // predates the sink's handling of an untaint decided here still shows the taint), or the rule
-  // is not in the bank or is in dry run.
+  // recovery signal on any GPU or port clears it, and its hit on any holds it), its last hit at
+  // time_ns (the node heard then), its quiet timer from quiet_from_ns if that is later (live: the
+  // service's clock at the restart; the earlier process may have seen hits since the decision, this
+  // one did not), and the node as tainted, deciding nothing: the node is then untainted as if
+  // fault() had recorded it here. A fault of another rule that had joined the taint is not known.
+  // `seen`: how many of this correlator's decisions (in order) the caller's view of the node may
+  // reflect. Returns "" if restored, else why not, changing nothing: the node is tainted already
+  // here, or this process decided its taint or untaint after the `seen`-th decision (it knows why;
+  // a LIST that predates the sink's handling of an untaint decided here still shows the taint),
+  // or the rule is not in the bank or is in dry run.
   std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns,
                       int64_t quiet_from_ns = INT64_MIN, uint64_t seen = 0);
   // Live, in a new leadership term: `node` no longer carries faultline's taint (another leader
@@ -234,9 +234,11 @@ class Correlator {
     int64_t event_until_ns = INT64_MIN;
   };
 
-  // If the node holds a fault under `key`, a new hit at t (ns) holds it: no recovery under way,
-  // and its quiet period counts from t. Returns whether it held one.
-  bool holdFault(NodeData& node, const std::string& node_name, const std::string& key, int64_t t);
+  // If the node holds a fault under `key`, a new hit of rule ri at t (ns) holds it: no recovery
+  // under way, and its quiet period counts from t. So it does the rule's fault that names no
+  // entity (a restored one), whatever the hit's entity. Returns whether it held the one of `key`.
+  bool holdFault(uint32_t ri, NodeData& node, const std::string& node_name, const std::string& key,
+                 int64_t t);
   void observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
                    const std::shared_ptr<const Evidence>& ev, std::vector<Decision>* out);
   // Whether a hit of rule `rule` at t (ns since the epoch) falls inside the dedup of its key's

@@ -321,6 +321,19 @@ TEST_F(CorrelatorSemantics, RestoredTaintIsLiftedByItsRulesRecovery) {
   EXPECT_EQ(dry.c_.state("n1"), Correlator::NodeState::kHealthy);
 }
 
+// A restored fault names no GPU, so its rule's recovery signal on any GPU clears it; a hit of the
+// rule on any GPU after the restart holds it likewise (the fault may be that GPU's, going on):
+// its quiet period counts from that hit, not from the restart.
+TEST_F(CorrelatorSemantics, HitOfItsRuleOnAnyGpuHoldsARestoredFault) {
+  EXPECT_EQ(c_.restore("n1", "xid-app", 100 * kNanosPerSecond), "");
+  feed("n1", 3600, "Xid 0000:01:00 13");  // one hit, below xid-app's count: no fault of its own
+  c_.advance((100 + 2 * 3600) * kNanosPerSecond + 1, &out_);
+  EXPECT_TRUE(out_.empty()) << decisions().at(0);
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);
+  c_.advance((3600 + 2 * 3600) * kNanosPerSecond + 1, &out_);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"n1 untaint xid-app"});
+}
+
 TEST_F(CorrelatorSemantics, FlapIsDownThenUpOnOnePort) {
   feed("n1", 100, "port 1 DOWN");
   feed("n1", 110, "port 2 ACTIVE");  // another port: no flap
