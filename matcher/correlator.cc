@@ -693,7 +693,8 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
       now.push_back(key);
     } else {
       flt.recovering = true;
-      schedule(node_name, key, flt, ev.time_ns + rule.stable_ns);
+      // The quiet period, when it ends first, still clears the fault then (advance()).
+      schedule(node_name, key, flt, std::min(ev.time_ns + rule.stable_ns, flt.due_ns));
     }
   }
   // In key order, as the untaint names the fault that cleared last.
@@ -831,7 +832,7 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     Fault& flt = *node.faults.find(key);  // a timer's key has a pending hit or a fault
     const Rule& rule = bank_->rules[flt.rule];
     std::string reason;
-    if (!flt.recovering) {
+    if (!flt.recovering || at < flt.recovery.time_ns + rule.stable_ns) {  // quiet ended first
       flt.recovered_by.clear();
       reason = "quiet: no " + rule.id + " hit" + describe(flt.entity) + " for the quiet period";
     }

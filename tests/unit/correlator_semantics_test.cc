@@ -449,6 +449,45 @@ TEST(CorrelatorDryRun, RulesInDryRunTaintAndUntaintApart) {
   EXPECT_THROW(Correlator(f.bank_, Taint{}, 0, {"xid-ap"}), std::runtime_error);
 }
 
+// A rule with both a recovery signal and a quiet period clears by whichever comes first: a
+// signal late in the quiet period does not put off the quiet period's end to its stable's.
+TEST(CorrelatorRecovery, ASignalDoesNotPutOffTheQuietPeriod) {
+  const auto bank = loadBank({{"q.yaml", R"(
+signatures:
+  - id: xid
+    streams: [kernel]
+    severity: warning
+    pattern: 'Xid (?P<pci>\S+) (?P<code>\d+)'
+    examples: {match: ['Xid 0000:01:00 94']}
+  - id: reset
+    streams: [kernel]
+    severity: info
+    pattern: 'reset (?P<pci>\S+)'
+    examples: {match: ['reset 0000:01:00']}
+rules:
+  - id: xid-94
+    signature: xid
+    severity: warning
+    entity: [pci]
+    count: 2
+    window: 1h
+    recovery: {by: [reset-ok], stable: 1h, quiet: 2h}
+  - id: reset-ok
+    signature: reset
+    severity: info
+    entity: [pci]
+)"}});
+  Feeder f(bank);
+  f.feed("n1", 100, "Xid 0000:01:00 94");
+  f.feed("n1", 200, "Xid 0000:01:00 94");
+  ASSERT_EQ(f.decisions(), std::vector<std::string>{"n1 taint xid-94"});
+  f.feed("n1", 200 + 2 * 3600 - 600, "reset 0000:01:00");  // its stable period ends 50 min after
+  f.c_.advance((200 + 2 * 3600) * kNanosPerSecond + 1, &f.out_);  // the quiet period's end
+  ASSERT_EQ(f.decisions(), (std::vector<std::string>{"n1 taint xid-94", "n1 untaint xid-94"}));
+  EXPECT_EQ(f.out_.back().time_ns, (200 + 2 * 3600) * kNanosPerSecond);
+  EXPECT_EQ(f.out_.back().reason, "quiet: no xid-94 hit pci=0000:01:00 for the quiet period");
+}
+
 // Rules of one signature that test different fields, and one rule that tests two, as the SXid
 // rules do: each condition reads its own field of the hit (an absent field reads as '').
 TEST(CorrelatorWhere, EachConditionTestsItsOwnField) {
