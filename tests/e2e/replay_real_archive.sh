@@ -94,7 +94,7 @@ gpu-c taint neuron-hw-fatal
 gpu-d taint ib-port-flap
 gpu-d untaint ib-port-flap"
 if [[ -d $corpora/loghub ]]; then
-  expected+=$'\ngpu-a untaint xid-fatal\ngpu-b untaint sxid-fatal'
+  expected+=$'\ngpu-a untaint xid-reboot-required\ngpu-b untaint sxid-fatal'
 fi
 actions=$(jq -r '"\(.node) \(.action) \(.rule)"' "$tmp/decisions.jsonl" | sort)
 [[ "$actions" == "$(sort <<<"$expected")" ]] || fail "decisions: $actions"
