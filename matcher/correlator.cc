@@ -672,7 +672,10 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
     // again during the fault, an ACTIVE within the guard would otherwise never recover it.
     const bool state = !rule.flap_field.empty() || std::count(rule.unless_followed_by.begin(),
                                                               rule.unless_followed_by.end(), ri);
+    // A signal's rule in dry run (tried out) recovers only rules in dry run: it lifts no real
+    // rule's taint, as it corroborates none.
     if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
+        (dry_run_[ri] && !dry_run_[flt.rule]) ||
         (!state && ev.time_ns - flt.last_ns < kRecoveryGuardNs)) {
       continue;
     }

@@ -59,7 +59,8 @@ namespace faultline {
 //   - the faults of rules in dry run taint and untaint the node apart from the others, by the
 //     same semantics, in decisions marked dry_run: a rule in dry run (a new rule tried out) never
 //     holds back a real rule's taint nor names the untaint of a real one, and its hits
-//     corroborate only rules in dry run (a real rule's fault would taint for real).
+//     corroborate and recover only rules in dry run (a real rule's fault would taint for real, a
+//     real rule's taint would be lifted).
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {

@@ -488,6 +488,18 @@ rules:
   EXPECT_EQ(f.out_.back().reason, "quiet: no xid-94 hit pci=0000:01:00 for the quiet period");
 }
 
+// A recovery signal's rule in dry run (a new signal tried out) lifts no real rule's taint: its
+// hits recover only the faults of rules in dry run, as they corroborate only those.
+TEST(CorrelatorDryRun, ARecoverySignalInDryRunLiftsNoRealTaint) {
+  Feeder f(loadBank({{"t.yaml", kBank}}), {"reset-ok"});
+  f.feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  f.feed("n1", 100, "Xid 0000:01:00 79");
+  f.feed("n1", 700, "reset GPU-1 true");
+  f.c_.advance((700 + 600) * kNanosPerSecond + 1, &f.out_);
+  EXPECT_EQ(f.decisions(), std::vector<std::string>{"n1 taint xid-fatal"});
+  EXPECT_EQ(f.c_.state("n1"), Correlator::NodeState::kTainted);
+}
+
 // Rules of one signature that test different fields, and one rule that tests two, as the SXid
 // rules do: each condition reads its own field of the hit (an absent field reads as '').
 TEST(CorrelatorWhere, EachConditionTestsItsOwnField) {
