@@ -740,8 +740,9 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   d.dry_run = dry;
   node.decided = ++decided_;
   tainted = false;
-  if (node.faults.empty()) {  // healthy again: its counts start afresh
-    node.counters.clear();
+  // Healthy again. Its counters stay: another GPU's or port's hits counted meanwhile are still
+  // below its rule's threshold, within the window (the fault's own key counted none since).
+  if (node.faults.empty()) {
     node.recent.clear();
   }
 }

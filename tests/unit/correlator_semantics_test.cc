@@ -221,6 +221,20 @@ TEST_F(CorrelatorSemantics, NewHitDuringStablePeriodCancelsRecovery) {
   EXPECT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-fatal"});
 }
 
+// The untaint of one GPU's fault forgets none of the hits another GPU counted meanwhile: its
+// count still reaches the rule's threshold within the window.
+TEST_F(CorrelatorSemantics, UntaintKeepsTheCountsOfOtherGpus) {
+  feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 100, "Xid 0000:01:00 79");
+  feed("n1", 200, "Xid 0000:02:00 13");  // xid-app's first count on another GPU
+  feed("n1", 700, "reset GPU-1 true");
+  c_.advance((700 + 600) * kNanosPerSecond + 1, &out_);
+  ASSERT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 untaint xid-fatal"}));
+  feed("n1", 1400, "Xid 0000:02:00 13");  // its second, within xid-app's hour
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 untaint xid-fatal",
+                                                   "n1 taint xid-app"}));
+}
+
 TEST_F(CorrelatorSemantics, BurstCountsOnceAndQuietPeriodUntaints) {
   for (int i = 0; i < 50; ++i) {
     feed("n1", 100 + i, "Xid 0000:01:00 13");  // one crash: a burst
