@@ -598,7 +598,10 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
   d.evidence = std::move(evidence);
   d.dry_run = dry_run_[ri];
-  node.decided = ++decided_;
+  ++decided_;
+  if (!d.dry_run) {  // one in dry run changes nothing on the node: a LIST before it still holds
+    node.decided = decided_;
+  }
 }
 
 std::string Correlator::restore(std::string_view node_name, std::string_view rule_id,
@@ -738,7 +741,10 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
     d.evidence.push_back(flt.recovery);
   }
   d.dry_run = dry;
-  node.decided = ++decided_;
+  ++decided_;
+  if (!dry) {  // as for a taint (fault())
+    node.decided = decided_;
+  }
   tainted = false;
   // Healthy again. Its counters stay: another GPU's or port's hits counted meanwhile are still
   // below its rule's threshold, within the window (the fault's own key counted none since).

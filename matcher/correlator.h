@@ -113,15 +113,16 @@ class Correlator {
   // `seen`: how many of this correlator's decisions (in order) the caller's view of the node may
   // reflect. Returns "" if restored, else why not, changing nothing: the node is tainted already
   // here, or this process decided its taint or untaint after the `seen`-th decision (it knows why;
-  // a LIST that predates the sink's handling of an untaint decided here still shows the taint),
-  // or the rule is not in the bank or is in dry run.
+  // a LIST that predates the sink's handling of an untaint decided here still shows the taint; a
+  // decision in dry run, which changes nothing on the node, does not count), or the rule is not
+  // in the bank or is in dry run.
   std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns,
                       int64_t quiet_from_ns = INT64_MIN, uint64_t seen = 0);
   // Live, in a new leadership term: `node` no longer carries faultline's taint (another leader
   // lifted it while this process, following, heard nothing of the node). Forgets its faults of
   // rules not in dry run and its taint, deciding nothing, so that its next fault taints it again.
   // `seen` as for restore(). Returns "" if lifted, else why not, changing nothing: the node is
-  // not tainted here, or this process decided it after the `seen`-th decision.
+  // not tainted here, or this process decided it after the `seen`-th decision (not in dry run).
   std::string lift(std::string_view node, uint64_t seen);
 
   // Job membership, from pod records: `node` ran a pod of `job` at time_ns (ns since the epoch).
@@ -211,7 +212,7 @@ class Correlator {
   struct NodeData {
     bool tainted = false;
     bool dry_tainted = false;      // by the faults of rules in dry run
-    uint64_t decided = 0;          // the number of its latest taint or untaint (decided_), or 0
+    uint64_t decided = 0;          // the number of its latest taint or untaint not in dry run, or 0
     int64_t time_ns = INT64_MIN;   // its newest hit or heard() time
     int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
     int64_t second = INT64_MIN;    // of the latest hit (secondOf)

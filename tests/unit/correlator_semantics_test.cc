@@ -514,6 +514,32 @@ TEST(CorrelatorDryRun, ARecoverySignalInDryRunLiftsNoRealTaint) {
   EXPECT_EQ(f.c_.state("n1"), Correlator::NodeState::kTainted);
 }
 
+// A decision in dry run changes nothing on the node: a LIST that predates it still shows the
+// node's real taint as it is, which is restored (and lifted when the node recovers) or forgotten.
+TEST(CorrelatorDryRun, ADecisionInDryRunDoesNotBlockRestoreOrLift) {
+  Feeder f(loadBank({{"t.yaml", kBank}}), {"xid-app"});
+  f.feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  f.feed("n1", 100, "Xid 0000:01:00 13");
+  f.feed("n1", 1000, "Xid 0000:01:00 13");
+  ASSERT_EQ(f.decisions(), std::vector<std::string>{"n1 taint xid-app (dry run)"});
+  EXPECT_EQ(f.c_.restore("n1", "xid-fatal", 50 * kNanosPerSecond, INT64_MIN, 0), "");
+  f.feed("n1", 1800, "reset GPU-1 true");
+  f.c_.advance((1800 + 600) * kNanosPerSecond + 1, &f.out_);
+  EXPECT_EQ(f.decisions(),
+            (std::vector<std::string>{"n1 taint xid-app (dry run)", "n1 untaint xid-fatal"}));
+
+  Feeder g(loadBank({{"t.yaml", kBank}}), {"xid-app"});
+  g.feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  g.feed("n1", 100, "Xid 0000:01:00 79");
+  g.feed("n1", 200, "Xid 0000:01:00 13");
+  g.feed("n1", 1000, "Xid 0000:01:00 13");
+  ASSERT_EQ(g.decisions(),
+            (std::vector<std::string>{"n1 taint xid-fatal", "n1 taint xid-app (dry run)"}));
+  EXPECT_EQ(g.c_.lift("n1", 1), "");  // another leader lifted the real taint
+  g.feed("n1", 5000, "Xid 0000:01:00 79");
+  EXPECT_EQ(g.decisions().back(), "n1 taint xid-fatal");
+}
+
 // Rules of one signature that test different fields, and one rule that tests two, as the SXid
 // rules do: each condition reads its own field of the hit (an absent field reads as '').
 TEST(CorrelatorWhere, EachConditionTestsItsOwnField) {
