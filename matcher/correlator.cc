@@ -386,8 +386,8 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     if (has(rule.flap_down, state)) {
       c.down_ns = t;
       c.down = ev;
-      holdFault(ri, node, node_name, key,
-                t);  // down again: no recovery yet, quiet counts from here
+      // Down again: no recovery yet, quiet counts from here.
+      holdFault(ri, node, node_name, key, t);
       return;
     }
     if (!has(rule.flap_up, state) || c.down_ns == INT64_MIN ||
