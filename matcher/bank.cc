@@ -1000,14 +1000,18 @@ std::vector<RuleFile> readRuleDir(const std::string& dir) {
   // A ConfigMap volume: each file is a link into `..data`, a link the kubelet swaps to a new
   // directory by a rename, then removes the old one. The files are listed and read in the
   // directory `..data` names, so that they are all of one version, never a mix of two; read
-  // again if it was removed under the read.
+  // again if it was removed under the read. A file removed under the read is skipped as a link to
+  // nothing, so a read that succeeded is one version in full only if `..data` still names it.
   const std::filesystem::path link = std::filesystem::path(dir) / "..data";
   for (;;) {
     std::error_code ec;
     const std::filesystem::path data = std::filesystem::read_symlink(link, ec);  // empty: none
     try {
-      return readRuleFiles(
+      std::vector<RuleFile> files = readRuleFiles(
           dir, data.empty() ? std::filesystem::path(dir) : std::filesystem::path(dir) / data);
+      if (data.empty() || std::filesystem::read_symlink(link, ec) == data) {
+        return files;
+      }
     } catch (const BankError&) {
       if (data.empty() || std::filesystem::read_symlink(link, ec) == data) {
         throw;

@@ -187,9 +187,10 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files);
 
 // Reads every *.yaml / *.yml file of `dir` (sorted by name; a symbolic link to nothing is no
 // file). In a ConfigMap volume (`dir/..data` a link) those of the directory `..data` names, named
-// as in `dir`: all of one version while the kubelet swaps it. Throws BankError, and no other error
-// but std::bad_alloc, if the directory cannot be read, one of those entries cannot be told a file
-// or not (a link loop), opened (its permissions) or read in full (EIO), or it holds no rule file.
+// as in `dir`: all of one version, every file of it, while the kubelet swaps the link and removes
+// the old version. Throws BankError, and no other error but std::bad_alloc, if the directory
+// cannot be read, one of those entries cannot be told a file or not (a link loop), opened (its
+// permissions) or read in full (EIO), or it holds no rule file.
 std::vector<RuleFile> readRuleDir(const std::string& dir);
 
 // The bank compiled into the binary from rules/ at build time.

@@ -260,6 +260,48 @@ TEST(ReadRuleDir, AConfigMapSwappedWhileReadGivesOneVersion) {
   EXPECT_EQ(mixed, 0);
 }
 
+// As the kubelet does it, the directory the old `..data` named is then removed, file by file:
+// a read of it that started before the swap finds some of its files gone. The files read are
+// still all of one version, and all of them: a version without a file may load, as a bank
+// without that file's rules, and the service would restart on it.
+TEST(ReadRuleDir, AConfigMapSwappedAndItsOldVersionRemovedWhileReadGivesEveryFile) {
+  namespace fs = std::filesystem;
+  const fs::path vol =
+      fs::temp_directory_path() / ("rules_swap_rm_test." + std::to_string(getpid()));
+  fs::remove_all(vol);
+  fs::create_directories(vol);
+  auto write_version = [&](int v) {
+    const fs::path d = vol / ("..v" + std::to_string(v));
+    fs::create_directory(d);
+    for (const char* name : {"a.yaml", "b.yaml", "c.yaml"}) {
+      std::ofstream(d / name) << "# version " << v << "\n";
+    }
+  };
+  write_version(0);
+  fs::create_directory_symlink("..v0", vol / "..data");
+  for (const char* name : {"a.yaml", "b.yaml", "c.yaml"}) {
+    fs::create_symlink(std::string("..data/") + name, vol / name);
+  }
+  std::atomic<bool> done = false;
+  std::thread kubelet([&] {
+    for (int v = 1; !done; ++v) {
+      write_version(v);
+      fs::create_directory_symlink("..v" + std::to_string(v), vol / "..data_tmp");
+      fs::rename(vol / "..data_tmp", vol / "..data");
+      fs::remove_all(vol / ("..v" + std::to_string(v - 1)));
+    }
+  });
+  int short_reads = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::vector<RuleFile> files = readRuleDir(vol.string());
+    short_reads += static_cast<int>(files.size() != 3);
+  }
+  done = true;
+  kubelet.join();
+  fs::remove_all(vol);
+  EXPECT_EQ(short_reads, 0);
+}
+
 // A restart's files: read back as written, whatever bytes they hold, the variable unset and the
 // descriptor closed; nothing handed over when the variable is unset.
 TEST(HandOverRuleFiles, TheFilesReadBackAsWritten) {
