@@ -32,6 +32,7 @@
 #include "core/serve_loop.h"
 #include "core/time.h"
 #include "ingest/kafka/kafka_source.h"
+#include "matcher/correlator.h"
 #include "sinks/decision_log/decision_log.h"
 #include "sinks/kubernetes/taint_sink.h"
 
@@ -481,7 +482,15 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
                     "holds files that do not load (the log says why)");
     metrics.set("faultline_rules_last_reload_successful", "", 1);
     rules_watch = std::jthread([&, files = std::move(rule_files)](const std::stop_token& token) {
-      watchRules(RulesWatch(cfg.rules_dir, files), cfg.rules_dir,
+      // The restart reads the configuration again, and refuses to start if it no longer loads or
+      // if the correlator refuses the bank with it (a dry_run_rules id the bank lacks): such a
+      // bank is refused here, where the running service goes on.
+      auto runnable = [&config_path](const std::shared_ptr<const Bank>& b) {
+        const ServiceConfig next = loadServiceConfig(config_path);
+        const Correlator correlator(b, next.taint, next.max_lag_ns,
+                                    next.taint_sink.dryRunRules(*b));
+      };
+      watchRules(RulesWatch(cfg.rules_dir, files, runnable), cfg.rules_dir,
                  std::chrono::nanoseconds(cfg.rules_reload_ns), metrics, new_rules, restart_files,
                  stop, token);
     });

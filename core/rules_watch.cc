@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,8 +73,11 @@ bool sameDocuments(const std::vector<RuleFile>& a, const std::vector<RuleFile>& 
 
 }  // namespace
 
-RulesWatch::RulesWatch(std::string dir, std::vector<RuleFile> loaded)
-    : dir_(std::move(dir)), loaded_(std::move(loaded)), seen_(loaded_) {}
+RulesWatch::RulesWatch(std::string dir, std::vector<RuleFile> loaded, Runnable runnable)
+    : dir_(std::move(dir)),
+      loaded_(std::move(loaded)),
+      runnable_(std::move(runnable)),
+      seen_(loaded_) {}
 
 RulesWatch::Check RulesWatch::check() {
   std::vector<RuleFile> files;
@@ -87,10 +91,14 @@ RulesWatch::Check RulesWatch::check() {
     message_ = e.what();
     return {state_, changed};
   }
-  if (files == seen_) {
+  if (files == seen_ && !ask_again_) {
     return {state_, false};
   }
+  const bool same_files = files == seen_;
+  const State was = state_;
+  const std::string said = message_;
   seen_ = files;
+  ask_again_ = false;
   if (files == loaded_) {
     state_ = State::kRunning;
     message_.clear();
@@ -101,11 +109,17 @@ RulesWatch::Check RulesWatch::check() {
         state_ = State::kRunning;
         message_ = "in other comments or layout";
       } else {
+        if (runnable_) {
+          // Else the restart on it would refuse to start: the service would end.
+          ask_again_ = true;
+          runnable_(bank);
+          ask_again_ = false;
+        }
         state_ = State::kNew;
         message_ = std::to_string(bank->signatures.size()) + " signatures and " +
                    std::to_string(bank->rules.size()) + " rules";
       }
-    } catch (const BankError& e) {
+    } catch (const std::runtime_error& e) {  // BankError, or what `runnable` refused
       state_ = State::kRefused;
       message_ = e.what();
       if (!message_.empty() && message_.back() == '\n') {
@@ -113,7 +127,7 @@ RulesWatch::Check RulesWatch::check() {
       }
     }
   }
-  return {state_, true};
+  return {state_, !same_files || state_ != was || message_ != said};
 }
 
 bool handOverRuleFiles(const std::vector<RuleFile>& files, std::string* error) {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,24 +24,34 @@ class RulesWatch {
   };
   struct Check {
     State state = State::kRunning;
-    bool changed = false;  // the files differ from those of the previous check (or the start)
+    // The files differ from those of the previous check (or the start), or `runnable`, asked
+    // again about the same files, answered otherwise.
+    bool changed = false;
   };
 
-  // dir: the rule directory; loaded: the files the running bank was loaded from (readRuleDir).
-  RulesWatch(std::string dir, std::vector<RuleFile> loaded);
+  // Throws std::runtime_error, its what() the reason, if a restart on `bank` would refuse to
+  // start, ending the service (serve: its configuration as the restart reads it does not load, or
+  // names in kubernetes.dry_run_rules a rule the bank lacks).
+  using Runnable = std::function<void(const std::shared_ptr<const Bank>& bank)>;
+
+  // dir: the rule directory; loaded: the files the running bank was loaded from (readRuleDir);
+  // runnable: checks files that load as another bank (empty: none).
+  RulesWatch(std::string dir, std::vector<RuleFile> loaded, Runnable runnable = {});
 
   // Reads the directory (readRuleDir: every *.yaml / *.yml file, names and texts). Files equal to
   // the previous check's give that check's state again without loading them, so that a refused
-  // bank is loaded (and logged) once, not at every check. Other files are loaded as at the start
-  // (loadBank: parse, compile, check every example). Files that load and whose YAML trees equal
-  // the running bank's, file by file under the same names (comments, blank lines, indentation,
-  // flow or block style and quotes aside), are the running bank: a restart on them would only
-  // lose the correlator's windows. A directory that cannot be read or holds no rule file is
-  // refused. Throws nothing but std::bad_alloc.
+  // bank is loaded (and logged) once, not at every check; but for files `runnable` refused, which
+  // are loaded and asked about again at each check (what it reads may change). Other files are
+  // loaded as at the start (loadBank: parse, compile, check every example). Files that load and
+  // whose YAML trees equal the running bank's, file by file under the same names (comments, blank
+  // lines, indentation, flow or block style and quotes aside), are the running bank: a restart on
+  // them would only lose the correlator's windows. Other files that load are refused if `runnable`
+  // throws, as are a directory that cannot be read or holds no rule file. Throws nothing but
+  // std::bad_alloc.
   Check check();
-  // For kRefused, each problem as "FILE:LINE: cause" (BankError), or the directory's read error;
-  // for kNew, "N signatures and M rules"; for kRunning, empty if the files are the running bank's
-  // as loaded, else "in other comments or layout".
+  // For kRefused, each problem as "FILE:LINE: cause" (BankError), the directory's read error, or
+  // why `runnable` refused the bank; for kNew, "N signatures and M rules"; for kRunning, empty if
+  // the files are the running bank's as loaded, else "in other comments or layout".
   const std::string& message() const { return message_; }
   // The files of the last check (empty if the directory could not be read): for kNew, those that
   // load, which a restart runs (handOverRuleFiles).
@@ -48,6 +60,8 @@ class RulesWatch {
  private:
   std::string dir_;
   std::vector<RuleFile> loaded_;
+  Runnable runnable_;
+  bool ask_again_ = false;      // `runnable` refused the files of the previous check
   std::vector<RuleFile> seen_;  // the files of the previous check
   State state_ = State::kRunning;
   std::string message_;

@@ -197,5 +197,52 @@ for _ in $(seq 100); do
 done
 jq -e 'select(.node == "gpu-f" and .rule == "fltest-wedged-fatal")' "$tmp/decisions2.jsonl" \
   >/dev/null || fail "the handed bank decided nothing: $(cat "$tmp/decisions2.jsonl" 2>/dev/null)"
+# A restart reads the configuration again, and refuses to start on a bank its
+# `kubernetes.dry_run_rules` names a rule of that the bank lacks (a typo would run the rule for
+# real), or on a configuration that no longer loads; the restart exited 2, and with it the
+# service. Such a bank is refused as one that does not load, and the running service goes on; it
+# is checked again at each read, so a configuration put right restarts on it.
+mkdir "$tmp/rules3"
+cp "$FL_SOURCE"/rules/*.yaml "$tmp/src/zz-test.yaml" "$tmp/rules3/"
+start_apiserver gpu-z
+config3() {
+  cat >"$tmp/config3.yaml" <<YAML
+rules: $tmp/rules3
+rules_reload: 200ms
+decisions: $tmp/decisions3.jsonl
+http: {listen: "127.0.0.1:0"}
+kubernetes: {server: "$api", namespace: faultline$1}
+YAML
+}
+config3 ", dry_run_rules: [fltest-wedged-fatal]"
+"$FAULTLINE" serve --config "$tmp/config3.yaml" 2>>"$tmp/serve3.log" &
+serve3_pid=$!
+pids+=("$serve3_pid")
+wait_listening "$tmp/serve3.log"
+# refused3 N WHY: waits for the N-th refusal, which must say WHY, with serve running on.
+refused3() {
+  for _ in $(seq 100); do
+    [[ $(grep -c "changed and does not load" "$tmp/serve3.log") -ge $1 ]] && break
+    kill -0 "$serve3_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$serve3_pid" 2>/dev/null ||
+    fail "serve exited on a bank its restart would refuse: $(tail -3 "$tmp/serve3.log")"
+  grep -qF "$2" "$tmp/serve3.log" || fail "the refusal does not say why: $(tail -5 "$tmp/serve3.log")"
+  [[ $(gauge) == 0 ]] || fail "gauge after a bank its restart would refuse: $(gauge)"
+}
+rm "$tmp/rules3/zz-test.yaml"
+refused3 1 "dry_run_rules: no rule 'fltest-wedged-fatal' in the bank"
+[[ $(grep -c 'listening on' "$tmp/serve3.log") == 1 ]] || fail "serve restarted on that bank"
+config3 ""
+wait_restart_on_new_rules "$tmp/serve3.log" 1
+kill -0 "$serve3_pid" || fail "serve is gone after the configuration was put right"
+listening=$(grep -c 'listening on' "$tmp/serve3.log")
+config3 ", no_such_key: 1"
+cp "$tmp/src/zz-test.yaml" "$tmp/rules3/"
+refused3 2 "unknown key"
+[[ $(grep -c 'listening on' "$tmp/serve3.log") == "$listening" ]] ||
+  fail "serve restarted on a configuration that does not load"
 echo "ok: refused bank kept the running one; new bank restarted serve (pid $pid_before) on it;" \
-  "comments and layout alone did not; a restart ran the files it had checked"
+  "comments and layout alone did not; a restart ran the files it had checked; a bank its" \
+  "restart would refuse (dry_run_rules, configuration) was refused"

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -96,6 +98,31 @@ TEST_F(RulesWatchTest, FilesThatLoadAreANewBank) {
   wedged.replace(wedged.find("a test signature"), 16, "another description");
   write("zz-test.yaml", wedged);
   EXPECT_EQ(edited.check().state, RulesWatch::State::kNew);
+}
+
+// Files that load, but on which a restart would refuse to start (`runnable` throws: serve's
+// configuration names a rule they lack), are refused with its reason; asked about again at each
+// check, reported once while the answer stays, and a new bank once the answer changes.
+TEST_F(RulesWatchTest, FilesARestartWouldRefuseAreRefusedUntilItWouldNot) {
+  bool refuse = true;
+  RulesWatch watch(dir_.string(), readRuleDir(dir_.string()),
+                   [&refuse](const std::shared_ptr<const Bank>& bank) {
+                     if (refuse && !bank->ruleIndex("fltest-rule")) {
+                       throw std::runtime_error("dry_run_rules: no rule 'fltest-rule' in the bank");
+                     }
+                   });
+  write("zz-test.yaml", kNewSignature);
+  RulesWatch::Check c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(watch.message(), "dry_run_rules: no rule 'fltest-rule' in the bank");
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kRefused);
+  EXPECT_FALSE(c.changed);
+  refuse = false;
+  c = watch.check();
+  EXPECT_EQ(c.state, RulesWatch::State::kNew);
+  EXPECT_TRUE(c.changed);
 }
 
 // Files that load and differ from the running bank's only in comments, blank lines, indentation
