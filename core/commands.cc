@@ -422,6 +422,10 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
     hooks.on_lifted = [&pipeline](const std::string& node, uint64_t seen) {
       pipeline.liftTaint(node, seen);
     };
+    // So that a SIGTERM during an API server outage logs the decisions left within the pod's
+    // grace period rather than retrying them until the SIGKILL. Not on a restart on new rules,
+    // which no SIGKILL follows: it tries them as when running.
+    hooks.stopping = [] { return g_signalled != 0; };
     taints =
         std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks), &metrics);
     pipeline.addSink(taints.get());

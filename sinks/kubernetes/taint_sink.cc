@@ -363,11 +363,20 @@ void TaintSink::sleepBeforeRetry(int attempt, int retry_after_s) {
   // Retry-After of an hour must not stall every decision behind this one, nor the Lease check.
   wait = std::max<std::chrono::milliseconds>(
       wait, std::chrono::seconds(std::min(retry_after_s, kMaxRetryAfterS)));
-  std::this_thread::sleep_for(wait);
+  // In slices: a shutdown does not wait out a backoff (send() then tries no more).
+  const Clock::time_point until = Clock::now() + wait;
+  for (Clock::time_point now = Clock::now(); now < until && !stopping(); now = Clock::now()) {
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(until - now, std::chrono::milliseconds(100)));
+  }
 }
 
 uint64_t TaintSink::leaderTerm() const {
   return hooks_.leader_term ? hooks_.leader_term() : 1;
+}
+
+bool TaintSink::stopping() const {
+  return hooks_.stopping && hooks_.stopping();
 }
 
 KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>& request,
@@ -382,6 +391,16 @@ KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>
     if (leaderTerm() != term_) {
       r = {};
       r.error = "no longer the leader (the Lease was lost)";
+      return r;
+    }
+    // At shutdown an API server that failed a request is not asked again (Hooks::stopping): the
+    // decision is deferred, and logged as not applied before the grace period ends.
+    if ((attempt > 1 || unanswered_at_stop_) && stopping()) {
+      unanswered_at_stop_ = true;
+      if (attempt == 1) {
+        r = {};
+        r.error = "not sent at shutdown: the API server failed a request";
+      }
       return r;
     }
     r = request();

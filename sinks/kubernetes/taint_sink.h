@@ -70,7 +70,9 @@
 // recovered meanwhile, its untaint sent to another leader; so is a taint the guard refused that
 // long ago (logged; it was counted as suppressed). Leading again in the same term (the Lease
 // still named this replica: an API server outage ended) keeps them.
-// Deferred decisions and refused taints still pending at shutdown are logged as not applied.
+// Deferred decisions and refused taints still pending at shutdown are logged as not applied; once
+// Hooks::stopping, an API server that does not answer is not asked again, so that they are logged
+// within the shutdown's grace period.
 // Only the leader writes: while leader_term() is 0 decisions are held (follower_hold) and
 // re-checked when leadership arrives, the last one per node and taint key (a later decision,
 // held or queued, supersedes an earlier one), against a new LIST and breaker GET (another leader
@@ -187,6 +189,13 @@ class TaintSink : public DecisionSink {
     // replica decided (Pipeline::liftTaint), the correlator must forget it to taint the node's next
     // fault.
     std::function<void(const std::string& node, uint64_t seen)> on_lifted;
+    // True once the service is to exit (SIGTERM, SIGINT). Its grace period is short (30 s,
+    // deploy/), and a decision's tries against an API server that does not answer (8, each up to
+    // the client's 15 s timeout) held the exit for minutes, until a SIGKILL lost the decision
+    // unlogged. From then on a request that fails retryably is not tried again (a backoff under
+    // way is cut short) and none is sent after it: the decisions left are deferred, and logged as
+    // not applied at shutdown. Empty = never.
+    std::function<bool()> stopping;
   };
   struct Counters {
     uint64_t applied = 0;            // taints written
@@ -240,6 +249,7 @@ class TaintSink : public DecisionSink {
 
   void run();
   uint64_t leaderTerm() const;
+  bool stopping() const;  // Hooks::stopping
   void handle(const Pending& pending);
   Outcome taint(const Decision& decision);
   Outcome untaint(const Decision& decision);
@@ -297,6 +307,8 @@ class TaintSink : public DecisionSink {
   bool restore_pending_ = false;
   uint64_t term_ = 0;      // the leadership term the worker acts in; 0: following
   uint64_t led_term_ = 0;  // the last term the worker acted in
+  // Since stopping(), a request failed retryably: send() sends no more.
+  bool unanswered_at_stop_ = false;
   // The decision being handled's Pending::may_have_landed, then set by patchNode().
   bool may_have_landed_ = false;
   bool resumed_ = false;  // the decision being handled's Pending::resumed
