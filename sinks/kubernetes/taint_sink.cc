@@ -186,7 +186,7 @@ void TaintSink::write(const Decision& decision) {
     if (decision.action == Decision::Action::kSuppressed) {
       return;
     }
-    queue_.push_back({decision});
+    queue_.push_back({.decision = decision, .led = leaderTerm() != 0});
   }
   work_cv_.notify_one();
 }
@@ -325,6 +325,24 @@ void TaintSink::run() {
       // untaint of a new incident's taint.
       if (!pending.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
         supersede(pending.decision);
+      }
+      if (pending.led && !pending.decision.dry_run) {
+        // Decided while leading, the Lease lost before its turn: deferred as if lost mid-decision
+        // (handled when leading again, logged if still pending at shutdown), not held and dropped.
+        const Decision& d = pending.decision;
+        const std::pair key{d.node, d.taint.key};
+        spdlog::warn("kubernetes: {} of node {} (rule {}) deferred: the Lease was lost before it",
+                     actionName(d.action), d.node, d.rule);
+        ++deferred_count_;
+        if (deferred_.empty()) {
+          deferred_tried_ = Clock::now();
+        }
+        pending.deferred_since = Clock::now();
+        deferred_[key] = std::move(pending);
+        if (queue_.empty()) {
+          idle_cv_.notify_all();
+        }
+        continue;
       }
       held_.emplace_back(Clock::now(), std::move(pending));
       while (!held_.empty() && held_.front().first < Clock::now() - options_.follower_hold) {

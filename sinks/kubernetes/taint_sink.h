@@ -78,7 +78,10 @@
 // held or queued, supersedes an earlier one), against a new LIST and breaker GET (another leader
 // may have written meanwhile); all checks are idempotent, so nothing is written twice. Every
 // request first checks that the term is still the one the decision started in: a leader that
-// lost the Lease (or lost and won it again) mid-decision stops, and the decision is deferred.
+// lost the Lease (or lost and won it again) mid-decision stops, and the decision is deferred; so
+// is one written while this replica led and still queued when it lost the Lease (on the push path
+// no other replica saw its lines): held, it was dropped after follower_hold, or at shutdown,
+// without a word.
 
 #pragma once
 
@@ -245,6 +248,9 @@ class TaintSink : public DecisionSink {
     // When it was first deferred (zero until then): a new term drops it after follower_hold.
     std::chrono::steady_clock::time_point deferred_since{};
     bool resumed = false;  // a refused taint queued again at a breaker reset
+    // Written while this replica led: if it no longer does at the decision's turn, the decision
+    // is deferred, as one whose Lease was lost mid-decision, not held as a follower's.
+    bool led = false;
   };
 
   void run();
