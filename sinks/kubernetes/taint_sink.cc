@@ -330,15 +330,10 @@ void TaintSink::run() {
         // Decided while leading, the Lease lost before its turn: deferred as if lost mid-decision
         // (handled when leading again, logged if still pending at shutdown), not held and dropped.
         const Decision& d = pending.decision;
-        const std::pair key{d.node, d.taint.key};
         spdlog::warn("kubernetes: {} of node {} (rule {}) deferred: the Lease was lost before it",
                      actionName(d.action), d.node, d.rule);
-        ++deferred_count_;
-        if (deferred_.empty()) {
-          deferred_tried_ = Clock::now();
-        }
         pending.deferred_since = Clock::now();
-        deferred_[key] = std::move(pending);
+        defer(std::move(pending));
         if (queue_.empty()) {
           idle_cv_.notify_all();
         }
@@ -583,18 +578,24 @@ void TaintSink::handle(const Pending& pending) {
     return;
   }
   supersede(d);
-  const std::pair key{d.node, d.taint.key};
   const Outcome outcome = d.action == Decision::Action::kTaint ? taint(d) : untaint(d);
   if (outcome == Outcome::kRetry) {
-    if (deferred_.empty()) {
-      deferred_tried_ = Clock::now();
-    }
-    const bool first = pending.deferred_since == Clock::time_point{};
-    deferred_[key] = {d, may_have_landed_, first ? Clock::now() : pending.deferred_since, resumed_};
-    ++deferred_count_;
+    defer({d, may_have_landed_, pending.deferred_since, resumed_});
     spdlog::warn("kubernetes: {} of node {} (rule {}) deferred; handled again in {} ms",
                  actionName(d.action), d.node, d.rule, options_.node_list_period.count());
   }
+}
+
+void TaintSink::defer(Pending pending) {
+  if (deferred_.empty()) {
+    deferred_tried_ = Clock::now();
+  }
+  if (pending.deferred_since == Clock::time_point{}) {
+    pending.deferred_since = Clock::now();
+  }
+  const std::pair key{pending.decision.node, pending.decision.taint.key};
+  deferred_[key] = std::move(pending);
+  ++deferred_count_;
 }
 
 TaintSink::Outcome TaintSink::requestFailed(const std::string& action, const std::string& request,

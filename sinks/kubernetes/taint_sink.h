@@ -254,6 +254,9 @@ class TaintSink : public DecisionSink {
   };
 
   void run();
+  // Keeps `pending` to be handled again (the newest per node and taint key), its deferred_since
+  // set if it was not deferred before. On the worker thread.
+  void defer(Pending pending);
   uint64_t leaderTerm() const;
   bool stopping() const;  // Hooks::stopping
   void handle(const Pending& pending);
