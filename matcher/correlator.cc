@@ -598,8 +598,12 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
   d.evidence = std::move(evidence);
   d.dry_run = dry_run_[ri];
+  noteDecided(node, d.dry_run);
+}
+
+void Correlator::noteDecided(NodeData& node, bool dry_run) {
   ++decided_;
-  if (!d.dry_run) {  // one in dry run changes nothing on the node: a LIST before it still holds
+  if (!dry_run) {  // one in dry run changes nothing on the node: a LIST before it still holds
     node.decided = decided_;
   }
 }
@@ -741,10 +745,7 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
     d.evidence.push_back(flt.recovery);
   }
   d.dry_run = dry;
-  ++decided_;
-  if (!dry) {  // as for a taint (fault())
-    node.decided = decided_;
-  }
+  noteDecided(node, dry);
   tainted = false;
   // Healthy again. Its counters stay: another GPU's or port's hits counted meanwhile are still
   // below its rule's threshold, within the window (the fault's own key counted none since).

@@ -260,6 +260,9 @@ class Correlator {
   std::string counted(uint32_t ri) const;
   bool corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
                    const Fields& fields, const Evidence& ev, std::vector<Decision>* out);
+  // Numbers a taint or untaint decision of `node` (decided_), and marks the node decided by it
+  // unless it is in dry run (restore(), lift()).
+  void noteDecided(NodeData& node, bool dry_run);
   void recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
                const Evidence& ev, std::vector<Decision>* out);
   void clearFault(NodeData& node, const std::string& node_name, const std::string& key,
