@@ -1006,14 +1006,17 @@ std::vector<RuleFile> readRuleDir(const std::string& dir) {
   for (;;) {
     std::error_code ec;
     const std::filesystem::path data = std::filesystem::read_symlink(link, ec);  // empty: none
+    const auto one_version = [&] {
+      return data.empty() || std::filesystem::read_symlink(link, ec) == data;
+    };
     try {
       std::vector<RuleFile> files = readRuleFiles(
           dir, data.empty() ? std::filesystem::path(dir) : std::filesystem::path(dir) / data);
-      if (data.empty() || std::filesystem::read_symlink(link, ec) == data) {
+      if (one_version()) {
         return files;
       }
     } catch (const BankError&) {
-      if (data.empty() || std::filesystem::read_symlink(link, ec) == data) {
+      if (one_version()) {
         throw;
       }
     }
