@@ -78,6 +78,19 @@ class TaintSinkTest : public ::testing::Test {
     return d;
   }
 
+  // `nodes` tainted with `taint` for `rule` by an earlier run, whose config named that taint,
+  // through a sink of its own with `opts`: what a rollout with another config's taint finds.
+  void taintAsAnEarlierRun(const std::vector<std::string>& nodes, const Taint& taint,
+                           const TaintSinkOptions& opts, const std::string& rule) {
+    TaintSink sink(config(), opts, hooks());
+    for (const std::string& n : nodes) {
+      Decision d = decision(n, rule);
+      d.taint = taint;
+      sink.write(d);
+    }
+    sink.flush();
+  }
+
   static Decision untaintDecision(const std::string& node) {
     Decision d = decision(node);
     d.action = Decision::Action::kUntaint;
@@ -855,15 +868,8 @@ TEST_F(GuardTest, ANodeCarryingTheKeyAlreadyIsNotCountedTwice) {
 // old key (as its mark names it) are tainted nodes, counted against the limits.
 TEST_F(GuardTest, FaultlinesTaintUnderAnEarlierKeyIsCounted) {
   createCluster(10);
-  {
-    TaintSink sink(config(), guarded({0, 0, 0, std::chrono::seconds(60)}), hooks());
-    for (const char* n : {"g0", "g1"}) {
-      Decision d = decision(n);
-      d.taint = {"example.com/gpu-faulty", "true", "NoSchedule"};  // the old config's taint
-      sink.write(d);
-    }
-    sink.flush();
-  }
+  taintAsAnEarlierRun({"g0", "g1"}, {"example.com/gpu-faulty", "true", "NoSchedule"},
+                      guarded({0, 0, 0, std::chrono::seconds(60)}), "test-rule");
   TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), hooks());
   sink.write(decision("g2"));
   sink.flush();
@@ -878,13 +884,8 @@ TEST_F(GuardTest, FaultlinesTaintUnderAnEarlierKeyIsCounted) {
 // max_new counts those taints' timeAdded too: a rollout does not reset the rate limit.
 TEST_F(GuardTest, RateLimitCountsFaultlinesTaintsUnderAnEarlierKey) {
   createCluster(10);
-  {
-    TaintSink sink(config(), guarded({0, 0, 0, std::chrono::seconds(60)}), hooks());
-    Decision d = decision("g0");
-    d.taint = {"example.com/gpu-faulty", "true", "NoSchedule"};  // the old config's taint
-    sink.write(d);
-    sink.flush();
-  }
+  taintAsAnEarlierRun({"g0"}, {"example.com/gpu-faulty", "true", "NoSchedule"},
+                      guarded({0, 0, 0, std::chrono::seconds(60)}), "test-rule");
   TaintSink sink(config(), guarded({0, 0, 1, std::chrono::seconds(600)}), hooks());
   sink.write(decision("g1"));
   sink.flush();
@@ -1375,15 +1376,8 @@ TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {
 TEST_F(TaintSinkTest, UntaintAfterATaintKeyChangeRemovesTheMarkedTaint) {
   createNode("n1", json::array({existingTaint()}));
   createNode("n2");
-  {
-    TaintSink sink(config(), options(), hooks());
-    for (const char* n : {"n1", "n2"}) {
-      Decision d = decision(n, "xid-fatal");
-      d.taint = {"example.com/gpu-faulty", "true", "NoExecute"};  // the old config's taint
-      sink.write(d);
-    }
-    sink.flush();
-  }
+  taintAsAnEarlierRun({"n1", "n2"}, {"example.com/gpu-faulty", "true", "NoExecute"}, options(),
+                      "xid-fatal");
   // n2: kubectl taint nodes n2 example.com/gpu-faulty:NoExecute-, then put back with no
   // timeAdded (the annotation stays).
   ASSERT_TRUE(server_.mutate(
@@ -1431,15 +1425,8 @@ TEST_F(TaintSinkTest, ANodeCarryingFaultlinesTaintUnderAnEarlierKeyIsTaintedAlre
   for (const char* n : {"n1", "n2"}) {
     createNode(n, json::array({existingTaint()}));
   }
-  {
-    TaintSink sink(config(), options(), hooks());
-    for (const char* n : {"n1", "n2"}) {
-      Decision d = decision(n, "xid-fatal");
-      d.taint = {"example.com/gpu-faulty", "true", "NoExecute"};  // the old config's taint
-      sink.write(d);
-    }
-    sink.flush();
-  }
+  taintAsAnEarlierRun({"n1", "n2"}, {"example.com/gpu-faulty", "true", "NoExecute"}, options(),
+                      "xid-fatal");
   TaintSink sink(config(), options(), hooks());  // the new config: faultline.dev/faulty:NoSchedule
   sink.write(decision("n1", "xid-fatal"));       // the same fault decided again
   sink.write(decision("n2", "other-rule"));
