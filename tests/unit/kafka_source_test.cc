@@ -847,20 +847,28 @@ std::vector<int64_t> committedOffsets(const KafkaConfig& config, const std::stri
   return offsets;
 }
 
+// Produces "pN WORD 0" .. "pN WORD n-1" of gpu-1 to each partition N of the four of topic
+// "kern"; returns them, partition by partition.
+std::vector<std::string> produceToEach(MockCluster& cluster, const std::string& word, int n) {
+  std::vector<std::string> all;
+  for (int32_t p = 0; p < 4; ++p) {
+    std::vector<std::string> values;
+    for (int i = 0; i < n; ++i) {
+      values.push_back("p" + std::to_string(p) + " " + word + " " + std::to_string(i));
+    }
+    cluster.produce("kern", values, "gpu-1", p);
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
+}
+
 // A rebalance test's group: topic "kern" of four partitions, each holding "pN line 0" .. "pN line
-// 4" of gpu-1, and the members' config. A short session keeps the mock coordinator's rebalance
-// delays (session.timeout.ms - 1000 after a join or leave) small.
+// 4" of gpu-1 (*all), and the members' config. A short session keeps the mock coordinator's
+// rebalance delays (session.timeout.ms - 1000 after a join or leave) small.
 KafkaConfig fourPartitions(MockCluster& cluster, const std::string& group,
                            std::vector<std::string>* all) {
   cluster.createTopic("kern", 4);
-  for (int32_t p = 0; p < 4; ++p) {
-    std::vector<std::string> values;
-    for (int i = 0; i < 5; ++i) {
-      values.push_back("p" + std::to_string(p) + " line " + std::to_string(i));
-    }
-    cluster.produce("kern", values, "gpu-1", p);
-    all->insert(all->end(), values.begin(), values.end());
-  }
+  *all = produceToEach(cluster, "line", 5);
   KafkaConfig config;
   config.brokers = cluster.bootstraps();
   config.group_id = group;
@@ -881,6 +889,20 @@ std::vector<std::string> distinct(const std::vector<std::vector<std::string>>& b
   std::sort(lines.begin(), lines.end());
   lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
   return lines;
+}
+
+// The partitions of rebalance test lines.
+std::set<int32_t> partitionsOf(const std::vector<std::string>& lines) {
+  std::set<int32_t> partitions;
+  for (const std::string& line : lines) {
+    partitions.insert(partitionOf(line));
+  }
+  return partitions;
+}
+
+// Whether a member has handled a batch (Member::waitFor).
+bool anyBatch(const std::vector<std::vector<std::string>>& batches) {
+  return !batches.empty();
 }
 
 // Waits (30 s at most, checking every 20 ms) until `done` holds.
@@ -904,19 +926,12 @@ TEST(KafkaSource, ARebalanceRedeliversTheRevokedPartOfABatchToTheNewOwner) {
   MockCluster cluster;
   std::vector<std::string> all;
   const KafkaConfig config = fourPartitions(cluster, "join", &all);
-  auto handled = [](const std::vector<std::vector<std::string>>& batches) {
-    return !batches.empty();
-  };
   Member a(config, /*hold_first=*/true);
-  ASSERT_TRUE(a.waitFor(handled));  // A, the group's only member, holds its first batch
+  ASSERT_TRUE(a.waitFor(anyBatch));  // A, the group's only member, holds its first batch
   Member b(config, /*hold_first=*/true);
-  ASSERT_TRUE(b.waitFor(handled));  // the group rebalanced; B holds its first batch
+  ASSERT_TRUE(b.waitFor(anyBatch));  // the group rebalanced; B holds its first batch
   const std::vector<std::string> a_held = a.batches()[0];
-  std::set<int32_t> b_partitions;
-  const std::vector<std::string> b_held = b.batches()[0];
-  for (const std::string& line : b_held) {
-    b_partitions.insert(partitionOf(line));
-  }
+  const std::set<int32_t> b_partitions = partitionsOf(b.batches()[0]);
   a.release();
   a.stop();  // A stores and commits what it may, and leaves
 
@@ -967,14 +982,11 @@ TEST(KafkaSource, ALeavingMembersPartitionsAreReadFromTheirCommittedOffsets) {
   MockCluster cluster;
   std::vector<std::string> all;
   const KafkaConfig config = fourPartitions(cluster, "leave", &all);
-  auto handled = [](const std::vector<std::vector<std::string>>& batches) {
-    return !batches.empty();
-  };
   Member a(config, /*hold_first=*/true);
-  ASSERT_TRUE(a.waitFor(handled));  // A, the group's only member, holds its first batch
+  ASSERT_TRUE(a.waitFor(anyBatch));  // A, the group's only member, holds its first batch
   std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
   Member b(config, /*hold_first=*/false);
-  ASSERT_TRUE(b.waitFor(handled));  // the group rebalanced while A's handler blocked
+  ASSERT_TRUE(b.waitFor(anyBatch));  // the group rebalanced while A's handler blocked
   a.release();
   ASSERT_TRUE(waitUntil([&] {
     std::vector<std::vector<std::string>> batches = a.batches();
@@ -983,34 +995,18 @@ TEST(KafkaSource, ALeavingMembersPartitionsAreReadFromTheirCommittedOffsets) {
     // B holds two of the four partitions, and has read both.
     return distinct(more).size() == 10 && distinct(batches) == all;
   }));
-  std::set<int32_t> b_partitions;
-  for (const std::string& line : flatten(b.batches())) {
-    b_partitions.insert(partitionOf(line));
-  }
+  const std::set<int32_t> b_partitions = partitionsOf(flatten(b.batches()));
   b.stop();  // B commits and leaves
   const size_t a_before = flatten(a.batches()).size();
 
-  std::vector<std::string> after;
-  for (int32_t p = 0; p < 4; ++p) {
-    std::vector<std::string> values;
-    for (int i = 0; i < 2; ++i) {
-      values.push_back("p" + std::to_string(p) + " after " + std::to_string(i));
-    }
-    cluster.produce("kern", values, "gpu-1", p);
-    after.insert(after.end(), values.begin(), values.end());
-  }
+  std::vector<std::string> after = produceToEach(cluster, "after", 2);
   std::sort(after.begin(), after.end());
   // The "after" lines handled, without repeats (A's own partitions may come twice: the mock
   // coordinator refuses commits while the group rebalances).
   auto afterSeen = [&](const std::vector<std::vector<std::string>>& batches) {
-    std::vector<std::string> seen;
-    for (const std::string& line : flatten(batches)) {
-      if (line.find(" after ") != std::string::npos) {
-        seen.push_back(line);
-      }
-    }
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    std::vector<std::string> seen = distinct(batches);
+    std::erase_if(
+        seen, [](const std::string& line) { return line.find(" after ") == std::string::npos; });
     return seen;
   };
   EXPECT_TRUE(
