@@ -174,6 +174,10 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                       "Kafka messages that did not decode or named no node for a record, by topic");
       metrics.declare("faultline_kafka_errors_total", T::kCounter,
                       "librdkafka errors, failed polls, offset store and commit failures");
+      metrics.declare("faultline_kafka_consumer_lag", T::kGauge,
+                      "Messages on this member's partitions not yet handled (high watermark minus "
+                      "the stored, else committed, offset), by topic, as of librdkafka's last "
+                      "statistics");
       metrics.onRender([source = kafka.get()](Metrics& m) {
         const KafkaStats stats = source->stats();
         uint64_t bytes = 0;
@@ -181,6 +185,9 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
           const std::string topic = Metrics::label("topic", t.topic);
           m.set("faultline_kafka_messages_total", topic, static_cast<double>(t.messages));
           m.set("faultline_kafka_malformed_total", topic, static_cast<double>(t.malformed));
+          if (t.lag >= 0) {
+            m.set("faultline_kafka_consumer_lag", topic, static_cast<double>(t.lag));
+          }
           bytes += t.bytes;
         }
         // Beside push's bytes (README "/metrics": bytes in by source), with the format of Kafka's

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include <librdkafka/rdkafka.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
@@ -116,11 +117,6 @@ ConfPtr makeConf(const KafkaConfig& config) {
   }
   set("enable.auto.offset.store", "false");
   return conf;
-}
-
-void onError(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaque) {
-  static_cast<std::atomic<uint64_t>*>(opaque)->fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("kafka: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
 }
 
 void onLog(const rd_kafka_t* /*rk*/, int level, const char* facility, const char* message) {
@@ -253,10 +249,39 @@ KafkaStats KafkaSource::stats() const {
   KafkaStats stats;
   for (size_t i = 0; i < config_.topics.size(); ++i) {
     stats.topics.push_back({config_.topics[i].name, counters_[i].messages.load(),
-                            counters_[i].bytes.load(), counters_[i].malformed.load()});
+                            counters_[i].bytes.load(), counters_[i].malformed.load(),
+                            counters_[i].lag.load()});
   }
   stats.errors = errors_.load();
   return stats;
+}
+
+void KafkaSource::noteStatistics(std::string_view json) {
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(json);
+    const nlohmann::json& topics = doc.at("topics");
+    for (size_t i = 0; i < config_.topics.size(); ++i) {
+      int64_t lag = 0;
+      const auto topic = topics.find(config_.topics[i].name);
+      if (topic != topics.end()) {
+        for (const auto& [id, p] : topic->at("partitions").items()) {
+          // Partition -1 is librdkafka's internal unassigned one; "none", "stopping" and
+          // "stopped" are partitions this member does not fetch (not assigned, or revoked).
+          const std::string state = p.at("fetch_state").get<std::string>();
+          if (id == "-1" || state == "none" || state == "stopping" || state == "stopped") {
+            continue;
+          }
+          const int64_t stored = p.at("consumer_lag_stored").get<int64_t>();
+          const int64_t committed = p.at("consumer_lag").get<int64_t>();
+          lag += stored >= 0 ? stored : std::max<int64_t>(committed, 0);
+        }
+      }
+      counters_[i].lag.store(lag, std::memory_order_relaxed);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("kafka: statistics: {}", e.what());
+  }
 }
 
 void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
@@ -264,8 +289,17 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     throw std::runtime_error("kafka: brokers and at least one topic are required");
   }
   ConfPtr conf = makeConf(config_);
-  rd_kafka_conf_set_opaque(conf.get(), &errors_);
-  rd_kafka_conf_set_error_cb(conf.get(), onError);
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  rd_kafka_conf_set_error_cb(conf.get(), [](rd_kafka_t* /*rk*/, int err, const char* reason,
+                                            void* opaque) {
+    static_cast<KafkaSource*>(opaque)->errors_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("kafka: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
+  });
+  rd_kafka_conf_set_stats_cb(conf.get(),
+                             [](rd_kafka_t* /*rk*/, char* json, size_t size, void* opaque) {
+                               static_cast<KafkaSource*>(opaque)->noteStatistics({json, size});
+                               return 0;  // librdkafka frees `json`
+                             });
   rd_kafka_conf_set_log_cb(conf.get(), onLog);
   char err[512];
   HandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof(err)));

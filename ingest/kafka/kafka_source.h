@@ -11,6 +11,7 @@
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/source.h"
@@ -36,10 +37,13 @@ struct KafkaConfig {
   //   queued.max.messages.kbytes 88 MiB, not 64, and queued.min.messages 200,000, not 100,000:
   //     librdkafka 2.0.2 fetches again only about a second after its pre-fetch queue passes one
   //     of these, and a catch-up reads about the queue plus one fetch per second. The payload
-  //     held stays as before: 88 + 24 MiB against 64 + 50.
+  //     held stays as before: 88 + 24 MiB against 64 + 50;
+  //   statistics.interval.ms 5000, not 0: librdkafka's statistics give KafkaTopicStats::lag
+  //     (0 turns it off).
   std::map<std::string, std::string> properties = {{"fetch.max.bytes", "25165824"},
                                                    {"queued.max.messages.kbytes", "90112"},
-                                                   {"queued.min.messages", "200000"}};
+                                                   {"queued.min.messages", "200000"},
+                                                   {"statistics.interval.ms", "5000"}};
   size_t batch_max_messages = 10000;  // a batch closes at this many messages or records
   // ... or once it holds this many bytes (RecordBatch::memoryBytes(): copied lines and labels,
   // held messages, record arrays), so that long lines cannot grow one batch without bound.
@@ -71,6 +75,13 @@ struct KafkaTopicStats {
   uint64_t bytes = 0;  // sum of message value sizes
   // Messages that did not decode or that name no node for a record (KafkaDecoder::decode).
   uint64_t malformed = 0;
+  // Consumer lag in messages: on each partition of the topic this member fetches, the high
+  // watermark minus the offset stored after the last batch handled (else the group's committed
+  // offset), summed; a partition with neither (the group has handled none of it yet) is left
+  // out. As of librdkafka's last statistics (STATISTICS.md: consumer_lag_stored, else
+  // consumer_lag), every statistics.interval.ms; -1 before the first. A paused partition
+  // (a busy pipeline) is not fetched, so its high watermark is the one before the pause.
+  int64_t lag = -1;
 };
 
 struct KafkaStats {
@@ -107,7 +118,11 @@ class KafkaSource : public Source {
     std::atomic<uint64_t> messages{0};
     std::atomic<uint64_t> bytes{0};
     std::atomic<uint64_t> malformed{0};
+    std::atomic<int64_t> lag{-1};
   };
+
+  // Sets each topic's lag from one librdkafka statistics document (STATISTICS.md).
+  void noteStatistics(std::string_view json);
 
   KafkaConfig config_;
   std::vector<KafkaDecoder> decoders_;    // index = topic index in config_.topics

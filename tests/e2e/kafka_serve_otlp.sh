@@ -6,7 +6,8 @@
 # with Xid 79 for gpu-1 must taint gpu-1; the OTel JS golden vector (npm
 # @opentelemetry/exporter-logs-otlp-proto 0.223.1, a pod's record on node-3) and a pod's Xid in
 # otlp_json must taint nothing; a kernel Xid in otlp_json for gpu-2 must taint gpu-2. A garbage
-# message is counted as malformed and skipped; every message's bytes are counted.
+# message is counted as malformed and skipped; every message's bytes are counted, and the
+# consumer lag comes to 0.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
@@ -58,7 +59,7 @@ http: {listen: "127.0.0.1:0"}
 kafka:
   brokers: "$brokers"
   group_id: faultline-otlp
-  properties: {session.timeout.ms: "6000"}
+  properties: {session.timeout.ms: "6000", statistics.interval.ms: "500"}
   topics:
     - {name: otlp_logs, encoding: otlp_proto}
     - {name: otlp_json, encoding: otlp_json}
@@ -80,6 +81,14 @@ bytes=$(($(cat "$tmp/otel-js.pb" "$tmp/garbage.pb" "$tmp/kernel.pb" | wc -c) +
   $(record node-3 evil-0 | wc -c) - 1 + $(record gpu-2 "" | wc -c) - 1))
 grep -q "^faultline_bytes_total{source=\"kafka\",format=\"all\"} $bytes\$" <<<"$metrics" ||
   fail "metrics: Kafka bytes, expected $bytes: $(grep -E 'bytes_total|records_total' <<<"$metrics")"
+# Every message handled, so no consumer lag, once librdkafka's statistics say so.
+lag_settled() {
+  metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
+  grep -q '^faultline_kafka_consumer_lag{topic="otlp_logs"} 0$' <<<"$metrics" &&
+    grep -q '^faultline_kafka_consumer_lag{topic="otlp_json"} 0$' <<<"$metrics"
+}
+for _ in $(seq 100); do lag_settled && break; sleep 0.1; done
+lag_settled || fail "metrics: consumer lag: $(grep consumer_lag <<<"$metrics")"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
 [[ $(curl -fsS "$api/api/v1/nodes/node-3" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length') == 0 ]] ||

@@ -72,7 +72,8 @@ TEST(KafkaConfig, PropertiesOverrideTheFetchSizeDefault) {
       YAML::Load("brokers: b\nproperties: {fetch.max.bytes: 52428800}\ntopics: [{name: t}]\n"));
   EXPECT_EQ(config.properties.at("fetch.max.bytes"), "52428800");
   EXPECT_EQ(config.properties.at("queued.min.messages"), "200000");
-  EXPECT_EQ(config.properties.size(), 3u);
+  EXPECT_EQ(config.properties.at("statistics.interval.ms"), "5000");
+  EXPECT_EQ(config.properties.size(), 4u);
   EXPECT_THROW(KafkaConfig::fromYaml(YAML::Load("brokers: b\nproperties: {fetch.max.bytes: 1, "
                                                 "fetch.max.bytes: 2}\ntopics: [{name: t}]\n")),
                std::runtime_error);
@@ -1026,6 +1027,48 @@ TEST(KafkaSource, ALeavingMembersPartitionsAreReadFromTheirCommittedOffsets) {
                  a_lines[i].find(" line ") != std::string::npos)
         << a_lines[i];
   }
+}
+
+// KafkaTopicStats::lag, from librdkafka's statistics: a member that starts where the group
+// committed (5 of 20) and holds its first batch lags by the 15 messages after the commit; once
+// it has handled them, by none, from its stored offset alone (no commit within the test). With
+// statistics off, lag stays -1. Takes about 10 s: the mock coordinator's join delays.
+TEST(KafkaSource, LagIsTheHighWatermarkMinusTheStoredElseCommittedOffset) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 1);
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = "lag";
+  config.batch_max_messages = 5;
+  config.properties = {{"session.timeout.ms", "6000"},
+                       {"heartbeat.interval.ms", "500"},
+                       {"statistics.interval.ms", "0"}};
+  KafkaTopicConfig topic;
+  topic.name = "kern";
+  config.topics.push_back(topic);
+  auto lines = [](int from, int to) {
+    std::vector<std::string> out;
+    for (int i = from; i < to; ++i) {
+      out.push_back("line " + std::to_string(i));
+    }
+    return out;
+  };
+  cluster.produce("kern", lines(0, 5), "gpu-1");
+  KafkaStats stats;
+  ASSERT_EQ(consume(config, 5, milliseconds(0), &stats).size(), 5u);  // commits 5 as it stops
+  EXPECT_EQ(stats.topics[0].lag, -1);
+
+  cluster.produce("kern", lines(5, 20), "gpu-1");
+  config.properties["statistics.interval.ms"] = "100";
+  config.properties["auto.commit.interval.ms"] = "600000";
+  HeldSource source(config);
+  ASSERT_TRUE(source.waitBlocked());
+  EXPECT_TRUE(waitUntil([&] { return source.stats().topics[0].lag == 15; }))
+      << source.stats().topics[0].lag;
+  source.release();
+  EXPECT_TRUE(waitUntil([&] { return source.stats().topics[0].lag == 0; }))
+      << source.stats().topics[0].lag;
+  EXPECT_EQ(flatten(source.finish(15)), lines(5, 20));
 }
 
 }  // namespace
