@@ -54,8 +54,10 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 
 // One OTLP ExportLogsServiceRequest (or LogsData) in the JSON mapping (opentelemetry-proto
 // docs/specification.md, "JSON Protobuf Encoding": camelCase keys, 64-bit integers as strings or
-// numbers). Shared by the otlp-json replay format, POST /v1/logs and the Kafka otlp_json
-// encoding. Appends one record per logRecord: labels are the resource attributes, the record's
+// numbers; the proto field names, `time_unix_nano`, are read too, as the proto3 JSON mapping and
+// the OTel collector read them). Shared by the otlp-json replay format, POST /v1/logs and the
+// Kafka otlp_json encoding.
+// Appends one record per logRecord: labels are the resource attributes, the record's
 // attributes and a kvlist body's entries whose keys `keep` keeps (scalars only); the line is a
 // scalar body or a kvlist body's MESSAGE (journald receiver). Scalars are stringValue, intValue,
 // boolValue, an arrayValue of intValues, or of integral doubleValues as the OTel journald receiver

@@ -119,6 +119,28 @@ class JournalJsonParser : public LineParser {
 namespace od = simdjson::ondemand;
 using simdjson::error_code;
 
+// A field of the OTLP JSON mapping, by its two names: lowerCamelCase, which the spec has senders
+// write, and the proto name, which the proto3 JSON mapping has parsers accept too, as the OTel
+// collector's receiver does (pdata reads "timeUnixNano" and "time_unix_nano"). A request written
+// with proto names (libprotobuf's, Go's protojson and Python's json_format can) was read as empty.
+struct FieldName {
+  std::string_view camel;
+  std::string_view proto;
+  bool operator==(od::raw_json_string key) const { return key == camel || key == proto; }
+};
+constexpr FieldName kResourceLogs{"resourceLogs", "resource_logs"};
+constexpr FieldName kScopeLogs{"scopeLogs", "scope_logs"};
+constexpr FieldName kLogRecords{"logRecords", "log_records"};
+constexpr FieldName kTimeUnixNano{"timeUnixNano", "time_unix_nano"};
+constexpr FieldName kObservedTimeUnixNano{"observedTimeUnixNano", "observed_time_unix_nano"};
+constexpr FieldName kStringValue{"stringValue", "string_value"};
+constexpr FieldName kIntValue{"intValue", "int_value"};
+constexpr FieldName kBoolValue{"boolValue", "bool_value"};
+constexpr FieldName kDoubleValue{"doubleValue", "double_value"};
+constexpr FieldName kArrayValue{"arrayValue", "array_value"};
+constexpr FieldName kKvlistValue{"kvlistValue", "kvlist_value"};
+constexpr FieldName kBytesValue{"bytesValue", "bytes_value"};
+
 // Calls f(key, value) for each field of `v` in document order, if it is an object; f returns an
 // error_code, and the first error ends the walk. `key` is the name as written, compared without
 // unescaping it (as simdjson's find_field() does): OTLP's field names need no escapes.
@@ -237,11 +259,11 @@ error_code bytesOf(od::value array_value, std::string* buf, bool* ok) {
         if (has) {
           return SUCCESS;
         }
-        if (k == "intValue") {
+        if (k == kIntValue) {
           has = true;
           return intOf(v, &c);
         }
-        if (k != "doubleValue") {
+        if (k != kDoubleValue) {
           return SUCCESS;
         }
         od::json_type t = od::json_type::null;
@@ -277,8 +299,8 @@ bool base64Of(std::string_view text, std::string* buf) {
 }
 
 // AnyValue (a oneof) fields read as text, in order of precedence when a writer gives several.
-constexpr std::string_view kScalarFields[] = {"stringValue", "intValue", "boolValue", "arrayValue",
-                                              "bytesValue"};
+constexpr FieldName kScalarFields[] = {kStringValue, kIntValue, kBoolValue, kArrayValue,
+                                       kBytesValue};
 
 // Reads an AnyValue's fields one at a time (add()): the scalar field of highest precedence
 // decides, even when its value has a type that makes it unusable.
@@ -288,7 +310,7 @@ class ScalarOf {
 
   error_code add(od::raw_json_string key, od::value value) {
     size_t rank = 0;
-    while (rank < std::size(kScalarFields) && kScalarFields[rank] != key) {
+    while (rank < std::size(kScalarFields) && key != kScalarFields[rank]) {
       ++rank;
     }
     if (rank >= rank_) {
@@ -413,11 +435,11 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
   int64_t time_ns = 0;
   int64_t observed_ns = 0;
   SIMDJSON_TRY(forEachField(lr, [&](od::raw_json_string key, od::value v) {
-    if (key == "timeUnixNano" && !seen_time) {
+    if (key == kTimeUnixNano && !seen_time) {
       seen_time = true;
       return intOf(v, &time_ns);
     }
-    if (key == "observedTimeUnixNano" && !seen_observed) {
+    if (key == kObservedTimeUnixNano && !seen_observed) {
       seen_observed = true;
       return time_ns != 0 ? SUCCESS : intOf(v, &observed_ns);  // read only if it is the time
     }
@@ -434,7 +456,7 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
     ScalarOf scalar(&s->buf);
     bool seen_kvlist = false;
     SIMDJSON_TRY(forEachField(v, [&](od::raw_json_string kind, od::value value) {
-      if (kind != "kvlistValue") {
+      if (kind != kKvlistValue) {
         return seen_kvlist ? SUCCESS : scalar.add(kind, value);
       }
       if (seen_kvlist) {
@@ -505,14 +527,14 @@ error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFi
         return addAttributes(attrs, keep, &s->buf, batch, &s->resource);
       });
     }
-    if (key != "scopeLogs" || seen_scopes) {
+    if (key != kScopeLogs || seen_scopes) {
       return SUCCESS;
     }
     seen_scopes = true;
     return forEachElement(v, [&](od::value sl) {
       bool seen_records = false;
       return forEachField(sl, [&](od::raw_json_string k, od::value records) {
-        if (k != "logRecords" || seen_records) {
+        if (k != kLogRecords || seen_records) {
           return SUCCESS;
         }
         seen_records = true;
@@ -616,7 +638,7 @@ error_code addRequest(od::document& req, const StreamRules& rules, const LabelFi
   for (auto field_result : root) {
     od::field field;
     SIMDJSON_TRY(std::move(field_result).get(field));
-    if (field.key() != "resourceLogs" || seen) {
+    if (field.key() != kResourceLogs || seen) {
       continue;
     }
     seen = true;

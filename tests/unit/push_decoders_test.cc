@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -1185,6 +1186,69 @@ TEST(OtlpJson, BytesValueIsBase64AsInTheProtobufMapping) {
   EXPECT_EQ(batch.records[0].line, "\xfb\xff");
   EXPECT_EQ(batch.records[1].line, "ab");
   EXPECT_EQ(rejected, 2u);
+}
+
+// The proto3 JSON mapping has parsers accept a field's proto name as well as its lowerCamelCase
+// name, and the OTel collector's OTLP/HTTP receiver reads both (pdata: "timeUnixNano",
+// "time_unix_nano"); libprotobuf, Go's protojson and Python's json_format write the proto names
+// when asked to. A request so written decoded as an empty one: answered 200 without a rejected
+// record, every line lost.
+TEST(OtlpJson, ProtoFieldNamesReadAsTheirCamelCaseNames) {
+  const std::string camel_case =
+      R"({"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name",)"
+      R"("value":{"stringValue":"gpu-4"}}]},"scopeLogs":[{"logRecords":[)"
+      R"({"timeUnixNano":"1700000000000000001","body":{"stringValue":"NVRM: Xid 79"}},)"
+      R"({"observedTimeUnixNano":"1700000000000000002","body":{"kvlistValue":{"values":[)"
+      R"({"key":"_TRANSPORT","value":{"stringValue":"kernel"}},{"key":"MESSAGE","value":)"
+      R"({"arrayValue":{"values":[{"intValue":"109"},{"intValue":"99"},{"intValue":"101"}]}}}]}}},)"
+      R"({"body":{"bytesValue":"RVhUNC1mcyBlcnJvcg=="}},{"body":{"intValue":"7"}},)"
+      R"({"body":{"boolValue":true}}]}]}]})";
+  std::string proto_names = camel_case;
+  for (const auto& [camel, proto] : std::vector<std::pair<std::string, std::string>>{
+           {"resourceLogs", "resource_logs"},
+           {"scopeLogs", "scope_logs"},
+           {"logRecords", "log_records"},
+           {"observedTimeUnixNano", "observed_time_unix_nano"},
+           {"timeUnixNano", "time_unix_nano"},
+           {"stringValue", "string_value"},
+           {"kvlistValue", "kvlist_value"},
+           {"arrayValue", "array_value"},
+           {"intValue", "int_value"},
+           {"bytesValue", "bytes_value"},
+           {"boolValue", "bool_value"}}) {
+    for (size_t at = proto_names.find('"' + camel + '"'); at != std::string::npos;
+         at = proto_names.find('"' + camel + '"', at)) {
+      proto_names.replace(at + 1, camel.size(), proto);
+    }
+  }
+  ASSERT_EQ(proto_names.find("Value"), std::string::npos) << proto_names;
+  RecordBatch camel;
+  uint64_t rejected = 0;
+  std::string error;
+  ASSERT_TRUE(otlpJson(camel_case, false, &camel, &rejected, &error)) << error;
+  ASSERT_EQ(camel.records.size(), 5u);
+  EXPECT_EQ(camel.records[0].time_ns, 1700000000000000001);
+  EXPECT_EQ(camel.records[1].time_ns, 1700000000000000002);
+  EXPECT_EQ(camel.records[1].line, "mce");
+  EXPECT_EQ(camel.records[1].stream, StreamKind::kKernel);
+  EXPECT_EQ(camel.records[2].line, "EXT4-fs error");
+  EXPECT_EQ(camel.records[3].line, "7");
+  EXPECT_EQ(camel.records[4].line, "true");
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "copied");
+    RecordBatch batch;
+    rejected = 0;
+    ASSERT_TRUE(otlpJson(proto_names, in_place, &batch, &rejected, &error)) << error;
+    EXPECT_EQ(rejected, 0u);
+    ASSERT_EQ(batch.records.size(), camel.records.size()) << proto_names;
+    for (size_t i = 0; i < batch.records.size(); ++i) {
+      EXPECT_EQ(batch.records[i].line, camel.records[i].line) << i;
+      EXPECT_EQ(batch.records[i].time_ns, camel.records[i].time_ns) << i;
+      EXPECT_EQ(batch.records[i].node, "gpu-4") << i;
+      EXPECT_EQ(batch.records[i].stream, camel.records[i].stream) << i;
+      EXPECT_EQ(labelsOf(batch, batch.records[i]), labelsOf(camel, camel.records[i])) << i;
+    }
+  }
 }
 
 TEST(OtlpResponse, PartialSuccessOnlyWhenRejected) {
