@@ -43,6 +43,11 @@ std::chrono::milliseconds millisecondsAt(const YAML::Node& map, const char* key,
       durationAt(map[key], std::string("kubernetes.leader_election.") + key) / 1'000'000);
 }
 
+// A write without an answer (none, or a 5xx such as a proxy's 504) may have been applied.
+bool mayHaveLanded(const KubeClient::Response& r) {
+  return r.status == 0 || r.status >= 500;
+}
+
 }  // namespace
 
 std::string podNamespace() {
@@ -147,8 +152,10 @@ bool LeaderElector::tryAcquireOrRenew() {
     if (created.status == 201) {
       held_ = parseObject(created.body);
       took_over_ = true;
+      take_over_unanswered_ = false;
       return true;
     }
+    take_over_unanswered_ = take_over_unanswered_ || mayHaveLanded(created);
     if (created.status == 409) {
       held_ = nullptr;  // another replica created it first: not leading, at once
     } else {
@@ -182,6 +189,7 @@ bool LeaderElector::tryAcquireOrRenew() {
   lease["spec"] = leaseSpec(record, /*take_over=*/!mine);
   const KubeClient::Response put = client_.put(path, lease.dump());
   if (put.status != 200) {
+    take_over_unanswered_ = take_over_unanswered_ || (!mine && mayHaveLanded(put));
     if (put.status == 409) {
       held_ = nullptr;  // someone else wrote the Lease since our GET: not leading, at once
     } else {
@@ -190,7 +198,10 @@ bool LeaderElector::tryAcquireOrRenew() {
     return false;
   }
   held_ = parseObject(put.body);
-  took_over_ = !mine;
+  // A Lease that names this replica after a take-over whose answer was lost was won from
+  // another holder all the same.
+  took_over_ = !mine || take_over_unanswered_;
+  take_over_unanswered_ = false;
   return true;
 }
 

@@ -70,7 +70,8 @@ class LeaderElector {
   bool isLeader() const;
   // While isLeader(): the term, 1 for the first time this replica won the Lease and one more
   // each time it won it again from another holder (or none: released, created); else 0. Leading
-  // again on a Lease that still named it (renewals failed for a while) keeps the term. A writer
+  // again on a Lease that still named it (renewals failed for a while) keeps the term; one that
+  // names it after a take-over whose answer was lost (a timeout, a 5xx) does not. A writer
   // that sees the term change knows that another replica may have led in between.
   uint64_t term() const;
   const std::string& identity() const { return config_.identity; }
@@ -92,6 +93,9 @@ class LeaderElector {
   std::chrono::steady_clock::time_point observed_time_;
   nlohmann::json held_;     // the Lease as last written by us, while leader
   bool took_over_ = false;  // the last acquisition created the Lease or took it from another
+  // A take-over (PUT) or creation (POST) got no answer, or a 5xx: it may have landed, so the next
+  // Lease that names this replica was taken over, not renewed.
+  bool take_over_unanswered_ = false;
 
   std::atomic<bool> leader_{false};
   std::atomic<uint64_t> term_{0};

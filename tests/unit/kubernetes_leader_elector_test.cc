@@ -243,6 +243,25 @@ TEST_F(LeaderElectorTest, LeadingAgainAfterAnotherHolderIsANewTerm) {
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
 }
 
+// The same when the PUT that takes the Lease over from replica-z lands but its answer is lost (a
+// 504, a timeout): a finds itself the holder at its next GET. It won the Lease from another holder,
+// so it is a new term; taken for a renewal of its own Lease, it kept term 1, and the taint sink
+// kept what it began before z led (deferred taints) and did not learn z's taints.
+TEST_F(LeaderElectorTest, ATakeOverWhoseAnswerWasLostIsANewTerm) {
+  LeaderElector a(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  EXPECT_EQ(a.term(), 1u);
+  ASSERT_EQ(overwriteLease("replica-z", 1), 200);
+  ASSERT_TRUE(eventually([&] { return !a.isLeader(); }));
+  // a's next PUT is its take-over once z's 1 s runs out: applied, answered 504.
+  server_.failNext("PUT", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", 504,
+                   1, /*after_serving=*/true);
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
+  EXPECT_EQ(lease()["spec"]["leaseTransitions"], 1);
+  EXPECT_EQ(a.term(), 2u);
+}
+
 // A Lease GET that hangs past the renew deadline: meanwhile replica-b takes the Lease, leads and
 // releases it; the GET then answers with the released Lease, which a takes. Another replica led
 // in between, so a leads in a new term, although its thread never saw itself lose the Lease.
