@@ -479,17 +479,22 @@ bool TaintSink::list() {
   have_snapshot_ = true;
   if (restore_pending_ && (hooks_.on_restored || hooks_.on_lifted)) {
     restore_pending_ = false;
-    // The LIST predates a decision still pending here: the correlator knows that node better.
+    // The LIST predates a decision still pending here: the correlator knows that node better. Not
+    // one of a rule in dry run, which changes nothing on the node (Correlator::restore).
     std::set<std::string> pending{handling_};
     uint64_t seen = 0;
     {
       std::lock_guard lock(mu_);
       seen = written_;
       for (const Pending& p : queue_) {
-        pending.insert(p.decision.node);
+        if (!p.decision.dry_run) {
+          pending.insert(p.decision.node);
+        }
       }
       for (const auto& [at, p] : held_) {
-        pending.insert(p.decision.node);
+        if (!p.decision.dry_run) {
+          pending.insert(p.decision.node);
+        }
       }
     }
     for (const auto& [key, p] : deferred_) {

@@ -182,7 +182,8 @@ class TaintSink : public DecisionSink {
     // (Pipeline::restoreTaint). Other LISTs show this replica's own marks.
     // `seen`: how many decisions were written to the sink before the LIST's view was taken (every
     // one of them handled before the LIST, or pending: a node with a decision pending here, queued,
-    // held, deferred or refused, is not reported, as the LIST predates it); the correlator ignores
+    // held, deferred or refused, is not reported, as the LIST predates it, unless the decision is
+    // a rule's in dry run, which changes nothing on the node); the correlator ignores
     // a node it decided after that many (Correlator::restore). On the sink's thread.
     std::function<void(const std::string& node, const std::string& rule, int64_t time_ns,
                        uint64_t seen)>

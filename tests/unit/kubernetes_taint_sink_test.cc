@@ -1605,6 +1605,47 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderSetAreRestoredInANewTerm) {
   EXPECT_EQ(restored, Lines{"n1 xid-fatal 2025-02-23T16:24:18.000000000Z"});
 }
 
+// A rule in dry run decides apart (Correlator::restore ignores its decisions): one pending when
+// the first LIST answers changes nothing on the node, so the node's taint from before the start is
+// still restored. Taken for a real decision the LIST predates, it kept the node from the only
+// restore of the term: its taint was never lifted.
+TEST_F(TaintSinkTest, ADryRunDecisionPendingAtTheListLeavesTheRestore) {
+  createNode("n1");
+  const std::string mark =
+      R"({"rule":"xid-fatal","key":"faultline.dev/faulty","effect":"NoSchedule",)"
+      R"("time":"2025-02-23T16:24:18Z","applied":"2025-02-23T16:24:19Z"})";
+  ASSERT_TRUE(
+      server_.mutate("n1", {{"metadata", {{"annotations", {{"faultline.dev/taint", mark}}}}},
+                            {"spec",
+                             {{"taints",
+                               {{{"key", "faultline.dev/faulty"},
+                                 {"effect", "NoSchedule"},
+                                 {"timeAdded", "2025-02-23T16:24:19Z"}}}}}}}));
+  // The first LIST answers after the decision below is queued, while it waits.
+  server_.delayNext("GET", "/api/v1/nodes", std::chrono::milliseconds(2000));
+  std::mutex mu;
+  Lines restored;
+  TaintSink::Hooks h = hooks();
+  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t /*time_ns*/,
+                      uint64_t /*seen*/) {
+    std::lock_guard lock(mu);
+    restored.push_back(node + " " + rule);
+  };
+  TaintSink sink(config(), options(), h);
+  ASSERT_TRUE(waitFor([&] { return count("GET", "/api/v1/nodes") == 1; }));
+  Decision dry = decision("n1", "rule-on-trial");
+  dry.dry_run = true;
+  sink.write(dry);
+  // The LIST is done once the breaker is read after it.
+  ASSERT_TRUE(waitFor([&] {
+    return count("GET", "/api/v1/namespaces/faultline/configmaps/faultline-breaker") == 1;
+  }));
+  sink.flush();
+  EXPECT_EQ(sink.counters().dry_run, 1u);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(restored, Lines{"n1 xid-fatal"});
+}
+
 // The converse: the other leader lifted a taint this replica set (pushes of the node's recovery
 // went to it). Its correlator must forget that taint, or the node's next fault taints nothing.
 // A node with a decision still pending here (held while following) is not reported: the LIST
