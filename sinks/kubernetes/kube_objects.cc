@@ -173,19 +173,30 @@ bool hasMarkedTaint(const json& node, const TaintMark& mark) {
 TaintCount countTaints(const std::map<std::string, json>& nodes, const std::string& key,
                        int64_t since_ns, const std::map<std::string, int64_t>& added) {
   TaintCount count;
+  auto addedSince = [since_ns](const json& t) {
+    int64_t time_added = 0;
+    return parseRfc3339(stringMember(t, "timeAdded"), &time_added) && time_added >= since_ns;
+  };
   for (const auto& [name, node] : nodes) {
     const auto ours = added.find(name);
     bool recent = ours != added.end() && ours->second >= since_ns;  // perhaps lifted since
-    const json* t = taintWithKey(node, key);
-    if (const std::optional<TaintMark> mark = t == nullptr ? taintMark(node) : std::nullopt) {
-      t = markedTaint(node, *mark);  // faultline's, under an earlier config's key
+    // Every taint of the key: faultline's may follow another writer's of another effect.
+    bool tainted = false;
+    if (const json* list = at(node, "/spec/taints"); list != nullptr && list->is_array()) {
+      for (const json& t : *list) {
+        if (stringMember(t, "key") == key) {
+          tainted = true;
+          recent = recent || addedSince(t);
+        }
+      }
     }
-    if (t != nullptr) {
-      ++count.tainted;
-      int64_t time_added = 0;
-      recent = recent ||
-               (parseRfc3339(stringMember(*t, "timeAdded"), &time_added) && time_added >= since_ns);
+    if (const std::optional<TaintMark> mark = tainted ? std::nullopt : taintMark(node)) {
+      if (const json* t = markedTaint(node, *mark)) {  // faultline's, under an earlier config's key
+        tainted = true;
+        recent = recent || addedSince(*t);
+      }
     }
+    count.tainted += tainted ? 1 : 0;
     count.recent += recent ? 1 : 0;
   }
   // A node faultline tainted that has since left the list (deleted, replaced, relabelled) still

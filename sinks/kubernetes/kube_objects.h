@@ -72,12 +72,13 @@ std::optional<TaintMark> taintMark(const nlohmann::json& node);
 bool hasMarkedTaint(const nlohmann::json& node, const TaintMark& mark);
 
 // The blast-radius guard's counts over eligible nodes (taint_sink.h BlastRadiusLimits). A node
-// counts by its (first) taint of this key, else by faultline's marked taint (hasMarkedTaint),
-// whatever its key: the config's taint key may have changed since faultline wrote it (a rollout).
+// counts by its taints of this key (any effect), else by faultline's marked taint
+// (hasMarkedTaint), whatever its key: the config's taint key may have changed since faultline
+// wrote it (a rollout).
 struct TaintCount {
   int tainted = 0;  // nodes with a taint of this key or faultline's marked taint
-  // nodes whose taint so counted has a timeAdded >= since_ns, or whose time in `added` (listed
-  // or not) is >= since_ns
+  // nodes one of whose taints so counted has a timeAdded >= since_ns, or whose time in `added`
+  // (listed or not) is >= since_ns
   int recent = 0;
 };
 // `added`: node name -> when faultline last added the taint (ns since the epoch), so that a taint

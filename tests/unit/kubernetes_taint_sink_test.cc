@@ -895,6 +895,28 @@ TEST_F(GuardTest, RateLimitCountsFaultlinesTaintsUnderAnEarlierKey) {
   EXPECT_EQ(suppressed()[0].reason, "would be taint 2 within 600s, over max_new 1");
 }
 
+// A node carrying the taint key twice: another writer's taint of another effect first (no
+// timeAdded), then faultline's, added within the window by an earlier run or another leader. The
+// rate limit read the first one's timeAdded only, so faultline's recent taint did not count.
+TEST_F(GuardTest, RateLimitCountsARecentTaintBehindAnotherOfTheKey) {
+  createCluster(10);
+  ASSERT_TRUE(server_.mutate(
+      "g0", {{"spec",
+              {{"taints",
+                {{{"key", "faultline.dev/faulty"}, {"effect", "PreferNoSchedule"}},
+                 {{"key", "faultline.dev/faulty"},
+                  {"value", "true"},
+                  {"effect", "NoSchedule"},
+                  {"timeAdded", formatRfc3339(nowNanos() - 60 * kNanosPerSecond)}}}}}}}));
+  TaintSink sink(config(), guarded({0, 0, 1, std::chrono::seconds(600)}), hooks());
+  sink.write(decision("g1"));
+  sink.flush();
+
+  EXPECT_FALSE(tainted("g1"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would be taint 2 within 600s, over max_new 1");
+}
+
 // The eligible nodes come in pages of node_list_limit (limit + continue), and the guard counts
 // taints on every page.
 TEST_F(GuardTest, ListsEligibleNodesInPages) {
