@@ -319,6 +319,14 @@ void TaintSink::run() {
     }
     Pending pending = std::move(queue_.front());
     queue_.pop_front();
+    if (!pending.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
+      const Decision& d = pending.decision;
+      if (d.action == Decision::Action::kTaint) {
+        decided_marks_[d.node] = {d.rule, d.time_ns};
+      } else {
+        decided_marks_.erase(d.node);
+      }
+    }
     if (!leader) {
       // A later decision for the node and key supersedes a deferred one, as when leading: else,
       // leading again, the sink would replay a taint of a node that recovered meanwhile, or an
@@ -509,10 +517,23 @@ bool TaintSink::list() {
       }
       const std::optional<TaintMark> mark = taintMark(node);
       if (!mark || !hasMarkedTaint(node, *mark)) {
+        decided_marks_.erase(name);
         if (hooks_.on_lifted) {
           hooks_.on_lifted(name, seen);
         }
       } else if (mark->time_ns && hooks_.on_restored) {
+        // Another leader lifted the taint decided here and set one of its own: the correlator
+        // forgets the fault it holds (whose recovery would lift the new taint), then takes it up.
+        const std::pair<std::string, int64_t> marked{mark->rule, *mark->time_ns};
+        if (const auto known = decided_marks_.find(name);
+            known != decided_marks_.end() && known->second != marked && hooks_.on_lifted) {
+          spdlog::info(
+              "kubernetes: node {} carries another leader's taint (rule {}) in place of "
+              "the one decided here (rule {})",
+              name, mark->rule, known->second.first);
+          hooks_.on_lifted(name, seen);
+        }
+        decided_marks_[name] = marked;
         spdlog::info("kubernetes: node {} keeps taint {} of rule {} from before this start", name,
                      mark->key, mark->rule);
         hooks_.on_restored(name, mark->rule, *mark->time_ns, seen);

@@ -1709,6 +1709,57 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderLiftedAreReportedInANewTerm) {
   EXPECT_EQ(lifted, Lines{"n1 2"});
 }
 
+// The other leader lifted the taint this replica set and tainted the node again, for a fault of
+// its own (pushes of both went to it). This replica's correlator still holds the fault it decided:
+// restored over it, the LIST changed nothing there ("tainted already"), and that stale fault's
+// recovery then lifted the other leader's taint of a node that had not recovered. The LIST shows
+// both: that taint was lifted, and another set.
+TEST_F(TaintSinkTest, ATaintAnotherLeaderSetInPlaceOfThisOnesIsReportedLiftedAndRestored) {
+  createNode("n1");
+  std::atomic<uint64_t> term{1};
+  std::mutex mu;
+  Lines reported;
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t time_ns,
+                      uint64_t /*seen*/) {
+    std::lock_guard lock(mu);
+    reported.push_back("restored " + node + " " + rule + " " + formatRfc3339(time_ns));
+  };
+  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
+    std::lock_guard lock(mu);
+    reported.push_back("lifted " + node);
+  };
+  TaintSink sink(config(), options(), h);
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  {
+    std::lock_guard lock(mu);
+    reported.clear();  // the first LIST's
+  }
+  term = 0;
+  // The other leader lifts n1's taint, then taints it again for another rule.
+  const std::string mark =
+      R"({"rule":"xid-fatal","key":"faultline.dev/faulty","effect":"NoSchedule",)"
+      R"("time":"2025-02-23T18:00:00Z","applied":"2025-02-23T18:00:01Z"})";
+  ASSERT_TRUE(
+      server_.mutate("n1", {{"metadata", {{"annotations", {{"faultline.dev/taint", mark}}}}},
+                            {"spec",
+                             {{"taints",
+                               {{{"key", "faultline.dev/faulty"},
+                                 {"effect", "NoSchedule"},
+                                 {"timeAdded", "2025-02-23T18:00:01Z"}}}}}}}));
+  term = 2;
+  EXPECT_TRUE(waitFor([&] {
+    std::lock_guard lock(mu);
+    return !reported.empty();
+  }));
+  sink.flush();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(reported, (Lines{"lifted n1", "restored n1 xid-fatal 2025-02-23T18:00:00.000000000Z"}));
+}
+
 // The same while following: the node recovered (the untaint arrived while another replica led,
 // longer ago than follower_hold, so it is no longer held), and leading again must not replay the
 // deferred taint.
