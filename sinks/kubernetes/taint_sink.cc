@@ -319,13 +319,8 @@ void TaintSink::run() {
     }
     Pending pending = std::move(queue_.front());
     queue_.pop_front();
-    if (!pending.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
-      const Decision& d = pending.decision;
-      if (d.action == Decision::Action::kTaint) {
-        decided_marks_[d.node] = {d.rule, d.time_ns};
-      } else {
-        decided_marks_.erase(d.node);
-      }
+    if (!pending.decision.dry_run && pending.decision.action == Decision::Action::kUntaint) {
+      decided_marks_.erase(pending.decision.node);  // the correlator holds no fault of it now
     }
     if (!leader) {
       // A later decision for the node and key supersedes a deferred one, as when leading: else,
@@ -803,6 +798,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     ++applied_;
     nodes_[d.node] = tainted;
     added_[d.node] = nowNanos();
+    decided_marks_[d.node] = {d.rule, d.time_ns};  // the mark it wrote
     const std::string message =
         "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);

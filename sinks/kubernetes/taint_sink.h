@@ -191,9 +191,9 @@ class TaintSink : public DecisionSink {
     // With the same LISTs, for each listed node without faultline's taint as it wrote it (or
     // without its mark) and no decision pending here: another leader may have lifted a taint this
     // replica decided (Pipeline::liftTaint), the correlator must forget it to taint the node's next
-    // fault. Also just before on_restored for a node whose mark is not that of the taint last
-    // decided (or restored) here: another leader lifted that taint and set its own, which the
-    // recovery of the fault the correlator holds must not lift.
+    // fault. Also just before on_restored for a node whose mark is not the one this replica wrote
+    // (or restored) on it: another leader lifted that taint and set its own, which the recovery
+    // of the fault the correlator holds must not lift.
     std::function<void(const std::string& node, uint64_t seen)> on_lifted;
     // True once the service is to exit (SIGTERM, SIGINT). Its grace period is short (30 s,
     // deploy/), and a decision's tries against an API server that does not answer (8, each up to
@@ -343,9 +343,10 @@ class TaintSink : public DecisionSink {
     Decision decision;
   };
   std::map<std::pair<std::string, std::string>, Refused> refused_;
-  // node -> the rule and event time of its latest taint decided here (leading or not) or restored,
-  // until an untaint or a LIST without faultline's taint: a new term's LIST that shows another
-  // mark (another leader lifted that taint and set its own) reports the node lifted, then restored.
+  // node -> the rule and event time of the mark of faultline's taint this replica wrote on it or
+  // restored (a later rule's taint of the tainted node writes none), until an untaint decided or
+  // a LIST without faultline's taint: a new term's LIST that shows another mark (another leader
+  // lifted that taint and set its own) reports the node lifted, then restored.
   std::map<std::string, std::pair<std::string, int64_t>> decided_marks_;
   std::chrono::steady_clock::time_point deferred_tried_{};
 

@@ -1760,6 +1760,46 @@ TEST_F(TaintSinkTest, ATaintAnotherLeaderSetInPlaceOfThisOnesIsReportedLiftedAnd
   EXPECT_EQ(reported, (Lines{"lifted n1", "restored n1 xid-fatal 2025-02-23T18:00:00.000000000Z"}));
 }
 
+// A second rule's taint of a node this replica tainted already changes nothing on the node (the
+// taint and its mark stay the first rule's): a new term's LIST that finds that mark is no sign of
+// another leader, and must not make the correlator forget its faults (the second rule's among
+// them) for the first rule's alone.
+TEST_F(TaintSinkTest, ASecondRulesTaintOfATaintedNodeIsNoOtherLeadersTaintInANewTerm) {
+  createNode("n1");
+  std::atomic<uint64_t> term{1};
+  std::mutex mu;
+  Lines reported;
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] { return term.load(); };
+  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t /*time_ns*/,
+                      uint64_t /*seen*/) {
+    std::lock_guard lock(mu);
+    reported.push_back("restored " + node + " " + rule);
+  };
+  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
+    std::lock_guard lock(mu);
+    reported.push_back("lifted " + node);
+  };
+  TaintSink sink(config(), options(), h);
+  sink.write(decision("n1", "xid-fatal"));
+  sink.write(decision("n1", "xid-reboot-required", civilToNanos(2025, 2, 23, 16, 30, 0)));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  EXPECT_EQ(sink.counters().already_present, 1u);
+  {
+    std::lock_guard lock(mu);
+    reported.clear();  // the first LIST's
+  }
+  term = 2;  // leading again after another replica, which changed nothing on n1
+  EXPECT_TRUE(waitFor([&] {
+    std::lock_guard lock(mu);
+    return !reported.empty();
+  }));
+  sink.flush();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(reported, Lines{"restored n1 xid-fatal"});
+}
+
 // The same while following: the node recovered (the untaint arrived while another replica led,
 // longer ago than follower_hold, so it is no longer held), and leading again must not replay the
 // deferred taint.
