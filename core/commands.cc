@@ -397,6 +397,11 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
   // the sink's thread.
   Pipeline pipeline(bank, cfg.taint, {&log, &counter}, cfg.match_threads, cfg.max_lag_ns, nowNanos,
                     cfg.taint_sink.dryRunRules(*bank));
+  // A new consumer group reads its topics' retention: faults long cleared, whose decisions a
+  // leader would write again (a healthy node tainted, the breaker tripped by old faults). The
+  // replica seeks the Lease once it has caught up; meanwhile its decisions are held as a
+  // follower's, and the last one per node is checked when it leads.
+  std::atomic<bool> kafka_caught_up = false;
   // Leader election has its own connection so that a slow taint never delays a Lease renewal.
   std::unique_ptr<KubeClient> lease_client;
   std::unique_ptr<LeaderElector> elector;
@@ -411,7 +416,12 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
     hooks.on_resumed = [&log](const Decision& d) { log.write(d); };  // counted when decided
     if (cfg.leader_election) {
       lease_client = std::make_unique<KubeClient>(*cfg.kubernetes, &metrics);
-      elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election);
+      std::function<bool()> may_lead;
+      if (cfg.kafka) {
+        may_lead = [&kafka_caught_up] { return kafka_caught_up.load(); };
+      }
+      elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election,
+                                                std::function<void(bool)>{}, std::move(may_lead));
       hooks.leader_term = [e = elector.get()] { return e->term(); };
     }
     // Taints set before this start: the correlator lifts them when their nodes recover.
@@ -448,7 +458,7 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
       }
     });
   }
-  ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes};
+  ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes, &kafka_caught_up};
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the
     // same correlation windows as the leader and takes over without a gap (README "Deploy").

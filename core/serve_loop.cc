@@ -163,7 +163,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
       http->start();
     }
     if (sources.kafka) {
-      kafka = std::make_unique<KafkaSource>(*sources.kafka);
+      kafka = std::make_unique<KafkaSource>(*sources.kafka, sources.kafka_caught_up);
       metrics.declare("faultline_records_total", T::kCounter,
                       "Records accepted, by source and format");
       metrics.declare("faultline_bytes_total", T::kCounter,

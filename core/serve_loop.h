@@ -18,6 +18,7 @@
 // request is dropped.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <stop_token>
@@ -35,6 +36,8 @@ struct ServeSources {
   std::optional<KafkaConfig> kafka;
   std::optional<PushConfig> http;
   size_t queue_bytes = 256 << 20;
+  // Set when the Kafka source has caught up with its backlog (KafkaSource's `caught_up`).
+  std::atomic<bool>* kafka_caught_up = nullptr;
 };
 
 // Runs until `stop` is requested: then the Kafka source processes the batch it holds, commits and

@@ -116,6 +116,8 @@ ConfPtr makeConf(const KafkaConfig& config) {
     set(key, value);
   }
   set("enable.auto.offset.store", "false");
+  // A partition's end is an event (consume() skips it): KafkaSource's `caught_up`.
+  set("enable.partition.eof", "true");
   return conf;
 }
 
@@ -236,8 +238,10 @@ KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
   return config;
 }
 
-KafkaSource::KafkaSource(KafkaConfig config)
-    : config_(std::move(config)), counters_(new Counters[config_.topics.size()]) {
+KafkaSource::KafkaSource(KafkaConfig config, std::atomic<bool>* caught_up)
+    : config_(std::move(config)),
+      counters_(new Counters[config_.topics.size()]),
+      caught_up_(caught_up) {
   for (const KafkaTopicConfig& topic : config_.topics) {
     decoders_.emplace_back(topic);
   }
@@ -398,9 +402,15 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     pending = 0;
   };
 
+  // Partitions read to their end at least once, until caught up.
+  std::set<std::pair<std::string, int32_t>> at_end;
   auto consume = [&](MessagePtr msg, int64_t now) {
     if (msg->err) {
-      if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        if (caught_up_ != nullptr && !caught_up_->load() && msg->rkt != nullptr) {
+          at_end.emplace(rd_kafka_topic_name(msg->rkt), msg->partition);
+        }
+      } else {
         errors_.fetch_add(1, std::memory_order_relaxed);
         spdlog::warn("kafka: consume: {}", rd_kafka_message_errstr(msg.get()));
       }
@@ -501,6 +511,23 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
                         batch.memoryBytes() >= config_.batch_max_bytes || now >= deadline_ns)) {
       flush();
       now = nowNanos();  // the handler may have taken long
+    }
+    // Caught up: nothing held, and every assigned partition's end reached (its messages before
+    // the end event were consumed, and handled by the flush above).
+    if (!at_end.empty() && pending == 0 && ready.empty()) {
+      rd_kafka_topic_partition_list_t* raw = nullptr;
+      if (rd_kafka_assignment(rk.get(), &raw) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const ListPtr assigned(raw);
+        bool all = assigned->cnt > 0;
+        for (int i = 0; all && i < assigned->cnt; ++i) {
+          all = at_end.count({assigned->elems[i].topic, assigned->elems[i].partition}) != 0;
+        }
+        if (all) {
+          at_end.clear();
+          caught_up_->store(true);
+          spdlog::info("kafka: caught up: every assigned partition read to its end");
+        }
+      }
     }
   }
   if (pending > 0) {

@@ -91,7 +91,11 @@ struct KafkaStats {
 
 class KafkaSource : public Source {
  public:
-  explicit KafkaSource(KafkaConfig config);
+  // `caught_up`, if given, is set once every partition assigned has been read to its end and
+  // every batch read was handled (decisions handed to the sinks): from then on the decisions are
+  // about the present, where before they were about the backlog of a new consumer group (the
+  // topic's retention). Never cleared.
+  explicit KafkaSource(KafkaConfig config, std::atomic<bool>* caught_up = nullptr);
   KafkaSource(const KafkaSource&) = delete;
   KafkaSource& operator=(const KafkaSource&) = delete;
   KafkaSource(KafkaSource&&) = delete;
@@ -128,6 +132,7 @@ class KafkaSource : public Source {
   std::vector<KafkaDecoder> decoders_;    // index = topic index in config_.topics
   std::unique_ptr<Counters[]> counters_;  // same index
   std::atomic<uint64_t> errors_{0};
+  std::atomic<bool>* caught_up_;
 };
 
 }  // namespace faultline

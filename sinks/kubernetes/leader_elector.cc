@@ -96,10 +96,11 @@ LeaderElectionConfig LeaderElectionConfig::fromYaml(const YAML::Node& node) {
 }
 
 LeaderElector::LeaderElector(KubeClient& client, LeaderElectionConfig config,
-                             std::function<void(bool)> on_change)
+                             std::function<void(bool)> on_change, std::function<bool()> may_lead)
     : client_(client),
       config_(std::move(config)),
       on_change_(std::move(on_change)),
+      may_lead_(std::move(may_lead)),
       thread_([this] { run(); }) {}
 
 LeaderElector::~LeaderElector() {
@@ -139,9 +140,12 @@ json LeaderElector::leaseSpec(const LeaseRecord& old, bool take_over) const {
                      : old.transitions}};
 }
 
-bool LeaderElector::tryAcquireOrRenew() {
+bool LeaderElector::tryAcquireOrRenew(bool may_acquire) {
   const std::string path = leasePath() + "/" + config_.name;
   const KubeClient::Response got = client_.get(path);
+  if (got.status == 404 && !may_acquire) {
+    return false;
+  }
   if (got.status == 404) {
     const json lease = {
         {"apiVersion", "coordination.k8s.io/v1"},
@@ -181,8 +185,11 @@ bool LeaderElector::tryAcquireOrRenew() {
     observed_time_ = Clock::now();
   }
   const bool mine = record.holder == config_.identity;
-  if (!record.holder.empty() && !mine &&
-      Clock::now() < observed_time_ + std::chrono::seconds(record.duration_s)) {
+  // Not yet allowed to take the Lease (even one that still names this replica, which a
+  // restarted container does not lead): only watched, so that its expiry counts from the
+  // renewals seen.
+  if (!may_acquire || (!record.holder.empty() && !mine &&
+                       Clock::now() < observed_time_ + std::chrono::seconds(record.duration_s))) {
     held_ = nullptr;  // held by someone else and not expired: we are not leading, at once
     return false;
   }
@@ -236,7 +243,7 @@ void LeaderElector::run() {
     // A renewal counts from when it was sent: its answer may come late, and a follower counts
     // the Lease's expiry from when it saw the renewal.
     const int64_t sent_ns = steadyNanos();
-    const bool renewed = tryAcquireOrRenew();
+    const bool renewed = tryAcquireOrRenew(leader_ || !may_lead_ || may_lead_());
     const bool was = leader_;
     if (renewed) {
       // A new term when another replica may have held the Lease since this one's last: a Lease

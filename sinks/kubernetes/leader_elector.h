@@ -52,9 +52,11 @@ std::string podNamespace();
 class LeaderElector {
  public:
   // on_change(true) runs on the elector's thread after the Lease was won, on_change(false) after
-  // leadership was lost or given up. The client must outlive the elector.
+  // leadership was lost or given up. While may_lead (if given) returns false, a replica that does
+  // not lead does not seek the Lease (a Kafka replica still reading its topics' retention). The
+  // client must outlive the elector.
   LeaderElector(KubeClient& client, LeaderElectionConfig config,
-                std::function<void(bool)> on_change = {});
+                std::function<void(bool)> on_change = {}, std::function<bool()> may_lead = {});
   // Stops; a held Lease is released (holderIdentity "", leaseDurationSeconds 1, renewTime and
   // acquireTime now: client-go's ReleaseOnCancel) so that another replica takes over at its
   // next retry instead of after the lease duration.
@@ -78,7 +80,8 @@ class LeaderElector {
 
  private:
   void run();
-  bool tryAcquireOrRenew();
+  // Renews a Lease this replica holds; takes or creates one only if `may_acquire`.
+  bool tryAcquireOrRenew(bool may_acquire);
   void release();
   std::string leasePath() const;
   // The spec we write: renewing `old` (ours) or taking it over (+1 transition, new acquireTime).
@@ -87,6 +90,7 @@ class LeaderElector {
   KubeClient& client_;
   const LeaderElectionConfig config_;
   std::function<void(bool)> on_change_;
+  std::function<bool()> may_lead_;
 
   // Last Lease record seen and when (steady clock), for the expiry judgement.
   LeaseRecord observed_;
