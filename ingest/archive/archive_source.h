@@ -45,7 +45,8 @@ class ArchiveSource : public Source {
 
   // Reads the inputs in order. A file that cannot be opened, is corrupt, or whose format cannot
   // be detected is recorded in errors() and the next one is read: the whole lines it gave before
-  // the error are delivered, its cut last line is not.
+  // the error are delivered, its cut last line is not. NUL bytes that start a line (a log's
+  // unwritten blocks after a power loss) are skipped.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   const ArchiveStats& stats() const { return stats_; }

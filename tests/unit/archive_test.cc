@@ -156,6 +156,29 @@ TEST(Archive, AFirstLineOfAFewBytesDoesNotHideTheFormat) {
   EXPECT_EQ(stats.malformed, 1U);
 }
 
+// A node that lost power mid-write (the postmortem case) leaves its log's unwritten last blocks as
+// NUL bytes; the next boot's first line is written right after them, on the same line.
+TEST(Archive, TheLineAfterARunOfNulsFromACrashIsRead) {
+  const std::string nuls(3000, '\0');
+  const std::string xid =
+      "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.";
+  ArchiveStats stats;
+  EXPECT_EQ(replay({{"kern.log",
+                     "Nov 29 11:59:00 gpu-node-5 kernel: usb 1-1: new device\n" + nuls +
+                         "Nov 29 12:00:00 gpu-node-5 kernel: " + xid + "\n",
+                     true}},
+                   &stats),
+            (std::vector<std::string>{"gpu-node-5|usb 1-1: new device", "gpu-node-5|" + xid}));
+  EXPECT_EQ(stats.malformed, 0U);
+  EXPECT_EQ(
+      replay({{"gpu-node-6.dmesg", "[  100.0] usb\n" + nuls + "[  123.4] " + xid + "\n", true}},
+             &stats),
+      (std::vector<std::string>{"gpu-node-6|usb", "gpu-node-6|" + xid}));
+  // NULs alone on a line are no record.
+  replay({{"gpu-node-6.dmesg", "[  100.0] usb\n" + nuls + "\n", true}}, &stats);
+  EXPECT_EQ(stats.malformed, 1U);
+}
+
 TEST(Archive, TheLinesBeforeAGzipCorruptionAreRead) {
   std::string text;
   for (int i = 0; i < 100; ++i) {
