@@ -236,6 +236,9 @@ int replay(const ReplayArgs& a) {
     s.bytes_text += st.bytes_text;
     hits += collectors[t]->matcherStats().hits;
     pipeline.absorb(*collectors[t]);
+    for (const uint32_t input : sources[t]->newestFirst()) {
+      pipeline.newestFirst(input);
+    }
   }
   pipeline.finishReplay();
   const double secs =

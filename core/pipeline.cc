@@ -224,15 +224,28 @@ void Pipeline::keep(size_t first) {
   hits_.resize(out);
 }
 
+void Pipeline::newestFirst(uint32_t input) {
+  if (newest_first_.size() <= input) {
+    newest_first_.resize(size_t{input} + 1);
+  }
+  newest_first_[input] = true;
+}
+
 void Pipeline::finishReplay() {
-  std::stable_sort(hits_.begin(), hits_.end(), [](const Hit& a, const Hit& b) {
+  std::stable_sort(hits_.begin(), hits_.end(), [this](const Hit& a, const Hit& b) {
     if (a.time_ns != b.time_ns) {
       return a.time_ns < b.time_ns;
     }
     if (a.node != b.node) {
       return a.node < b.node;
     }
-    return a.seq < b.seq;  // input by name, then place: a DOWN before the ACTIVE of its second
+    // Input by name, then place: a DOWN before the ACTIVE of its second, also where a newest-first
+    // export lists the ACTIVE first.
+    const uint64_t input = a.seq >> kInputShift;
+    if (input == b.seq >> kInputShift && input < newest_first_.size() && newest_first_[input]) {
+      return a.seq > b.seq;
+    }
+    return a.seq < b.seq;
   });
   correlateHits(hits_);
   hits_.clear();

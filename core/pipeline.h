@@ -106,8 +106,13 @@ class Pipeline {
   // pipeline had collected them; `other` is left empty. Results do not depend on which pipeline
   // collected which file.
   void absorb(Pipeline& other);
-  // Replay: sorts the kept hits by event time (ties: node, input, place in the input) and
-  // correlates them, so the outcome does not depend on the order of the input files.
+  // Replay: input number `input` lists its records newest first (ArchiveSource::newestFirst):
+  // its hits of one node at one time are taken in the reverse of their place in it, the order
+  // they were logged in. Call before finishReplay().
+  void newestFirst(uint32_t input);
+  // Replay: sorts the kept hits by event time (ties: node, input, place in the input, reversed
+  // for an input newestFirst() names) and correlates them, so the outcome does not depend on the
+  // order of the input files, nor on that of a newest-first export.
   void finishReplay();
 
   // Flushes every sink.
@@ -148,6 +153,7 @@ class Pipeline {
   // collect(): (node, signature, line, second) -> index into hits_ of the hit kept for it.
   FlatMap<size_t> kept_;
   int64_t max_time_ns_ = INT64_MIN;  // newest record time seen by collect(), for timers
+  std::vector<bool> newest_first_;   // by input number: newestFirst()
   std::vector<Decision> out_;
   uint64_t decisions_ = 0;
   std::atomic<size_t> correlator_nodes_ = 0;

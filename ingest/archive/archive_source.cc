@@ -79,6 +79,11 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   }
   std::unique_ptr<LineParser> parser;
   RecordBatch batch;
+  // A loki-jsonl input's order: the time of its first record, and whether the first record of
+  // another time went back (newest first, logcli's default) or on.
+  bool loki = false;
+  std::optional<int64_t> first_time;
+  std::optional<bool> newest_first;
   // A record that names no node (no node label or attribute) is dropped and counted malformed, as
   // live (push, Kafka) drops it: decided, it was a fault of a node "", every such record of every
   // machine one node.
@@ -86,6 +91,13 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     const size_t parsed = b.records.size();
     std::erase_if(b.records, [](const LogRecord& r) { return r.node.empty(); });
     stats_.malformed += parsed - b.records.size();
+    for (size_t i = 0; loki && !newest_first && i < b.records.size(); ++i) {
+      if (!first_time) {
+        first_time = b.records[i].time_ns;
+      } else if (b.records[i].time_ns != *first_time) {
+        newest_first = b.records[i].time_ns < *first_time;
+      }
+    }
     stats_.records += b.records.size();
     if (!b.records.empty()) {
       handle(b);
@@ -145,6 +157,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         throw std::runtime_error(input.name + ": unknown log format (use --format)");
       }
       parser = makeParser(*format, parse);
+      loki = *format == Format::kLokiJsonl;
     }
     batch.hold(chunk, chunk->capacity);
     batch.hold(prev, prev ? prev->capacity : 0);
@@ -194,6 +207,9 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   stats_.bytes_read += reader->compressedBytes();
   if (!batch.records.empty()) {
     deliver(batch);
+  }
+  if (newest_first.value_or(false)) {
+    newest_first_.push_back(input.number);
   }
   if (error) {
     std::rethrow_exception(error);

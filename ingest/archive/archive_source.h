@@ -52,6 +52,10 @@ class ArchiveSource : public Source {
   const ArchiveStats& stats() const { return stats_; }
   // One per failed input, in the order read.
   const std::vector<ArchiveError>& errors() const { return errors_; }
+  // The numbers (ArchiveInput::number) of the loki-jsonl inputs read that list their records
+  // newest first, as logcli does unless --forward: the first two records whose times differ go
+  // back in time. Their records of one time came in the reverse of the order they were logged.
+  const std::vector<uint32_t>& newestFirst() const { return newest_first_; }
   // The input being read; valid in the handler that run() calls.
   const ArchiveInput& current() const { return inputs_[current_]; }
 
@@ -62,6 +66,7 @@ class ArchiveSource : public Source {
   ArchiveOptions options_;
   ArchiveStats stats_;
   std::vector<ArchiveError> errors_;
+  std::vector<uint32_t> newest_first_;
   size_t current_ = 0;
 };
 
