@@ -1,5 +1,6 @@
 #include "ingest/formats/formats.h"
 
+#include <algorithm>
 #include <array>
 
 #include "ingest/formats/parsers.h"
@@ -61,6 +62,9 @@ std::optional<Format> detectFormat(std::string_view head) {
     if (!line.empty() && line.back() == '\r') {
       line.remove_suffix(1);
     }
+    // NULs that start a line (unwritten blocks, a copytruncate hole) are skipped, as the archive
+    // reader skips them.
+    line.remove_prefix(std::min(line.find_first_not_of('\0'), line.size()));
     if (line.empty()) {
       continue;
     }

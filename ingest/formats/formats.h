@@ -26,8 +26,8 @@ enum class Format : uint8_t {
 // "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl"; false for anything else.
 bool parseFormatName(std::string_view name, Format* f);
 
-// Guesses the format from the first lines of a file (up to ~64 KiB of text is plenty). Returns
-// nullopt when no format fits any of them.
+// Guesses the format from the first lines of a file (up to ~64 KiB of text is plenty), each read
+// without the NUL bytes that start it. Returns nullopt when no format fits any of them.
 std::optional<Format> detectFormat(std::string_view head);
 
 struct ParseOptions {

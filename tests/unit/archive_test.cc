@@ -179,6 +179,17 @@ TEST(Archive, TheLineAfterARunOfNulsFromACrashIsRead) {
   EXPECT_EQ(stats.malformed, 1U);
 }
 
+// logrotate's copytruncate under a writer without O_APPEND (`dmesg -w > file`) leaves the file's
+// old length as a hole of NULs, which its next line follows.
+TEST(Archive, ARunOfNulsBeforeTheFirstLineDoesNotHideTheFormat) {
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  EXPECT_EQ(replay({{"gpu-node-8.dmesg", std::string(100000, '\0') + "[  123.4] NVRM: x\n", true}},
+                   &stats, &errors),
+            std::vector<std::string>{"gpu-node-8|NVRM: x"});
+  EXPECT_TRUE(errors.empty()) << errors.front().message;
+}
+
 TEST(Archive, TheLinesBeforeAGzipCorruptionAreRead) {
   std::string text;
   for (int i = 0; i < 100; ++i) {
