@@ -173,9 +173,10 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
       // A node that lost power mid-write leaves its log's unwritten last blocks as NUL bytes, and
       // the next boot writes on right after them: the line after the run is whole. A run alone on
       // its line stays malformed.
-      if (const size_t start = line.find_first_not_of('\0');
-          start != 0 && start != std::string_view::npos) {
-        line.remove_prefix(start);
+      if (!line.empty() && line.front() == '\0') {  // one compare per line on the common path
+        if (const size_t start = line.find_first_not_of('\0'); start != std::string_view::npos) {
+          line.remove_prefix(start);
+        }
       }
       if (line.empty()) {
         continue;
