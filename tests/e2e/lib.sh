@@ -38,7 +38,9 @@ wait_listening() {
 bank_changes=0
 change_bank() {
   bank_changes=$((bank_changes + 1))
-  cat >"$1/zz-e2e-change.yaml" <<YAML
+  # Written aside and renamed in, as a ConfigMap update lands: a watch reading the directory while
+  # `cat` had written part of the file saw another bank (an empty file loads) and restarted twice.
+  cat >"$tmp/zz-e2e-change.yaml.new" <<YAML
 signatures:
   - id: e2e-change
     description: a signature no test line matches, change $bank_changes
@@ -48,6 +50,7 @@ signatures:
     examples:
       match: ['FLTEST: never printed']
 YAML
+  mv "$tmp/zz-e2e-change.yaml.new" "$1/zz-e2e-change.yaml"
 }
 # The serve logging to $1 restarts itself on new rules (rules_reload: it executes itself again, so
 # its log goes on): waits up to 10 s for more 'listening on' lines than $2 (their count before the
