@@ -302,9 +302,28 @@ expect "$pc" "push config: leader election and the blast-radius guard" \
   '(.kubernetes.leader_election | type == "object") and (.kubernetes.guard.max_tainted > 0)
    and (.kubernetes.guard.max_tainted_percent > 0) and (.kubernetes.guard.max_new > 0)'
 expect "$pc" "push config: no kafka source" 'has("kafka") | not'
+# Without a token any pod reaching the Service pushes a forged kernel line for any node and
+# taints it. The token comes from a Secret the operator creates: none is in the repository, and
+# it is a whole-volume mount (a subPath mount would not follow a rotated token).
+expect "$pc" "push config: pushes need a bearer token (http.token_file, not /dev/null)" \
+  '.http.token_file | type == "string" and startswith("/") and . != "/dev/null"'
+token_dir=$(jq -r '.http.token_file | sub("/[^/]*$"; "")' "$pc")
+token_key=$(jq -r '.http.token_file | sub("^.*/"; "")' "$pc")
+expect "$p" "push: Secret faultline-push-token key $token_key mounted whole at $token_dir" \
+  "(.[] | select(.kind == \"Deployment\") | .spec.template.spec) as \$s
+   | (\$s.volumes[] | select(.secret.secretName // \"\" | . == \"faultline-push-token\")) as \$v
+   | any(\$v.secret.items[]; .key == \"token\" and .path == \"$token_key\")
+     and (\$v.secret.optional // false) == false
+     and (\$s.containers[0].volumeMounts | any(.name == \$v.name and .mountPath == \"$token_dir\"
+          and .readOnly == true and (has(\"subPath\") | not)))"
+expect "$p" "push: no Secret rendered (the operator creates the token)" \
+  '[.[] | select(.kind == "Secret")] | length == 0'
 expect "$tmp/push.collector.json" "push collector: otlphttp to the Service on 4318" \
   '[.exporters | to_entries[] | select(.key | startswith("otlphttp")) | .value.endpoint]
    == ["http://faultline.faultline.svc:4318"]'
+expect "$tmp/push.collector.json" "push collector: otlphttp sends the push token from its env" \
+  '[.exporters | to_entries[] | select(.key | startswith("otlphttp")) | .value.headers.Authorization]
+   == ["Bearer ${env:FAULTLINE_PUSH_TOKEN}"]'
 
 # --- the binary accepts what the manifests mount (optional: needs a build) ---
 fl="${FL_BUILD:-}/faultline"
@@ -455,6 +474,64 @@ TXT
   kill -TERM "$serve_pid"
   wait "$serve_pid" || fail "kafka config: serve exited non-zero after SIGTERM: $(tail -5 "$tmp/serve.log")"
   echo "faultline served the rendered kafka config: probes 200 as follower and leader, push 401, otlp_proto kernel Xid tainted gpu-1 after takeover, pod Xid ignored"
+
+  # The push config served for real, changed only where a cluster differs: the API server (a
+  # new fake one: nothing tainted), the listen address, the rules directory and the token file
+  # (the Secret's mount). A push without the token or with another one, on either path, must get
+  # 401, be counted and taint nothing: else any pod reaching the Service taints any node with a
+  # forged kernel line. The same pushes with the token are taken.
+  "$FL_BUILD/tests/tools/fake_apiserver" --port 0 --port-file "$tmp/push-apiport" \
+    --nodes gpu-1,gpu-2 --labels nvidia.com/gpu.present=true 2>"$tmp/push-apiserver.log" &
+  pids+=($!)
+  wait_file "$tmp/push-apiport" 20
+  api="http://127.0.0.1:$(cat "$tmp/push-apiport")"
+  echo test-push-token >"$tmp/push-token"
+  sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
+    -e "s|^rules: .*\$|rules: $vol|" \
+    -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
+    -e "s|^  token_file: .*\$|  token_file: $tmp/push-token|" \
+    "$tmp/push.config.yaml" >"$tmp/push.live.yaml"
+  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' "  token_file: $tmp/push-token"; do
+    grep -qxF "$line" "$tmp/push.live.yaml" || fail "push config: could not rewrite to '$line'"
+  done
+  [[ $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml" | grep -c '^>') == 5 ]] ||
+    fail "push config: rewrote more than the 4 site-specific lines: $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml")"
+  POD_NAME=faultline-push "$fl" serve --config "$tmp/push.live.yaml" \
+    >"$tmp/push-decisions.jsonl" 2>"$tmp/push-serve.log" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  for _ in $(seq 600); do grep -q 'listening on' "$tmp/push-serve.log" && break; sleep 0.1; done
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/push-serve.log" | tail -1)
+  [[ -n $port ]] || fail "push config: serve did not listen: $(cat "$tmp/push-serve.log")"
+  http="http://127.0.0.1:$port"
+  # Push-only: Ready once it holds the Lease.
+  for _ in $(seq 200); do [[ $(code "$http/readyz") == 200 ]] && break; sleep 0.1; done
+  [[ $(code "$http/readyz") == 200 ]] || fail "push config: /readyz is not 200: $(tail -5 "$tmp/push-serve.log")"
+  loki=(-X POST -H 'Content-Type: application/json' -d "$push" "$http/loki/api/v1/push")
+  otlp_body='{"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-2"}}]},"scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000000","body":{"stringValue":"hello"}}]}]}]}'
+  otlp=(-X POST -H 'Content-Type: application/json' -d "$otlp_body" "$http/v1/logs")
+  for auth in '' 'Bearer wrong-token'; do
+    got_loki=$(code -H "Authorization: $auth" "${loki[@]}")
+    got_otlp=$(code -H "Authorization: $auth" "${otlp[@]}")
+    [[ $got_loki == 401 && $got_otlp == 401 ]] ||
+      fail "push config: a push with Authorization '$auth' got $got_loki (Loki) and $got_otlp (OTLP), not 401"
+  done
+  metrics=$(curl -fsS "$http/metrics")
+  grep -qx 'faultline_push_requests_rejected_total{reason="unauthorized"} 4' <<<"$metrics" ||
+    fail "push config: 4 pushes without the token not counted: $(grep -e push_requests -e records_total <<<"$metrics")"
+  ! grep -q '^faultline_records_total{source="http"' <<<"$metrics" ||
+    fail "push config: records taken from pushes without the token: $(grep records_total <<<"$metrics")"
+  [[ $(tainted gpu-2) == 0 ]] || fail "push config: a push without the token tainted gpu-2"
+  [[ $(code -H 'Authorization: Bearer test-push-token' "${otlp[@]}") == 200 ]] ||
+    fail "push config: an OTLP push with the token is not taken"
+  [[ $(code -H 'Authorization: Bearer test-push-token' "${loki[@]}") == 204 ]] ||
+    fail "push config: a Loki push with the token is not taken"
+  for _ in $(seq 600); do [[ $(tainted gpu-2) == 1 ]] && break; sleep 0.1; done
+  [[ $(tainted gpu-2) == 1 && $(tainted gpu-1) == 0 ]] ||
+    fail "push config: the push with the token: gpu-2 tainted: $(tainted gpu-2), gpu-1: $(tainted gpu-1)"
+  kill -TERM "$serve_pid"
+  wait "$serve_pid" || fail "push config: serve exited non-zero after SIGTERM: $(tail -5 "$tmp/push-serve.log")"
+  echo "faultline served the rendered push config: Loki and OTLP pushes without the token or with another 401 and counted, with it taken (Xid tainted gpu-2)"
 else
   echo "FL_BUILD/faultline not built: skipping the binary's load of the rendered config"
 fi

@@ -5,12 +5,12 @@
 #   - the image's USER (non-root) and its ENTRYPOINT + CMD;
 #   - /etc/faultline/config.yaml and /etc/faultline/rules/ from `kubectl kustomize
 #     deploy/overlays/push` (the ConfigMaps; only http.listen is moved to 127.0.0.1:0, as tests
-#     listen on loopback only);
+#     listen on loopback only), and the Secret faultline-push-token's token at http.token_file;
 #   - the in-cluster service account: KUBERNETES_SERVICE_HOST/PORT, and token and ca.crt in
 #     /var/run/secrets/kubernetes.io/serviceaccount, for the fake API server serving HTTPS with a
 #     certificate of that CA.
-# Then a Loki push of an Xid 79 line must taint the node, and `faultline replay` (the README's
-# first command) must give its 5 decisions inside the image.
+# Then a Loki push of an Xid 79 line, with the token, must taint the node, and `faultline
+# replay` (the README's first command) must give its 5 decisions inside the image.
 #   FL_BUILD=build FL_SOURCE=. tests/image/image_serve.sh OUT     (OUT of build-rootfs.sh; root)
 # shellcheck source=tests/e2e/lib.sh disable=SC2154  # image.env sets image_*; eval, command_words
 source "$(dirname "$0")/../e2e/lib.sh"
@@ -37,6 +37,11 @@ mkdir -p "$tmp/etc-faultline/rules" "$tmp/serviceaccount"
 configmap faultline-config | jq -r '.["config.yaml"]' |
   sed 's/listen: "0.0.0.0:8080"/listen: "127.0.0.1:0"/' >"$tmp/etc-faultline/config.yaml"
 grep -q 'listen: "127.0.0.1:0"' "$tmp/etc-faultline/config.yaml" || fail "no http.listen to move"
+# The Secret faultline-push-token, as the overlay mounts it at the directory of http.token_file.
+token_file=$(sed -n 's|^  token_file: \(/etc/faultline/.*\)$|\1|p' "$tmp/etc-faultline/config.yaml")
+[[ -n $token_file ]] || fail "no http.token_file under /etc/faultline in the push config"
+mkdir -p "$tmp/etc-faultline/$(dirname "${token_file#/etc/faultline/}")"
+echo image-push-token >"$tmp/etc-faultline/${token_file#/etc/faultline/}"
 configmap faultline-rules >"$tmp/rules.json"
 for f in $(jq -r 'keys[]' "$tmp/rules.json"); do
   jq -r --arg f "$f" '.[$f]' "$tmp/rules.json" >"$tmp/etc-faultline/rules/$f"
@@ -116,7 +121,7 @@ for _ in $(seq 100); do
 done
 [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz") == 200 ]] ||
   fail "/readyz: $(curl -s "http://127.0.0.1:$port/readyz")"
-curl -fsS -H 'Content-Type: application/json' --data-binary \
+curl -fsS -H 'Content-Type: application/json' -H 'Authorization: Bearer image-push-token' --data-binary \
   "{\"streams\":[{\"stream\":{\"node\":\"gpu-1\",\"transport\":\"kernel\"},\"values\":[[\"$(date +%s%N)\",\"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus\"]]}]}" \
   "http://127.0.0.1:$port/loki/api/v1/push" || fail "push"
 taint() { api_get /api/v1/nodes/gpu-1 | jq -cS '[.spec.taints[]? | select(.key == "faultline.dev/faulty") | del(.timeAdded)]'; }
