@@ -318,6 +318,26 @@ expect "$p" "push: Secret faultline-push-token key $token_key mounted whole at $
           and .readOnly == true and (has(\"subPath\") | not)))"
 expect "$p" "push: no Secret rendered (the operator creates the token)" \
   '[.[] | select(.kind == "Secret")] | length == 0'
+# Memory of the push path (README "Push: Loki and OTLP/HTTP"): queue_bytes, plus per server
+# thread a body being received and its inflated copy, plus max_body_bytes of bodies decoding at
+# once, each needing up to 15 times its body (Loki JSON) with its records and labels up to 16
+# times, plus about 16 MiB for the process (rules, RE2 sets, correlator state). Those arrays are
+# vectors bounded by their size: one that doubles holds its old and new copies, up to 3 times the
+# 16. That worst case must fit the container's memory limit, or a flood gets the pod OOM-killed
+# and the records it answered 2xx for are lost.
+mib=$((1 << 20))
+limit=$(jq -r '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].resources.limits.memory' "$p")
+case $limit in
+  *Mi) limit_mib=${limit%Mi} ;;
+  *Gi) limit_mib=$((${limit%Gi} * 1024)) ;;
+  *) fail "push: memory limit $limit is neither Mi nor Gi" ;;
+esac
+read -r queue threads body < <(jq -r '[.queue_bytes // 268435456, .http.threads // 4,
+                                       .http.max_body_bytes // 67108864] | @tsv' "$pc")
+bound_mib=$(((queue + threads * 2 * body + (15 + 16) * body) / mib + 16))
+growth_mib=$((2 * 16 * body / mib))
+((bound_mib + growth_mib <= limit_mib)) ||
+  fail "push: memory bound $bound_mib MiB (README \"Push\": queue $((queue / mib)), $threads threads x 2 x $((body / mib)), 31 x $((body / mib)), process 16) + $growth_mib MiB of record arrays doubling is over the limit of $limit"
 expect "$tmp/push.collector.json" "push collector: otlphttp to the Service on 4318" \
   '[.exporters | to_entries[] | select(.key | startswith("otlphttp")) | .value.endpoint]
    == ["http://faultline.faultline.svc:4318"]'
