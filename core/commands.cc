@@ -467,6 +467,14 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
     // same correlation windows as the leader and takes over without a gap (README "Deploy").
     sources.kafka->group_id += "-" + elector->identity();
   }
+  if (elector && sources.http) {
+    // Pushes that reach a follower (before its endpoint leaves the Service) go to the leader on
+    // retry. Taken when no one else holds the Lease, or when this replica cannot read it: a
+    // refusal then would only fill the shippers' finite retry buffers.
+    sources.leader_elsewhere = [e = elector.get()] {
+      return e->isLeader() ? "" : e->otherHolder();
+    };
+  }
   std::stop_source stop;
   // g_stop is cleared on every way out of serve, exceptions included, before `stop` is gone: a
   // SIGTERM after that (the process ending on a source that did not start) must not touch it.

@@ -158,8 +158,9 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   std::unique_ptr<KafkaSource> kafka;
   try {
     if (sources.http) {
-      http = std::make_unique<PushServer>(*sources.http, &queue, &metrics,
-                                          [&] { return pipeline_running.load() && ready(); });
+      http = std::make_unique<PushServer>(
+          *sources.http, &queue, &metrics, [&] { return pipeline_running.load() && ready(); },
+          sources.leader_elsewhere);
       http->start();
     }
     if (sources.kafka) {

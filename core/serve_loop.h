@@ -38,6 +38,9 @@ struct ServeSources {
   size_t queue_bytes = 256 << 20;
   // Set when the Kafka source has caught up with its backlog (KafkaSource's `caught_up`).
   std::atomic<bool>* kafka_caught_up = nullptr;
+  // With leader election: the other replica that holds the Lease, else "" (PushServer's
+  // `leader_elsewhere`: pushes are refused while it names one).
+  std::function<std::string()> leader_elsewhere;
 };
 
 // Runs until `stop` is requested: then the Kafka source processes the batch it holds, commits and

@@ -78,6 +78,8 @@ int rpcCode(int http_status) {
     case 413:
     case 429:
       return 8;  // RESOURCE_EXHAUSTED
+    case 503:
+      return 14;  // UNAVAILABLE
     default:
       return 3;  // INVALID_ARGUMENT
   }
@@ -156,8 +158,12 @@ PushConfig PushConfig::fromYaml(const YAML::Node& node) {
 }
 
 PushServer::PushServer(PushConfig config, BatchQueue* queue, Metrics* metrics,
-                       std::function<bool()> ready)
-    : config_(std::move(config)), queue_(queue), metrics_(metrics), ready_(std::move(ready)) {
+                       std::function<bool()> ready, std::function<std::string()> leader_elsewhere)
+    : config_(std::move(config)),
+      queue_(queue),
+      metrics_(metrics),
+      ready_(std::move(ready)),
+      leader_elsewhere_(std::move(leader_elsewhere)) {
   using T = Metrics::Type;
   metrics_->declare("faultline_records_total", T::kCounter,
                     "Records accepted, by source and format");
@@ -389,7 +395,8 @@ struct PushServer::Listener {
       res = {500, "text/plain", std::string("internal error: ") + e.what() + "\n", {}};
     }
     // An unread body leaves the connection unusable.
-    const bool keep = parser.get().keep_alive() && !over_limit && !unread && !stopping;
+    const bool keep =
+        parser.get().keep_alive() && !over_limit && !unread && !stopping && !res.close;
     if (!writeAnswer(socket, fields.version(), keep, std::move(res))) {
       return;
     }
@@ -560,9 +567,12 @@ PushServer::Response PushServer::reject(Protocol protocol, bool json, int status
   countRejected(metric_reason);
   Response res;
   res.status = status;
-  if (status == 429) {
+  if (status == 429 || status == 503) {
     res.headers.emplace_back("Retry-After", "1");
   }
+  // A kept-alive connection would bring the retry back to this replica (kube-proxy keeps an
+  // established connection on its endpoint): a new one goes through the Service, to the leader.
+  res.close = status == 503;
   if (status == 401) {
     res.headers.emplace_back("WWW-Authenticate", "Bearer");
   }
@@ -605,6 +615,14 @@ PushServer::Response PushServer::handlePush(Protocol protocol, Request& req) {
                                 std::to_string(config_.max_body_bytes) + " bytes";
   if (!authorized(req)) {
     return reject(protocol, json, 401, "missing or wrong bearer token", "unauthorized");
+  }
+  if (leader_elsewhere_) {
+    // Between losing the Lease and leaving the Service's endpoints, a replica still gets pushes:
+    // held as a follower's decisions, its lines would never taint, nor reach the new leader.
+    if (const std::string leader = leader_elsewhere_(); !leader.empty()) {
+      return reject(protocol, json, 503, "not the leader (" + leader + " is); retry later",
+                    "not_leader");
+    }
   }
   if (req.body_over_limit) {
     return reject(protocol, json, 413, too_large, "too_large");

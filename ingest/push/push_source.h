@@ -33,8 +33,10 @@
 //   or wrong bearer token; 413 body over max_body_bytes as sent or after decompression (a zip bomb
 //   is inflated only up to max_body_bytes; snappy: from its length header, before allocating); 415
 //   unknown Content-Encoding or OTLP Content-Type; 429 with Retry-After when the pipeline queue
-//   is full (retryable for Loki clients and OTLP alike); 500 if answering threw (e.g. out of
-//   memory), in text/plain.
+//   is full (retryable for Loki clients and OTLP alike); 503 with Retry-After, the connection
+//   closed after it, while another replica leads (`leader_elsewhere`: a follower's lines would
+//   never taint, and the leader would never see them; the client's retry goes through the
+//   Service again, to the leader); 500 if answering threw (e.g. out of memory), in text/plain.
 // A 2xx means the records are queued for the pipeline, which drains the queue before the
 // service exits. A line over max_line_bytes is truncated to that size and counted.
 #pragma once
@@ -95,8 +97,11 @@ struct PushConfig {
 
 class PushServer {
  public:
-  // `queue` and `metrics` must outlive the server. `ready` answers /readyz.
-  PushServer(PushConfig config, BatchQueue* queue, Metrics* metrics, std::function<bool()> ready);
+  // `queue` and `metrics` must outlive the server. `ready` answers /readyz. `leader_elsewhere`
+  // (if given) names the replica that holds the Lease when another one does, else returns "";
+  // while it names one, pushes are refused with 503 (counted as reason `not_leader`).
+  PushServer(PushConfig config, BatchQueue* queue, Metrics* metrics, std::function<bool()> ready,
+             std::function<std::string()> leader_elsewhere = {});
   PushServer(const PushServer&) = delete;
   PushServer& operator=(const PushServer&) = delete;
   PushServer(PushServer&&) = delete;
@@ -131,6 +136,7 @@ class PushServer {
     std::string content_type;
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type
+    bool close = false;  // close the connection after the answer
   };
   struct Listener;  // the listening socket and the connection loop (Boost.Beast), in the .cc file
   Response answer(Request& req);  // routes to the handlers
@@ -147,6 +153,7 @@ class PushServer {
   BatchQueue* queue_;
   Metrics* metrics_;
   std::function<bool()> ready_;
+  std::function<std::string()> leader_elsewhere_;
   std::unique_ptr<Listener> listener_;
   std::vector<std::thread> threads_;
   int bound_port_ = 0;

@@ -118,6 +118,17 @@ uint64_t LeaderElector::term() const {
   return isLeader() ? term_.load() : 0;
 }
 
+std::string LeaderElector::otherHolder() const {
+  std::lock_guard lock(other_mu_);
+  return Clock::now() < other_until_ ? other_holder_ : std::string();
+}
+
+void LeaderElector::seeHolder(const std::string& holder, Clock::time_point until) {
+  std::lock_guard lock(other_mu_);
+  other_holder_ = holder;
+  other_until_ = until;
+}
+
 bool LeaderElector::isLeader() const {
   return leader_ &&
          steadyNanos() - renewed_ns_.load() <
@@ -143,6 +154,9 @@ json LeaderElector::leaseSpec(const LeaseRecord& old, bool take_over) const {
 bool LeaderElector::tryAcquireOrRenew(bool may_acquire) {
   const std::string path = leasePath() + "/" + config_.name;
   const KubeClient::Response got = client_.get(path);
+  if (got.status != 200) {
+    seeHolder("", {});  // none (404), or a failed read: who leads is unknown
+  }
   if (got.status == 404 && !may_acquire) {
     return false;
   }
@@ -176,6 +190,7 @@ bool LeaderElector::tryAcquireOrRenew(bool may_acquire) {
   }
   json lease = parseObject(got.body);
   if (!lease.is_object()) {
+    seeHolder("", {});
     spdlog::warn("leader election: GET {}: not a Lease object", path);
     return false;
   }
@@ -185,6 +200,8 @@ bool LeaderElector::tryAcquireOrRenew(bool may_acquire) {
     observed_time_ = Clock::now();
   }
   const bool mine = record.holder == config_.identity;
+  seeHolder(mine ? std::string() : record.holder,
+            observed_time_ + std::chrono::seconds(record.duration_s));
   // Not yet allowed to take the Lease (even one that still names this replica, which a
   // restarted container does not lead): only watched, so that its expiry counts from the
   // renewals seen.
@@ -204,6 +221,7 @@ bool LeaderElector::tryAcquireOrRenew(bool may_acquire) {
     }
     return false;
   }
+  seeHolder("", {});  // taken over: this replica holds it
   held_ = parseObject(put.body);
   // A Lease that names this replica after a take-over whose answer was lost was won from
   // another holder all the same.

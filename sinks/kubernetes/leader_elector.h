@@ -76,6 +76,12 @@ class LeaderElector {
   // names it after a take-over whose answer was lost (a timeout, a 5xx) does not. A writer
   // that sees the term change knows that another replica may have led in between.
   uint64_t term() const;
+  // The identity of another replica that holds the Lease, as this replica's last read of it
+  // found it, until that holder's lease_duration runs out, judged as for a take-over (from when
+  // this replica saw the last renewal, on its own clock). "" when this replica or no one holds
+  // it, when it expired, or when the last read failed (API server unreachable: who leads is
+  // unknown).
+  std::string otherHolder() const;
   const std::string& identity() const { return config_.identity; }
 
  private:
@@ -83,6 +89,8 @@ class LeaderElector {
   // Renews a Lease this replica holds; takes or creates one only if `may_acquire`.
   bool tryAcquireOrRenew(bool may_acquire);
   void release();
+  // Records what otherHolder() answers until the next read: `holder` ("" for none) until `until`.
+  void seeHolder(const std::string& holder, std::chrono::steady_clock::time_point until);
   std::string leasePath() const;
   // The spec we write: renewing `old` (ours) or taking it over (+1 transition, new acquireTime).
   nlohmann::json leaseSpec(const LeaseRecord& old, bool take_over) const;
@@ -104,6 +112,11 @@ class LeaderElector {
   std::atomic<bool> leader_{false};
   std::atomic<uint64_t> term_{0};
   std::atomic<int64_t> renewed_ns_{0};  // steady clock when the last successful renew was sent
+
+  // What otherHolder() answers: set by run()'s thread, read by the push server's.
+  mutable std::mutex other_mu_;
+  std::string other_holder_;
+  std::chrono::steady_clock::time_point other_until_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -44,6 +44,25 @@ wait_for 20 ready_is "$port_a" 200 || fail "leader replica-a: /readyz $(readyz "
   fail "replica-b /healthz"
 [[ $(readyz "$port_b") == 503 ]] || fail "follower replica-b: /readyz $(readyz "$port_b"), expected 503"
 
+# A push that reaches the follower anyway (the seconds before its endpoint leaves the Service, a
+# shipper's kept-alive connection) is refused while replica-a holds the Lease: a follower's
+# lines would never taint, and the leader would never see them. 503 with Retry-After, and the
+# connection closed, so that the shipper's retry goes through the Service again, to the leader.
+entry="{\"streams\":[{\"stream\":{\"node\":\"gpu-1\",\"transport\":\"kernel\"},\"values\":[[\"$(date +%s%N)\",\"hello\"]]}]}"
+headers=$(curl -sS -D - -o "$tmp/follower-body" -H 'Content-Type: application/json' \
+  --data-binary "$entry" "http://127.0.0.1:$port_b/loki/api/v1/push" | tr -d '\r')
+grep -q '^HTTP/1.1 503' <<<"$headers" || fail "push to follower replica-b: $headers$(cat "$tmp/follower-body")"
+grep -qi '^retry-after: [0-9]' <<<"$headers" || fail "push to follower: no Retry-After in $headers"
+grep -qi '^connection: close' <<<"$headers" || fail "push to follower: connection kept in $headers"
+grep -q 'replica-a' "$tmp/follower-body" || fail "push to follower: reason $(cat "$tmp/follower-body")"
+otlp=$(curl -sS -w ' %{http_code}' -H 'Content-Type: application/json' --data-binary \
+  '{"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-1"}}]},"scopeLogs":[{"logRecords":[{"body":{"stringValue":"hello"}}]}]}]}' \
+  "http://127.0.0.1:$port_b/v1/logs")
+[[ $otlp == *'"code":14'*' 503' ]] || fail "OTLP push to follower: $otlp, expected 503 UNAVAILABLE"
+curl -fsS "http://127.0.0.1:$port_b/metrics" |
+  grep -q '^faultline_push_requests_rejected_total{reason="not_leader"} 2$' ||
+  fail "follower refusals not counted: $(curl -fsS "http://127.0.0.1:$port_b/metrics" | grep rejected)"
+
 # A push to the ready replica taints the node.
 now=$(date +%s%N)
 curl -fsS -H 'Content-Type: application/json' --data-binary \
@@ -77,6 +96,9 @@ kill -TERM "$pid_a"
 wait "$pid_a" || fail "replica-a exited non-zero after SIGTERM"
 wait_for 20 holder_is replica-b || fail "replica-b did not take the Lease"
 wait_for 20 ready_is "$port_b" 200 || fail "new leader replica-b: /readyz $(readyz "$port_b")"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+  --data-binary "$entry" "http://127.0.0.1:$port_b/loki/api/v1/push")
+[[ $code == 204 ]] || fail "push to the new leader replica-b: $code"
 kill -TERM "$pid_b"
 wait "$pid_b" || fail "replica-b exited non-zero after SIGTERM"
 echo "PASS"

@@ -194,6 +194,30 @@ TEST_F(LeaderElectorTest, ExpiredLeaseOfACrashedLeaderIsTakenOver) {
   EXPECT_EQ(lease()["spec"]["leaseTransitions"], 5);
 }
 
+// Whom a follower's pushes belong to (PushServer's leader_elsewhere): the other holder while
+// its Lease runs, judged on this replica's clock; no one once it expired unrenewed, nor while
+// the Lease cannot be read (who leads is unknown then).
+TEST_F(LeaderElectorTest, OtherHolderIsNamedWhileItsLeaseRuns) {
+  ASSERT_EQ(createLease({{"holderIdentity", "crashed"}, {"leaseDurationSeconds", 1}}), 201);
+  // Not seeking the Lease (as a Kafka replica catching up): only watching it.
+  LeaderElector b(*b_client_, config("replica-b"), {}, [] { return false; });
+  ASSERT_TRUE(eventually([&] { return b.otherHolder() == "crashed"; }));
+  ASSERT_TRUE(eventually([&] { return b.otherHolder().empty(); }));
+  EXPECT_FALSE(b.isLeader());
+}
+
+TEST_F(LeaderElectorTest, OtherHolderIsTheLeaderAndNoOneWhenTheLeaseCannotBeRead) {
+  LeaderElector a(*a_client_, config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  LeaderElector b(*b_client_, config("replica-b"));
+  ASSERT_TRUE(eventually([&] { return b.otherHolder() == "replica-a"; }));
+  EXPECT_EQ(a.otherHolder(), "");
+  EXPECT_FALSE(b.isLeader());
+  server_.failNext("GET", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", 503,
+                   1'000'000);
+  ASSERT_TRUE(eventually([&] { return b.otherHolder().empty(); }));
+}
+
 TEST_F(LeaderElectorTest, LeaderThatCannotRenewStopsWithinTheRenewDeadline) {
   LeaderElector a(*a_client_, config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));

@@ -109,6 +109,48 @@ TEST(PushServer, FullQueueAnswers429WithRetryAfterAndLosesNothing) {
       std::string::npos);
 }
 
+// A replica that does not lead while another one does refuses pushes, so that the shipper's
+// retry reaches the leader: 503, Retry-After, the connection closed (a kept-alive one would bring
+// the retry back here), counted. Without a leader elsewhere it takes them again.
+TEST(PushServer, PushesWhileAnotherReplicaLeadsAre503AndTheConnectionClosed) {
+  BatchQueue queue(1 << 20);
+  Metrics metrics;
+  std::atomic<bool> elsewhere{true};
+  PushConfig config;
+  config.host = "127.0.0.1";
+  config.port = 0;
+  PushServer server(
+      config, &queue, &metrics, [] { return true; },
+      [&] { return elsewhere ? std::string("replica-a") : std::string(); });
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  auto loki = client.Post("/loki/api/v1/push", kLokiJson, "application/json");
+  ASSERT_TRUE(loki);
+  EXPECT_EQ(loki->status, 503);
+  EXPECT_EQ(loki->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(loki->get_header_value("Connection"), "close");
+  EXPECT_EQ(loki->body, "not the leader (replica-a is); retry later\n");
+  auto otlp = client.Post("/v1/logs", otlpBody("hello", 1), "application/x-protobuf");
+  ASSERT_TRUE(otlp);
+  EXPECT_EQ(otlp->status, 503);
+  EXPECT_EQ(otlp->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(otlp->body.substr(0, 2), std::string("\x08\x0e"));  // google.rpc.Status code 14
+  auto otlp_json = client.Post("/v1/logs", "{}", "application/json");
+  ASSERT_TRUE(otlp_json);
+  EXPECT_EQ(otlp_json->status, 503);
+  EXPECT_NE(otlp_json->body.find(R"("code":14)"), std::string::npos) << otlp_json->body;
+  EXPECT_EQ(queue.depth().second, 0u);
+  EXPECT_NE(
+      metrics.render().find(R"(faultline_push_requests_rejected_total{reason="not_leader"} 3)"),
+      std::string::npos);
+  elsewhere = false;
+  auto taken = client.Post("/loki/api/v1/push", kLokiJson, "application/json");
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->status, 204);
+  EXPECT_EQ(queue.depth().second, 1u);
+  server.stop();
+}
+
 TEST(PushServer, BadInputGetsAReasonAndTheServerKeepsServing) {
   PushConfig config;
   config.max_body_bytes = 1000;
