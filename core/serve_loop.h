@@ -9,13 +9,15 @@
 //   HTTP    each request's batch is offered to the queue; a full queue answers 429.
 //
 // Memory stays bounded under a client faster than the matcher: queued and in-process batches
-// hold at most queue_bytes (RecordBatch::memoryBytes()), and beyond that the HTTP server holds
+// hold at most queue_bytes (RecordBatch::memoryBytes()), or one batch larger than that taken
+// into an empty queue, and beyond that the HTTP server holds
 // only the requests in flight: per server thread (http.threads) a body of at most
 // max_body_bytes as received and, if compressed, its inflated copy of at most max_body_bytes; and
 // the decoding of at most max_body_bytes of bodies at once (ingest/push/byte_gate.h), each needing
 // up to about 15 times its body (simdjson's parser for Loki JSON, DOM; OTLP JSON, On Demand: about
-// 7 times), its records and labels at most 16 times (DecodeBound, core/record.h); a refused
-// request is dropped.
+// 7 times), its records and labels at most 16 times by size (DecodeBound, core/record.h), twice
+// that by capacity as their arrays double, three times while one is copied; a refused request is
+// dropped.
 #pragma once
 
 #include <atomic>
