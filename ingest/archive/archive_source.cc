@@ -78,6 +78,8 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     parse.node = input.name == "-" ? "stdin" : nodeFromFileName(input.name);
   }
   std::unique_ptr<LineParser> parser;
+  const uint64_t lines_before = stats_.lines;
+  const uint64_t records_before = stats_.records;
   RecordBatch batch;
   // A loki-jsonl input's order: the time of its first record, and whether the first record of
   // another time went back (newest first, logcli's default) or on.
@@ -214,6 +216,14 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   }
   if (error) {
     std::rethrow_exception(error);
+  }
+  // A file of which no line counted (a `--format` it is not in, a Loki export without node
+  // labels) would otherwise add "no decision" to the replay's outcome, as a healthy node's would.
+  if (stats_.lines > lines_before && stats_.records == records_before) {
+    throw std::runtime_error(input.name + ": none of its " +
+                             std::to_string(stats_.lines - lines_before) +
+                             " lines gave a record (each one malformed for its format, or naming "
+                             "no node)");
   }
 }
 

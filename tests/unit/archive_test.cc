@@ -300,5 +300,45 @@ TEST(Archive, ARecordNamingNoNodeIsDroppedAsLive) {
   EXPECT_EQ(stats.records, 1U);
 }
 
+// A file none of whose lines gave a record is an error naming it, the others are read: replay
+// exits 2 rather than report "no decision" for what it never read (a --format the file is not
+// in, an export whose records name no node). A file with records beside malformed lines is not.
+TEST(Archive, AFileOfWhichNoLineGaveARecordIsAnError) {
+  std::vector<ArchiveInput> inputs = {
+      {"gpu-1.dmesg", "[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n", true},
+      {"kern.log", "Feb 14 05:03:41 gpu-2 kernel: syslog line\n", true}};
+  inputs[1].number = 1;
+  ArchiveOptions options;
+  options.format = Format::kSyslog;
+  ArchiveSource source(inputs, options);
+  std::vector<std::string> lines;
+  source.run(
+      [&](RecordBatch& b) {
+        for (const LogRecord& r : b.records) {
+          lines.push_back(std::string(r.node) + "|" + std::string(r.line));
+        }
+      },
+      std::stop_token());
+  EXPECT_EQ(lines, std::vector<std::string>{"gpu-2|syslog line"});
+  ASSERT_EQ(source.errors().size(), 1U);
+  EXPECT_EQ(source.errors()[0].number, 0U);
+  EXPECT_EQ(source.errors()[0].message,
+            "gpu-1.dmesg: none of its 1 lines gave a record (each one malformed for its format, "
+            "or naming no node)");
+
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  replay({{"site.jsonl",
+           R"({"labels":{"transport":"kernel"},"line":"a","timestamp":"2025-02-23T16:24:18Z"})"
+           "\n",
+           true}},
+         &stats, &errors);
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].message,
+            "site.jsonl: none of its 1 lines gave a record (each one malformed for its format, or "
+            "naming no node)");
+  EXPECT_EQ(stats.malformed, 1U);
+}
+
 }  // namespace
 }  // namespace faultline
