@@ -152,6 +152,39 @@ bool selectorMatches(const std::string& selector, const json& labels) {
   return true;
 }
 
+// Field selector of a list (apimachinery fields.ParseSelector): comma-separated path=value,
+// path==value or path!=value terms over an object's dotted field path (involvedObject.name); an
+// absent field reads as "", as the API server's field sets hold the empty string.
+bool fieldSelectorMatches(const std::string& selector, const json& object) {
+  size_t start = 0;
+  while (start <= selector.size()) {
+    size_t end = selector.find(',', start);
+    if (end == std::string::npos) {
+      end = selector.size();
+    }
+    const std::string term = selector.substr(start, end - start);
+    start = end + 1;
+    if (term.empty()) {
+      continue;
+    }
+    const size_t ne = term.find("!=");
+    const size_t eq = term.find('=');
+    if (eq == std::string::npos && ne == std::string::npos) {
+      return false;
+    }
+    const size_t op = ne != std::string::npos ? ne : eq;
+    const size_t v = ne != std::string::npos || term.compare(eq, 2, "==") == 0 ? op + 2 : op + 1;
+    std::string pointer = "/" + term.substr(0, op);
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    const json field = object.value(json::json_pointer(pointer), json());
+    const std::string value = field.is_string() ? field.get<std::string>() : "";
+    if ((value == term.substr(v)) == (ne != std::string::npos)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // List continue tokens as the API server makes them (apiserver storage/etcd3 encodeContinue):
 // base64url without padding of {"v":"meta.k8s.io/v1","rv":<list resourceVersion>,"start":
 // "<last name>\u0000"}. Clients treat them as opaque.
@@ -532,6 +565,22 @@ FakeApiServer::Reply FakeApiServer::writeObjectLocked(const std::string& method,
   return {200, stored};
 }
 
+void FakeApiServer::listObjects(const std::string& resource, const std::string& ns,
+                                const std::string& field_selector, httplib::Response& res) {
+  json body = {{"kind", std::string(kindOf(resource)) + "List"},
+               {"apiVersion", resource == "leases" ? "coordination.k8s.io/v1" : "v1"},
+               {"metadata", json::object()},
+               {"items", json::array()}};
+  std::lock_guard lock(mu_);
+  for (const auto& [key, object] : objects_) {
+    if (std::get<0>(key) == resource && (ns.empty() || std::get<1>(key) == ns) &&
+        fieldSelectorMatches(field_selector, object)) {
+      body["items"].push_back(object);
+    }
+  }
+  reply(res, 200, body);
+}
+
 void FakeApiServer::installRoutes() {
   httplib::Server& s = *server_;
   // Without it, headers and body written separately wait out the client's delayed ACK (40 ms).
@@ -742,23 +791,24 @@ void FakeApiServer::installRoutes() {
             reply(res, r.status, r.body);
           }));
 
+  // Every namespace's Events (kubectl describe node, get events -A), and no pods (describe node
+  // lists the node's).
+  s.Get("/api/v1/events", api([this](const httplib::Request& req, httplib::Response& res) {
+          listObjects("events", "", req.get_param_value("fieldSelector"), res);
+        }));
+  s.Get("/api/v1/pods", api([](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200,
+                {{"kind", "PodList"},
+                 {"apiVersion", "v1"},
+                 {"metadata", json::object()},
+                 {"items", json::array()}});
+        }));
+
   // Namespaced objects: events and configmaps in core/v1, leases in coordination.k8s.io/v1.
   for (const std::string prefix : {"/api/v1/namespaces/([^/]+)/(events|configmaps)",
                                    "/apis/coordination.k8s.io/v1/namespaces/([^/]+)/(leases)"}) {
     auto list = [this](const httplib::Request& req, httplib::Response& res) {
-      const std::string resource = req.matches[2];
-      const std::string ns = req.matches[1];
-      json body = {{"kind", std::string(kindOf(resource)) + "List"},
-                   {"apiVersion", resource == "leases" ? "coordination.k8s.io/v1" : "v1"},
-                   {"metadata", json::object()},
-                   {"items", json::array()}};
-      std::lock_guard lock(mu_);
-      for (const auto& [key, object] : objects_) {
-        if (std::get<0>(key) == resource && std::get<1>(key) == ns) {
-          body["items"].push_back(object);
-        }
-      }
-      reply(res, 200, body);
+      listObjects(req.matches[2], req.matches[1], req.get_param_value("fieldSelector"), res);
     };
     auto write = [this](const httplib::Request& req, httplib::Response& res) {
       const json body =

@@ -10,6 +10,7 @@
 //         is set while more remain (remainingItemCount too without a selector), a token the
 //         server did not make is 400; continued pages read the current nodes (no snapshot)
 //   GET   /api/v1/nodes/{name}                  Node, or 404 NotFound
+//   GET   /api/v1/pods                          an empty PodList (kubectl describe node)
 //   PATCH /api/v1/nodes/{name}                  Content-Type application/strategic-merge-patch+json
 //         or application/merge-patch+json (else 415). Applied as an RFC 7386 merge patch, so
 //         lists such as spec.taints are replaced whole (they are atomic on a real server too;
@@ -22,7 +23,9 @@
 //   Namespaced objects, kinds Event (/api/v1/namespaces/{ns}/events), ConfigMap
 //   (/api/v1/namespaces/{ns}/configmaps) and Lease
 //   (/apis/coordination.k8s.io/v1/namespaces/{ns}/leases):
-//   GET .../{res} (list), POST .../{res} (create: 409 AlreadyExists on a taken name), and
+//   GET .../{res}[?fieldSelector=F] (list; F: comma-separated path=value, path==value,
+//   path!=value over dotted field paths, an absent field reading as ""), GET /api/v1/events
+//   (every namespace's, F too), POST .../{res} (create: 409 AlreadyExists on a taken name), and
 //   GET | PUT | PATCH (merge) | DELETE .../{res}/{name} (404 NotFound). PUT and PATCH answer 409
 //   Conflict when the body's metadata.resourceVersion is set and not the current one. A PUT of a
 //   Lease without one (missing, "" or "0") is 422 Invalid ("metadata.resourceVersion: Invalid
@@ -55,7 +58,8 @@
 
 namespace httplib {
 class Server;
-}
+struct Response;
+}  // namespace httplib
 
 namespace faultline {
 
@@ -140,6 +144,10 @@ class FakeApiServer {
   };
 
   void installRoutes();
+  // Answers a list of `resource` in namespace `ns` (every namespace when empty) whose objects
+  // match `field_selector` (fieldSelectorMatches).
+  void listObjects(const std::string& resource, const std::string& ns,
+                   const std::string& field_selector, httplib::Response& res);
   Reply createNodeLocked(const nlohmann::json& node);
   Reply patchNodeLocked(const std::string& name, const nlohmann::json& patch, bool from_client);
   Reply patchNodeStatusLocked(const std::string& name, const nlohmann::json& patch);
