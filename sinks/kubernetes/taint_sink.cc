@@ -97,6 +97,23 @@ std::string dumpText(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// An Event's or condition's message as kubectl shows it, cut to kMaxMessage bytes. Control bytes
+// (an evidence line's process name, which any pod sets; the \n joining a /dev/kmsg record's lines)
+// are spelled \xNN, as dmesg spells them: kubectl describe prints them as they are, where an
+// escape sequence acts on the operator's terminal and a newline breaks the table.
+std::string readableMessage(std::string_view message) {
+  std::string out;
+  for (const char ch : message.substr(0, kMaxMessage)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out.substr(0, kMaxMessage);
+}
+
 std::string evidenceText(const Decision& d) {
   if (d.evidence.empty()) {
     return "";
@@ -1000,7 +1017,7 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
                       const std::string& message) {
   const std::string path = std::string("/api/v1/namespaces/") + kEventNamespace + "/events";
   const std::string now = rfc3339Seconds(nowNanos());
-  const std::string text = message.substr(0, kMaxMessage);
+  const std::string text = readableMessage(message);
   // Aggregated like client-go's EventCorrelator: a repeat bumps count and lastTimestamp.
   const std::string key = node + '\n' + reason + '\n' + text;
   const auto it = events_.find(key);
@@ -1051,7 +1068,7 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
 void TaintSink::condition(const json& node, bool faulty, const std::string& reason,
                           const std::string& message) {
   const std::string status = faulty ? "True" : "False";
-  const std::string text = message.substr(0, kMaxMessage);
+  const std::string text = readableMessage(message);
   const NodeCondition current = nodeCondition(node, options_.condition_type);
   if (!current.present
           ? !faulty

@@ -3,8 +3,8 @@
 # serve against the fake API server: `kubectl describe node` and `kubectl get events` show the
 # taint's Warning Event naming the rule and the evidence line, the FaultlineFaulty condition True,
 # then the untaint's Normal Event and the condition False with a later lastTransitionTime; an
-# opted-out node shows the suppressed decision's Warning Event and no condition. The decision log
-# has one line per decision.
+# opted-out node shows the suppressed decision's Warning Event and no condition; a control byte of
+# an evidence line shows as \xNN. The decision log has one line per decision.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v kubectl >/dev/null || fail "kubectl not installed"
@@ -107,8 +107,19 @@ jq -se 'length == 1 and (.[0] | .type == "Warning" and .reason == "FaultlineSupp
 [[ -z $(faulty gpu-2) ]] || fail "the opted-out gpu-2 has a condition: $(faulty gpu-2)"
 described gpu-2 '^  Warning +FaultlineSuppressed .* faultline +rule xid-fatal: taint refused: node opted out'
 
+# A process name is any pod's to set (prctl), and an Xid line prints it: its escape sequence (here
+# one that hides the text after it) reaches describe spelled \xNN, never as the byte, which kubectl
+# prints as it is to the operator's terminal. The decision log keeps the line as it was.
+hidden=${xid/name=python/name=$'\e'[8mpython}
+push gpu-1 $((t0 + 25 * m)) "$hidden"
+wait_for 20 condition_is gpu-1 True || fail "gpu-1 not tainted again: $(faulty gpu-1)"
+described gpu-1 '^  Warning +FaultlineTaint .* nvidia-xid: NVRM: Xid \(PCI:0000:44:00\): 48, pid=1234, name=\\x1b\[8mpython, '
+! grep -q $'\e' "$tmp/describe.txt" || fail "kubectl describe node prints an escape byte: $(cat -v "$tmp/describe.txt")"
+jq -se --arg l "$hidden" 'any(.[]; .node == "gpu-1" and .evidence[0].line == $l)' \
+  "$tmp/decisions.jsonl" >/dev/null || fail "the decision log lost the line: $(cat "$tmp/decisions.jsonl")"
+
 # One decision log line per decision.
 [[ $(jq -c '[.node, .action, .rule]' "$tmp/decisions.jsonl" | sort | tr '\n' ' ') == \
-  '["gpu-1","taint","xid-fatal"] ["gpu-1","untaint","xid-fatal"] ["gpu-2","suppressed","xid-fatal"] ["gpu-2","taint","xid-fatal"] ' ]] ||
+  '["gpu-1","taint","xid-fatal"] ["gpu-1","taint","xid-fatal"] ["gpu-1","untaint","xid-fatal"] ["gpu-2","suppressed","xid-fatal"] ["gpu-2","taint","xid-fatal"] ' ]] ||
   fail "decision log: $(cat "$tmp/decisions.jsonl")"
 echo "PASS: kubectl shows faultline's decisions"

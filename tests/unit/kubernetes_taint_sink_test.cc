@@ -393,6 +393,37 @@ TEST_F(TaintSinkTest, EvidenceThatIsNotUtf8IsSentReplaced) {
   EXPECT_EQ(condition("n1"), "True");
 }
 
+// Control bytes of an evidence line (an Xid's process name, which any pod sets with prctl; the
+// \x0a that joins a /dev/kmsg record's lines) reach kubectl describe and get events as they are:
+// an escape sequence rewrites the operator's terminal, a newline breaks the table. The Event and
+// the condition spell them \xNN, as dmesg shows them.
+TEST_F(TaintSinkTest, ControlBytesOfEvidenceAreSpelledOutInTheEventAndCondition) {
+  createNode("n1");
+  TaintSink sink(config(), options());
+  Decision d = decision("n1");
+  d.evidence.back().line =
+      "NVRM: Xid (PCI:0000:44:00): 79, pid=7, name=\x1b[8mpython\x7f, GPU\nhas fallen off\tthe bus";
+  sink.write(d);
+  sink.flush();
+
+  ASSERT_TRUE(tainted("n1"));
+  const std::vector<json> events = server_.objects("events");
+  ASSERT_EQ(events.size(), 1U);
+  std::string condition_message;
+  const json node = server_.node("n1");
+  for (const json& c : node["status"]["conditions"]) {
+    if (c["type"] == "FaultlineFaulty") {
+      condition_message = c["message"];
+    }
+  }
+  const std::string spelled = "name=\\x1b[8mpython\\x7f, GPU\\x0ahas fallen off\\x09the bus";
+  for (const std::string& message : {events[0]["message"].get<std::string>(), condition_message}) {
+    EXPECT_NE(message.find(spelled), std::string::npos) << message;
+    EXPECT_TRUE(std::ranges::none_of(message, [](unsigned char c) {
+      return c < 0x20 || c == 0x7f;
+    })) << message;
+  }
+}
 TEST_F(TaintSinkTest, RepeatedEventIsAggregated) {
   createNode("n1", json::array(), {{"faultline.dev/opt-out", "true"}});
   TaintSink sink(config(), options(), hooks());
