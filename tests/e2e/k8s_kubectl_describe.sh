@@ -4,7 +4,8 @@
 # taint's Warning Event naming the rule and the evidence line, the FaultlineFaulty condition True,
 # then the untaint's Normal Event and the condition False with a later lastTransitionTime; an
 # opted-out node shows the suppressed decision's Warning Event and no condition; a control byte of
-# an evidence line shows as \xNN. The decision log has one line per decision.
+# an evidence line shows as \xNN. The decision log has one line per decision, and README's
+# `kubectl logs` command finds them in a pod's log.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v kubectl >/dev/null || fail "kubectl not installed"
@@ -122,4 +123,19 @@ jq -se --arg l "$hidden" 'any(.[]; .node == "gpu-1" and .evidence[0].line == $l)
 [[ $(jq -c '[.node, .action, .rule]' "$tmp/decisions.jsonl" | sort | tr '\n' ' ') == \
   '["gpu-1","taint","xid-fatal"] ["gpu-1","taint","xid-fatal"] ["gpu-1","untaint","xid-fatal"] ["gpu-2","suppressed","xid-fatal"] ["gpu-2","taint","xid-fatal"] ' ]] ||
   fail "decision log: $(cat "$tmp/decisions.jsonl")"
+
+# README "Deploy", step 4: its command for the decisions in the pods' logs (stdout) finds one that
+# ten log lines followed, of later taints, as a pod's log holds them after a busy hour.
+later=$(for n in $(seq 10); do echo "[$(date -u '+%F %T.000')] [faultline] [info] kubernetes: applied taint faultline.dev/faulty=true:NoSchedule on node gpu-$((n + 2)) (rule xid-fatal)"; done)
+jq -n --rawfile log "$tmp/decisions.jsonl" --arg later "$later" '{
+    metadata: {name: "faultline-0", labels: {"app.kubernetes.io/name": "faultline"}},
+    spec: {containers: [{name: "faultline", image: "faultline"}]},
+    status: {phase: "Running"}, log: ($log + $later + "\n")}' |
+  curl -fsS -X POST "$api/api/v1/namespaces/faultline/pods" --data-binary @- >/dev/null
+readme_logs=$(sed -n 's/^ *kubectl \(-n faultline logs -l [^|]*\)| grep .*/\1/p' "$FL_SOURCE/README.md")
+[[ -n $readme_logs ]] || fail "README shows no kubectl logs command for the decisions"
+# shellcheck disable=SC2086 # the command's words, as a shell splits them
+k $readme_logs >"$tmp/logs.txt" || fail "kubectl $readme_logs: $(cat "$tmp/logs.txt")"
+grep -qF "$(head -1 "$tmp/decisions.jsonl")" "$tmp/logs.txt" ||
+  fail "kubectl $readme_logs (README \"Deploy\") misses gpu-1's first decision: $(cat "$tmp/logs.txt")"
 echo "PASS: kubectl shows faultline's decisions"

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <ctime>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include <httplib.h>
 
@@ -234,7 +236,10 @@ bool decodeContinue(const std::string& token, std::string* start) {
 }
 
 const char* kindOf(const std::string& resource) {
-  return resource == "events" ? "Event" : resource == "configmaps" ? "ConfigMap" : "Lease";
+  return resource == "events"       ? "Event"
+         : resource == "configmaps" ? "ConfigMap"
+         : resource == "pods"       ? "Pod"
+                                    : "Lease";
 }
 
 // The 422 of a PUT of a Lease without metadata.resourceVersion, as apiserver's generic store
@@ -566,7 +571,8 @@ FakeApiServer::Reply FakeApiServer::writeObjectLocked(const std::string& method,
 }
 
 void FakeApiServer::listObjects(const std::string& resource, const std::string& ns,
-                                const std::string& field_selector, httplib::Response& res) {
+                                const std::string& field_selector, httplib::Response& res,
+                                const std::string& label_selector) {
   json body = {{"kind", std::string(kindOf(resource)) + "List"},
                {"apiVersion", resource == "leases" ? "coordination.k8s.io/v1" : "v1"},
                {"metadata", json::object()},
@@ -574,7 +580,9 @@ void FakeApiServer::listObjects(const std::string& resource, const std::string& 
   std::lock_guard lock(mu_);
   for (const auto& [key, object] : objects_) {
     if (std::get<0>(key) == resource && (ns.empty() || std::get<1>(key) == ns) &&
-        fieldSelectorMatches(field_selector, object)) {
+        fieldSelectorMatches(field_selector, object) &&
+        selectorMatches(label_selector,
+                        object.value(json::json_pointer("/metadata/labels"), json()))) {
       body["items"].push_back(object);
     }
   }
@@ -687,6 +695,17 @@ void FakeApiServer::installRoutes() {
                     {"kind", "Event"},
                     {"verbs", {"create", "delete", "get", "list", "patch", "update"}},
                     {"shortNames", {"ev"}}},
+                   {{"name", "pods"},
+                    {"singularName", "pod"},
+                    {"namespaced", true},
+                    {"kind", "Pod"},
+                    {"verbs", {"create", "get", "list"}},
+                    {"shortNames", {"po"}}},
+                   {{"name", "pods/log"},
+                    {"singularName", ""},
+                    {"namespaced", true},
+                    {"kind", "Pod"},
+                    {"verbs", {"get"}}},
                    {{"name", "configmaps"},
                     {"singularName", "configmap"},
                     {"namespaced", true},
@@ -805,10 +824,38 @@ void FakeApiServer::installRoutes() {
         }));
 
   // Namespaced objects: events and configmaps in core/v1, leases in coordination.k8s.io/v1.
-  for (const std::string prefix : {"/api/v1/namespaces/([^/]+)/(events|configmaps)",
+  // A pod's log: its "log" (test data, no Pod field) as text, the last tailLines lines if given.
+  s.Get("/api/v1/namespaces/([^/]+)/pods/([^/]+)/log",
+        api([this](const httplib::Request& req, httplib::Response& res) {
+          const json pod = object("pods", req.matches[1], req.matches[2]);
+          if (pod.is_null()) {
+            const std::string name = req.matches[2];
+            reply(res, 404,
+                  statusBody(404, "pods \"" + name + "\" not found",
+                             {{"name", name}, {"kind", "pods"}}));
+            return;
+          }
+          std::vector<std::string> lines;
+          std::istringstream in(pod.value("log", ""));
+          for (std::string line; std::getline(in, line);) {
+            lines.push_back(line);
+          }
+          size_t first = 0;
+          if (const std::string tail = req.get_param_value("tailLines"); !tail.empty()) {
+            first = lines.size() - std::min<size_t>(lines.size(), std::stoul(tail));
+          }
+          std::string log;
+          for (size_t i = first; i < lines.size(); ++i) {
+            log += lines[i] + "\n";
+          }
+          res.set_content(log, "text/plain");
+        }));
+
+  for (const std::string prefix : {"/api/v1/namespaces/([^/]+)/(events|configmaps|pods)",
                                    "/apis/coordination.k8s.io/v1/namespaces/([^/]+)/(leases)"}) {
     auto list = [this](const httplib::Request& req, httplib::Response& res) {
-      listObjects(req.matches[2], req.matches[1], req.get_param_value("fieldSelector"), res);
+      listObjects(req.matches[2], req.matches[1], req.get_param_value("fieldSelector"), res,
+                  req.get_param_value("labelSelector"));
     };
     auto write = [this](const httplib::Request& req, httplib::Response& res) {
       const json body =

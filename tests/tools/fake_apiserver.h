@@ -21,11 +21,14 @@
 //   PATCH /api/v1/nodes/{name}/status           strategic merge of status only: status.conditions
 //         merge by type (patchMergeKey), the rest as a merge patch; resourceVersion as above.
 //   Namespaced objects, kinds Event (/api/v1/namespaces/{ns}/events), ConfigMap
-//   (/api/v1/namespaces/{ns}/configmaps) and Lease
+//   (/api/v1/namespaces/{ns}/configmaps), Pod (/api/v1/namespaces/{ns}/pods; a test's pod may
+//   carry its log as a top-level string "log", which GET .../pods/{name}/log[?tailLines=N]
+//   answers as text/plain, the last N lines if N is given, as the kubelet does) and Lease
 //   (/apis/coordination.k8s.io/v1/namespaces/{ns}/leases):
-//   GET .../{res}[?fieldSelector=F] (list; F: comma-separated path=value, path==value,
-//   path!=value over dotted field paths, an absent field reading as ""), GET /api/v1/events
-//   (every namespace's, F too), POST .../{res} (create: 409 AlreadyExists on a taken name), and
+//   GET .../{res}[?fieldSelector=F][&labelSelector=S] (list; S as for nodes; F: comma-separated
+//   path=value, path==value, path!=value over dotted field paths, an absent field reading as
+//   ""), GET /api/v1/events (every namespace's, F too), POST .../{res} (create: 409
+//   AlreadyExists on a taken name), and
 //   GET | PUT | PATCH (merge) | DELETE .../{res}/{name} (404 NotFound). PUT and PATCH answer 409
 //   Conflict when the body's metadata.resourceVersion is set and not the current one. A PUT of a
 //   Lease without one (missing, "" or "0") is 422 Invalid ("metadata.resourceVersion: Invalid
@@ -145,9 +148,10 @@ class FakeApiServer {
 
   void installRoutes();
   // Answers a list of `resource` in namespace `ns` (every namespace when empty) whose objects
-  // match `field_selector` (fieldSelectorMatches).
+  // match `field_selector` (fieldSelectorMatches) and `label_selector` (selectorMatches).
   void listObjects(const std::string& resource, const std::string& ns,
-                   const std::string& field_selector, httplib::Response& res);
+                   const std::string& field_selector, httplib::Response& res,
+                   const std::string& label_selector = "");
   Reply createNodeLocked(const nlohmann::json& node);
   Reply patchNodeLocked(const std::string& name, const nlohmann::json& patch, bool from_client);
   Reply patchNodeStatusLocked(const std::string& name, const nlohmann::json& patch);
