@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -540,7 +541,8 @@ TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
 // batch, as a full pipeline queue would, until release().
 class HeldSource {
  public:
-  explicit HeldSource(const KafkaConfig& config) : source_(config) {
+  explicit HeldSource(const KafkaConfig& config, std::atomic<bool>* caught_up = nullptr)
+      : source_(config, caught_up) {
     thread_ = std::jthread([this](std::stop_token stop) {
       source_.run(
           [this](RecordBatch& batch) {
@@ -597,6 +599,16 @@ class HeldSource {
   }
 
   KafkaStats stats() const { return source_.stats(); }
+
+  // The lines of the batches handled so far (the held one too), in order.
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& b : batches_) {
+      out.insert(out.end(), b.begin(), b.end());
+    }
+    return out;
+  }
 
  private:
   KafkaSource source_;
@@ -1069,6 +1081,136 @@ TEST(KafkaSource, LagIsTheHighWatermarkMinusTheStoredElseCommittedOffset) {
   EXPECT_TRUE(waitUntil([&] { return source.stats().topics[0].lag == 0; }))
       << source.stats().topics[0].lag;
   EXPECT_EQ(flatten(source.finish(15)), lines(5, 20));
+}
+
+// A config of `group` on `cluster` for the caught_up tests: a short session keeps the mock
+// coordinator's join delays small.
+KafkaConfig caughtUpConfig(MockCluster& cluster, const std::string& group,
+                           const std::vector<std::string>& topics) {
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = group;
+  config.batch_timeout_ms = 20;
+  config.properties = {{"session.timeout.ms", "3000"},
+                       {"heartbeat.interval.ms", "300"},
+                       {"fetch.wait.max.ms", "50"}};
+  for (const std::string& name : topics) {
+    KafkaTopicConfig topic;
+    topic.name = name;
+    config.topics.push_back(topic);
+  }
+  return config;
+}
+
+// Produces "TOPIC pN line 0" .. "TOPIC pN line n-1" of gpu-1 to `partition`; returns them.
+std::vector<std::string> produceLines(MockCluster& cluster, const std::string& topic,
+                                      int32_t partition, int n) {
+  std::vector<std::string> values;
+  for (int i = 0; i < n; ++i) {
+    values.push_back(topic + " p" + std::to_string(partition) + " line " + std::to_string(i));
+  }
+  if (n > 0) {
+    cluster.produce(topic, values, "gpu-1", partition);
+  }
+  return values;
+}
+
+// `caught_up` is set only once every assigned partition of every topic was read to its end and
+// every batch was handled: not while the first batch is held (the pipeline busy, the partitions
+// paused, which drops what librdkafka had fetched, end events included), and, once set, every
+// line has been handled. Partitions: one empty, one with a backlog of many batches, two short;
+// a second topic of one partition. Takes about 5 s: the mock coordinator's join delay.
+TEST(KafkaSource, CaughtUpOnceEveryPartitionOfEveryTopicWasReadAndHandled) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 4);
+  cluster.createTopic("vec", 1);
+  std::vector<std::string> all;
+  for (const auto& [topic, partition, n] :
+       {std::tuple{"kern", 0, 0}, std::tuple{"kern", 1, 40}, std::tuple{"kern", 2, 3},
+        std::tuple{"kern", 3, 1}, std::tuple{"vec", 0, 2}}) {
+    const std::vector<std::string> lines = produceLines(cluster, topic, partition, n);
+    all.insert(all.end(), lines.begin(), lines.end());
+  }
+  KafkaConfig config = caughtUpConfig(cluster, "caught-up", {"kern", "vec"});
+  config.batch_max_messages = 5;
+  std::atomic<bool> caught_up = false;
+  HeldSource source(config, &caught_up);
+  ASSERT_TRUE(source.waitBlocked());
+  std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
+  EXPECT_FALSE(caught_up.load());
+  source.release();
+  ASSERT_TRUE(waitUntil([&] { return caught_up.load(); }));
+  std::vector<std::string> seen = source.lines();  // all handled before caught_up was set
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(seen, all);
+  source.finish(all.size());
+}
+
+// Partitions assigned after the first ones were read to their end (another member left the
+// group) must be read to their end too. Member B, a plain consumer that never commits, holds
+// two of four partitions; the source holds its first batch until B has left and the group has
+// rebalanced, so its own partitions' ends come before B's partitions are its. Takes about 12 s:
+// the mock coordinator's join and rebalance delays.
+TEST(KafkaSource, CaughtUpWaitsForPartitionsARebalanceAssignsLater) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 4);
+  std::vector<std::string> all;
+  for (int32_t p = 0; p < 4; ++p) {
+    const std::vector<std::string> lines = produceLines(cluster, "kern", p, 5);
+    all.insert(all.end(), lines.begin(), lines.end());
+  }
+  const KafkaConfig config = caughtUpConfig(cluster, "caught-up-rebalance", {"kern"});
+
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  std::map<std::string, std::string> b_props = config.properties;
+  b_props.insert({{"bootstrap.servers", cluster.bootstraps()},
+                  {"group.id", config.group_id},
+                  {"enable.auto.commit", "false"},
+                  {"auto.offset.reset", "earliest"},
+                  {"log_level", "3"}});
+  for (const auto& [k, v] : b_props) {
+    ASSERT_EQ(rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof(err)), RD_KAFKA_CONF_OK)
+        << err;
+  }
+  rd_kafka_t* b = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+  ASSERT_NE(b, nullptr) << err;
+  rd_kafka_poll_set_consumer(b);
+  rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(topics, "kern", RD_KAFKA_PARTITION_UA);
+  ASSERT_EQ(rd_kafka_subscribe(b, topics), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_topic_partition_list_destroy(topics);
+  std::jthread b_thread([&](std::stop_token leave) {  // on an early return too, B leaves
+    while (!leave.stop_requested()) {
+      if (rd_kafka_message_t* m = rd_kafka_consumer_poll(b, 50)) {
+        rd_kafka_message_destroy(m);
+      }
+    }
+    rd_kafka_consumer_close(b);
+    rd_kafka_destroy(b);
+  });
+  std::this_thread::sleep_for(milliseconds(500));  // B joins first
+
+  std::atomic<bool> caught_up = false;
+  HeldSource source(config, &caught_up);
+  ASSERT_TRUE(source.waitBlocked());  // in the group with B: two of the four partitions
+  std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
+  b_thread.request_stop();
+  b_thread.join();
+  // The coordinator waits session.timeout.ms - 1000 before the rejoin; the source then has all
+  // four partitions while its handler still blocks.
+  std::this_thread::sleep_for(milliseconds(5000));
+  EXPECT_FALSE(caught_up.load());
+  source.release();
+  ASSERT_TRUE(waitUntil([&] { return caught_up.load(); }));
+  std::vector<std::string> seen = source.lines();  // all handled before caught_up was set
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(seen, all);
+  source.finish(all.size());
 }
 
 }  // namespace

@@ -99,6 +99,18 @@ class LeaderElectorTest : public ::testing::Test {
     return status;
   }
 
+  // How many Lease requests with this method the client with this Authorization header sent.
+  int requestsOf(const std::string& authorization, const std::string& method) const {
+    int n = 0;
+    for (const auto& r : server_.requests()) {
+      n += r.authorization == authorization && r.method == method &&
+                   r.path.find("/leases") != std::string::npos
+               ? 1
+               : 0;
+    }
+    return n;
+  }
+
   FakeApiServer server_;
   std::unique_ptr<KubeClient> a_client_;
   std::unique_ptr<KubeClient> b_client_;
@@ -304,6 +316,80 @@ TEST_F(LeaderElectorTest, TakingTheLeaseAfterAHungRenewalIsANewTerm) {
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
   EXPECT_EQ(a.term(), 2u);
 }
+// may_lead false (a Kafka replica still reading its topics' retention): no Lease is created
+// while none exists, though the replica keeps reading it; once may_lead turns true, it is.
+TEST_F(LeaderElectorTest, NotMayLeadCreatesNoLease) {
+  std::atomic<bool> may_lead{false};
+  LeaderElector b(*b_client_, config("replica-b"), {}, [&] { return may_lead.load(); });
+  ASSERT_TRUE(eventually([&] { return requestsOf("Bearer b", "GET") > 10; }));
+  EXPECT_FALSE(b.isLeader());
+  EXPECT_TRUE(lease().is_null());
+  for (const char* write : {"POST", "PUT", "PATCH", "DELETE"}) {
+    EXPECT_EQ(requestsOf("Bearer b", write), 0) << write;
+  }
+  may_lead = true;
+  ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-b");
+}
+
+// may_lead false: the Lease of a leader that died is not taken over, but it is watched, so that
+// once may_lead turns true the take-over comes at the next retry: the expiry counts from the
+// last renewal seen, not from when may_lead turned true (which would delay it by
+// lease_duration, ten retries here).
+TEST_F(LeaderElectorTest, NotMayLeadWatchesTheLeaseSoATakeOverIsNotDelayed) {
+  ASSERT_EQ(createLease({{"holderIdentity", "crashed"}, {"leaseDurationSeconds", 1}}), 201);
+  std::atomic<bool> may_lead{false};
+  LeaderElector b(*b_client_, config("replica-b"), {}, [&] { return may_lead.load(); });
+  ASSERT_TRUE(eventually([&] { return b.otherHolder() == "crashed"; }));
+  ASSERT_TRUE(eventually([&] { return b.otherHolder().empty(); }));  // expired, as b judges it
+  const int gets = requestsOf("Bearer b", "GET");
+  ASSERT_TRUE(eventually([&] { return requestsOf("Bearer b", "GET") > gets + 3; }));
+  EXPECT_FALSE(b.isLeader());
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "crashed");
+  for (const char* write : {"POST", "PUT", "PATCH", "DELETE"}) {
+    EXPECT_EQ(requestsOf("Bearer b", write), 0) << write;
+  }
+  const size_t from = server_.requests().size();
+  may_lead = true;
+  ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-b");
+  // b's GETs from the switch to its take-over's PUT: the next one (a GET under way at the switch
+  // may come first).
+  int before_put = 0;
+  const auto requests = server_.requests();
+  for (size_t i = from; i < requests.size(); ++i) {
+    if (requests[i].authorization != "Bearer b") {
+      continue;
+    }
+    if (requests[i].method == "PUT") {
+      break;
+    }
+    before_put += requests[i].method == "GET" ? 1 : 0;
+  }
+  EXPECT_LE(before_put, 2);
+}
+
+// A replica that leads keeps renewing whatever may_lead says: it does not lose the Lease.
+TEST_F(LeaderElectorTest, ALeaderKeepsRenewingWhenMayLeadTurnsFalse) {
+  std::atomic<bool> may_lead{true};
+  std::atomic<int> changes{0};
+  LeaderElector a(
+      *a_client_, config("replica-a"), [&](bool /*leading*/) { ++changes; },
+      [&] { return may_lead.load(); });
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  may_lead = false;
+  // Past renew_deadline and lease_duration several times over.
+  for (int i = 0; i < 5; ++i) {
+    const std::string renewed = lease()["spec"]["renewTime"];
+    ASSERT_TRUE(eventually([&] { return lease()["spec"]["renewTime"] != renewed; })) << i;
+    std::this_thread::sleep_for(milliseconds(400));
+    EXPECT_TRUE(a.isLeader()) << i;
+  }
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-a");
+  EXPECT_EQ(changes.load(), 1);
+  EXPECT_EQ(a.term(), 1u);
+}
+
 TEST(LeaderElectionConfigTest, FromYaml) {
   const LeaderElectionConfig c = LeaderElectionConfig::fromYaml(YAML::Load(
       "{namespace: ops, name: fl, identity: me, lease_duration: 20s, renew_deadline: 12s, "
