@@ -404,6 +404,9 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
 
   // Partitions read to their end at least once, until caught up.
   std::set<std::pair<std::string, int32_t>> at_end;
+  // Each assigned partition's high watermark as first seen, until caught up: the end of the
+  // backlog, read once the position passes it.
+  std::map<std::pair<std::string, int32_t>, int64_t> ends;
   auto consume = [&](MessagePtr msg, int64_t now) {
     if (msg->err) {
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -513,17 +516,39 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       now = nowNanos();  // the handler may have taken long
     }
     // Caught up: nothing held, and every assigned partition's end reached (its messages before
-    // the end event were consumed, and handled by the flush above).
-    if (!at_end.empty() && pending == 0 && ready.empty()) {
+    // the end event were consumed, and handled by the flush above), or its position at the high
+    // watermark first seen. The end event alone is not enough: librdkafka sends it only for a
+    // fetch that comes back empty, and a broker holds a fetch at the end until a message
+    // arrives (fetch.wait.max.ms), so a partition written to more often never sends it.
+    if (caught_up_ != nullptr && !caught_up_->load() && pending == 0 && ready.empty()) {
       rd_kafka_topic_partition_list_t* raw = nullptr;
       if (rd_kafka_assignment(rk.get(), &raw) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         const ListPtr assigned(raw);
+        rd_kafka_position(rk.get(), assigned.get());  // after the last message polled
         bool all = assigned->cnt > 0;
-        for (int i = 0; all && i < assigned->cnt; ++i) {
-          all = at_end.count({assigned->elems[i].topic, assigned->elems[i].partition}) != 0;
+        for (int i = 0; i < assigned->cnt; ++i) {
+          const rd_kafka_topic_partition_t& p = assigned->elems[i];
+          const std::pair<std::string, int32_t> tp{p.topic, p.partition};
+          if (at_end.count(tp) != 0) {
+            continue;
+          }
+          int64_t low = 0;
+          int64_t high = -1;  // as of librdkafka's last fetch of the partition; none before
+          if (rd_kafka_get_watermark_offsets(rk.get(), p.topic, p.partition, &low, &high) ==
+                  RD_KAFKA_RESP_ERR_NO_ERROR &&
+              high >= 0) {
+            ends.emplace(tp, high);
+          }
+          const auto end = ends.find(tp);
+          if (end != ends.end() && p.err == RD_KAFKA_RESP_ERR_NO_ERROR && p.offset >= end->second) {
+            at_end.insert(tp);
+          } else {
+            all = false;
+          }
         }
         if (all) {
           at_end.clear();
+          ends.clear();
           caught_up_->store(true);
           spdlog::info("kafka: caught up: every assigned partition read to its end");
         }

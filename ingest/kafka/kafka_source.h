@@ -91,10 +91,12 @@ struct KafkaStats {
 
 class KafkaSource : public Source {
  public:
-  // `caught_up`, if given, is set once every partition assigned has been read to its end and
-  // every batch read was handled (decisions handed to the sinks): from then on the decisions are
-  // about the present, where before they were about the backlog of a new consumer group (the
-  // topic's retention). Never cleared.
+  // `caught_up`, if given, is set once every partition assigned has been read to its end (its
+  // end event came, or its position reached the high watermark first seen: a partition written
+  // to more often than fetch.wait.max.ms sends no end event) and every batch read was handled
+  // (decisions handed to the sinks): from then on the decisions are about the present, where
+  // before they were about the backlog of a new consumer group (the topic's retention). Never
+  // cleared.
   explicit KafkaSource(KafkaConfig config, std::atomic<bool>* caught_up = nullptr);
   KafkaSource(const KafkaSource&) = delete;
   KafkaSource& operator=(const KafkaSource&) = delete;

@@ -1213,5 +1213,70 @@ TEST(KafkaSource, CaughtUpWaitsForPartitionsARebalanceAssignsLater) {
   source.finish(all.size());
 }
 
+// A producer to the mock cluster that stays connected.
+class Producer {
+ public:
+  explicit Producer(const MockCluster& cluster) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    EXPECT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", cluster.bootstraps().c_str(), err,
+                                sizeof(err)),
+              RD_KAFKA_CONF_OK);
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (rk_ == nullptr) {
+      throw std::runtime_error(std::string("cannot create the producer: ") + err);
+    }
+  }
+  ~Producer() { rd_kafka_destroy(rk_); }
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // Produces `value` (header node=gpu-1) to partition 0 of `topic`; whether it was delivered.
+  bool produce(const std::string& topic, const std::string& value) {
+    return rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(0),
+                             RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                             RD_KAFKA_V_HEADER("node", "gpu-1", -1),
+                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                             RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           rd_kafka_flush(rk_, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR;
+  }
+
+ private:
+  rd_kafka_t* rk_ = nullptr;
+};
+
+// A topic written to all the time, which the source reads as fast as it is written: librdkafka
+// signals a partition's end only for a fetch that comes back empty, and a broker holds a fetch at
+// the end until a message arrives (fetch.wait.max.ms), so on a busy topic none does. The mock
+// broker answers a fetch at once, with one produce request's messages; here the topic holds one
+// message more than the source has handled (each handled writes the next) and librdkafka
+// fetches only once its queue was read (queued.min.messages 1), so that every fetch finds a
+// message, as on a busy topic. Takes about 5 s: the mock coordinator's join delay.
+TEST(KafkaSource, CaughtUpWhenEveryFetchFindsANewMessage) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 1);
+  KafkaConfig config = caughtUpConfig(cluster, "caught-up-busy", {"kern"});
+  config.properties["queued.min.messages"] = "1";
+  Producer producer(cluster);
+  ASSERT_TRUE(producer.produce("kern", "line 0"));
+  ASSERT_TRUE(producer.produce("kern", "line 1"));
+  std::atomic<bool> caught_up = false;
+  std::atomic<int> handled = 0;
+  KafkaSource source(config, &caught_up);
+  std::jthread thread([&](std::stop_token stop) {
+    source.run(
+        [&](RecordBatch& batch) {
+          for (size_t i = 0; i < batch.records.size(); ++i) {
+            EXPECT_TRUE(producer.produce("kern", "line " + std::to_string(++handled + 1)));
+          }
+        },
+        stop);
+  });
+  EXPECT_TRUE(waitUntil([&] { return caught_up.load(); })) << handled << " lines handled";
+  EXPECT_GT(handled.load(), 0);
+  thread.request_stop();
+  thread.join();
+}
+
 }  // namespace
 }  // namespace faultline
