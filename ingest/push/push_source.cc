@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -17,6 +18,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 #include <poll.h>
@@ -85,36 +87,46 @@ int rpcCode(int http_status) {
   }
 }
 
+// Reads "host:port" ("[::]:3100" too) at `path`; throws naming `path`.
+void readHostPort(const YAML::Node& n, const std::string& path, std::string* host_out,
+                  int* port_out) {
+  std::string listen = stringAt(n, path);
+  const size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos) {
+    try {
+      size_t used = 0;
+      port = std::stoi(listen.substr(colon + 1), &used);
+      if (used != listen.size() - colon - 1) {
+        port = -1;
+      }
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (port < 0 || port > 65535 || colon == 0) {
+    failAt(n, path, "expected host:port, got '" + listen + "'");
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::]:3100
+  }
+  *host_out = host;
+  *port_out = port;
+}
+
 }  // namespace
 
 PushConfig PushConfig::fromYaml(const YAML::Node& node) {
   checkKeys(node, "http.",
-            {"listen", "max_body_bytes", "max_line_bytes", "threads", "token_file", "labels"});
+            {"listen", "probe_listen", "max_body_bytes", "max_line_bytes", "threads", "token_file",
+             "labels"});
   PushConfig config;
   if (const YAML::Node n = node["listen"]) {
-    std::string listen = stringAt(n, "http.listen");
-    const size_t colon = listen.rfind(':');
-    int port = -1;
-    if (colon != std::string::npos) {
-      try {
-        size_t used = 0;
-        port = std::stoi(listen.substr(colon + 1), &used);
-        if (used != listen.size() - colon - 1) {
-          port = -1;
-        }
-      } catch (const std::exception&) {
-        port = -1;
-      }
-    }
-    if (port < 0 || port > 65535 || colon == 0) {
-      failAt(n, "http.listen", "expected host:port, got '" + listen + "'");
-    }
-    std::string host = listen.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);  // [::]:3100
-    }
-    config.host = host;
-    config.port = port;
+    readHostPort(n, "http.listen", &config.host, &config.port);
+  }
+  if (const YAML::Node n = node["probe_listen"]) {
+    readHostPort(n, "http.probe_listen", &config.probe_host, &config.probe_port);
   }
   if (const YAML::Node n = node["max_body_bytes"]) {
     config.max_body_bytes = integerAt<size_t>(n, "http.max_body_bytes", 1);
@@ -439,6 +451,14 @@ struct PushServer::Listener {
   }
 
   static bool writeAnswer(tcp::socket& socket, unsigned version, bool keep_alive, Response res) {
+    auto out = message(version, keep_alive, std::move(res));
+    beast::error_code ec;
+    http::write(socket, out, ec);
+    return !ec;
+  }
+
+  static http::response<http::string_body> message(unsigned version, bool keep_alive,
+                                                   Response res) {
     http::response<http::string_body> out{static_cast<http::status>(res.status), version};
     if (!res.content_type.empty()) {
       out.set(http::field::content_type, res.content_type);
@@ -451,19 +471,100 @@ struct PushServer::Listener {
     if (res.status != 204) {  // RFC 9110 8.6: no Content-Length in a 204; Beast's would set 0
       out.prepare_payload();
     }
-    beast::error_code ec;
-    http::write(socket, out, ec);
-    return !ec;
+    return out;
   }
 };
 
-void PushServer::start() {
-  listener_ = std::make_unique<Listener>();
-  tcp::acceptor& acceptor = listener_->acceptor;
+// probe_listen: one thread, and every read and write on it asynchronous with a deadline, so that
+// no client holds the thread however slowly it sends or reads, nor however many connect; a
+// request waits only for the answers before it (/readyz may ask the API server,
+// core/commands.cc).
+struct PushServer::ProbeListener {
+  static constexpr uint64_t kMaxBody = 64 << 10;  // a GET has none; a stray POST's is dropped
+
+  struct Session : std::enable_shared_from_this<Session> {
+    Session(PushServer& s, tcp::socket socket) : server(s), stream(std::move(socket)) {}
+    PushServer& server;
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    std::optional<http::request_parser<http::string_body>> parser;
+    http::response<http::string_body> out;
+
+    // The next request, within kIdle as on `listen`; one that fails or is late is closed
+    // unanswered.
+    void read() {
+      parser.emplace();
+      parser->body_limit(kMaxBody);
+      stream.expires_after(Listener::kIdle);
+      http::async_read(stream, buffer, *parser,
+                       [self = shared_from_this()](beast::error_code ec, size_t /*bytes*/) {
+                         if (!ec) {
+                           self->answer();
+                         }
+                       });
+    }
+
+    void answer() {
+      const auto& fields = parser->get();
+      Request req;
+      req.method = std::string(fields.method_string());
+      req.path = std::string(fields.target().substr(0, fields.target().find('?')));
+      Response res;
+      try {
+        if (isPushPath(req.path)) {  // pushes only on `listen`
+          server.countRejected("not_found");
+          res = {404, "text/plain", "not found\n", {}};
+        } else {
+          res = server.answer(req);
+        }
+      } catch (const std::exception& e) {  // as on `listen`
+        spdlog::error("http: {} {}: {}", req.method, req.path, e.what());
+        server.countRejected("internal");
+        res = {500, "text/plain", std::string("internal error: ") + e.what() + "\n", {}};
+      }
+      out = Listener::message(fields.version(), fields.keep_alive(), std::move(res));
+      stream.expires_after(server.config_.read_timeout);
+      http::async_write(stream, out,
+                        [self = shared_from_this()](beast::error_code ec, size_t /*bytes*/) {
+                          if (!ec && self->out.keep_alive()) {
+                            self->read();
+                            return;
+                          }
+                          beast::error_code ignored;
+                          self->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                        });
+    }
+  };
+
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::thread thread;
+
+  void accept(PushServer& server) {
+    acceptor.async_accept([this, &server](beast::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) {
+        return;  // stopped
+      }
+      if (ec) {
+        spdlog::warn("http: probe_listen accept: {}", ec.message());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // e.g. out of descriptors
+      } else {
+        socket.set_option(tcp::no_delay(true), ec);
+        std::make_shared<Session>(server, std::move(socket))->read();
+      }
+      accept(server);
+    });
+  }
+};
+
+namespace {
+
+// Opens `acceptor` on host:port. Throws std::runtime_error naming the address and `what`.
+void listenOn(tcp::acceptor& acceptor, const std::string& host, int port, const std::string& what) {
   beast::error_code ec;
-  const auto address = asio::ip::make_address(config_.host, ec);
+  const auto address = asio::ip::make_address(host, ec);
   if (!ec) {
-    const tcp::endpoint endpoint(address, static_cast<uint16_t>(config_.port));
+    const tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
     acceptor.open(endpoint.protocol(), ec);
     if (!ec) {
       acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -474,10 +575,28 @@ void PushServer::start() {
     }
   }
   if (ec) {
-    throw std::runtime_error("http: cannot listen on " + config_.host + ":" +
-                             std::to_string(config_.port) + ": " + ec.message());
+    throw std::runtime_error("http: cannot listen on " + host + ":" + std::to_string(port) + what +
+                             ": " + ec.message());
   }
+}
+
+}  // namespace
+
+void PushServer::start() {
+  listener_ = std::make_unique<Listener>();
+  tcp::acceptor& acceptor = listener_->acceptor;
+  listenOn(acceptor, config_.host, config_.port, "");
   bound_port_ = acceptor.local_endpoint().port();
+  if (config_.probe_port >= 0) {
+    probe_ = std::make_unique<ProbeListener>();
+    listenOn(probe_->acceptor, config_.probe_host, config_.probe_port, " (probe_listen)");
+    bound_probe_port_ = probe_->acceptor.local_endpoint().port();
+    probe_->accept(*this);
+    probe_->thread = std::thread([this] { probe_->io.run(); });
+    // Before the push endpoints' line, which tests wait for.
+    spdlog::info("http: health and metrics endpoints on {}:{} (probe_listen)", config_.probe_host,
+                 bound_probe_port_);
+  }
   listener_->accept(*this);
   for (size_t i = 0; i < config_.threads; ++i) {
     threads_.emplace_back([this] { listener_->io.run(); });
@@ -486,6 +605,13 @@ void PushServer::start() {
 }
 
 void PushServer::stop() {
+  if (probe_) {
+    probe_->io.stop();  // its sessions are closed with the io_context
+    if (probe_->thread.joinable()) {
+      probe_->thread.join();
+    }
+    probe_.reset();
+  }
   if (!listener_) {
     return;
   }

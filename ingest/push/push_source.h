@@ -14,6 +14,12 @@
 //   GET /readyz             200 once the rules are loaded and the sinks reachable, else 503.
 //   GET /metrics            Prometheus text (core/metrics.h).
 //
+// With probe_listen, a second listener serves /healthz, /readyz and /metrics only (anything else:
+// 404; what is not HTTP, or not read within 120 s, is closed unanswered), on one thread of its
+// own that reads and writes asynchronously: no client holds it, so the kubelet's probes (3 s) and
+// scrapes are answered whatever the clients of `listen` do. On `listen` they wait for a free push
+// thread, and `threads` clients trickling headers (no token needed: the header is read before it
+// is checked) or sending slow bodies hold every one.
 // Served over HTTP/1.1 (Boost.Beast) by `threads` threads, one request per thread at a time; idle
 // keep-alive connections hold no thread and are closed after 120 s. Bodies are read in pieces of
 // up to 64 KiB. A request's header must arrive within read_timeout (10 s) of its first byte, and
@@ -68,6 +74,9 @@ namespace faultline {
 struct PushConfig {
   std::string host = "0.0.0.0";
   int port = 3100;
+  // The health and metrics listener (probe_listen); probe_port -1: none.
+  std::string probe_host = "0.0.0.0";
+  int probe_port = -1;
   size_t max_body_bytes = 64 << 20;   // request body, before and after decompression
   size_t max_line_bytes = 256 << 10;  // longer lines are truncated (and counted)
   // Requests served at once, one per thread, each holding at most one body: idle connections
@@ -83,6 +92,7 @@ struct PushConfig {
 
   // Shape (unknown keys are errors):
   //   listen: "0.0.0.0:3100"          # host:port; port 0 picks a free one
+  //   probe_listen: "0.0.0.0:8081"    # optional: /healthz, /readyz, /metrics only (see above)
   //   max_body_bytes: 67108864
   //   max_line_bytes: 262144
   //   threads: 4
@@ -108,10 +118,13 @@ class PushServer {
   PushServer& operator=(PushServer&&) = delete;
   ~PushServer();
 
-  // Binds and serves on config.threads threads. Throws std::runtime_error if it cannot listen.
+  // Binds and serves on config.threads threads, and probe_listen on one more. Throws
+  // std::runtime_error if it cannot listen on either.
   void start();
   // The bound port (useful with port 0).
   int port() const { return bound_port_; }
+  // The bound probe_listen port; -1 without probe_listen.
+  int probePort() const { return bound_probe_port_; }
   // Stops accepting; requests being served finish (their 2xx batches are queued); connections
   // waiting for a request, or whose request no thread has begun, are closed unanswered (their
   // clients retry).
@@ -139,6 +152,7 @@ class PushServer {
     bool close = false;  // close the connection after the answer
   };
   struct Listener;  // the listening socket and the connection loop (Boost.Beast), in the .cc file
+  struct ProbeListener;  // probe_listen's socket and its asynchronous loop, in the .cc file
   Response answer(Request& req);  // routes to the handlers
   Response handlePush(Protocol protocol, Request& req);
   bool authorized(const Request& req);
@@ -157,6 +171,8 @@ class PushServer {
   std::unique_ptr<Listener> listener_;
   std::vector<std::thread> threads_;
   int bound_port_ = 0;
+  std::unique_ptr<ProbeListener> probe_;
+  int bound_probe_port_ = -1;
 
   std::atomic<bool> warned_nodeless_{false};  // a push named no node for a record: logged once
   std::mutex token_mu_;

@@ -26,10 +26,11 @@ wait_file "$tmp/bootstrap" 20
 sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
   -e "s|^rules: .*\$|rules: $src/rules|" \
   -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
+  -e "s|^  probe_listen: \"0.0.0.0:8081\"\$|  probe_listen: \"127.0.0.1:0\"|" \
   -e "s|^  brokers: .*\$|  brokers: \"$(cat "$tmp/bootstrap")\"|" \
   "$tmp/kafka.config.yaml" >"$tmp/kafka.live.yaml"
-[[ $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml" | grep -c '^>') == 5 ]] ||
-  fail "kafka config: could not rewrite its 4 site-specific lines"
+[[ $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml" | grep -c '^>') == 6 ]] ||
+  fail "kafka config: could not rewrite its 5 site-specific lines"
 
 # One otlp_proto message per line, shaped as otel-collector.yaml sends the kernel's.
 kernel_message() {  # $1 = node, $2 = Unix seconds, $3 = line; stdout: the message

@@ -123,6 +123,8 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
     "$c | .resources | (.requests | has(\"cpu\") and has(\"memory\")) and (.limits | has(\"cpu\") and has(\"memory\"))"
   expect "$j" "container port http = 8080" \
     "$c | any(.ports[]; .name == \"http\" and .containerPort == 8080)"
+  expect "$j" "container port probe = 8081" \
+    "$c | any(.ports[]; .name == \"probe\" and .containerPort == 8081)"
 
   # ConfigMap wiring: every configMap volume names a ConfigMap of the render (faultline-config's
   # name hashed, faultline-rules' not: the kubelet updates it in place, and the service reads it
@@ -157,12 +159,15 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
   done
 }
 
-check_probes() {  # $1 = render JSON: httpGet /healthz and /readyz on the http (8080) port
+# $1 = render JSON: httpGet /healthz and /readyz on the probe (8081) port, the config's
+# http.probe_listen: on the push port they would wait for the push threads, which any client
+# can hold, and time out.
+check_probes() {
   local c='(.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0])'
-  expect "$1" "livenessProbe httpGet /healthz on http" \
-    "$c | .livenessProbe.httpGet | .path == \"/healthz\" and .port == \"http\""
-  expect "$1" "readinessProbe httpGet /readyz on http" \
-    "$c | .readinessProbe.httpGet | .path == \"/readyz\" and .port == \"http\""
+  expect "$1" "livenessProbe httpGet /healthz on probe" \
+    "$c | .livenessProbe.httpGet | .path == \"/healthz\" and .port == \"probe\""
+  expect "$1" "readinessProbe httpGet /readyz on probe" \
+    "$c | .readinessProbe.httpGet | .path == \"/readyz\" and .port == \"probe\""
 }
 
 check_config() {  # $1 = render JSON, $2 = overlay; config ConfigMap == overlays/$2/config.yaml
@@ -240,8 +245,10 @@ expect "$k" "no Service (Kafka consumer only; /metrics is scraped per pod)" \
 expect "$k" "kafka: the base's rolling update (both replicas Ready, one at a time)" \
   '.[] | select(.kind == "Deployment") | has("strategy") | not'
 kc="$tmp/kafka.config.json"
-expect "$kc" "kafka config: http listens on the container port http (8080), where the probes look" \
+expect "$kc" "kafka config: http listens on the container port http (8080)" \
   '.http.listen == "0.0.0.0:8080"'
+expect "$kc" "kafka config: probes and metrics on the container port probe (8081), where the probes look" \
+  '.http.probe_listen == "0.0.0.0:8081"'
 expect "$kc" "kafka config: pushes refused (empty token file)" '.http.token_file == "/dev/null"'
 expect "$kc" "kafka config: leader election and the blast-radius guard" \
   '(.kubernetes.leader_election | type == "object") and (.kubernetes.guard.max_tainted > 0)
@@ -298,6 +305,8 @@ expect "$p" "push: readiness probed every 2 s" \
   '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].readinessProbe.periodSeconds == 2'
 pc="$tmp/push.config.json"
 expect "$pc" "push config: listens on the container port http (8080)" '.http.listen == "0.0.0.0:8080"'
+expect "$pc" "push config: probes and metrics on the container port probe (8081), where the probes look" \
+  '.http.probe_listen == "0.0.0.0:8081"'
 expect "$pc" "push config: leader election and the blast-radius guard" \
   '(.kubernetes.leader_election | type == "object") and (.kubernetes.guard.max_tainted > 0)
    and (.kubernetes.guard.max_tainted_percent > 0) and (.kubernetes.guard.max_new > 0)'
@@ -409,13 +418,14 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
   sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
     -e "s|^rules: .*\$|rules: $vol|" \
     -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
+    -e "s|^  probe_listen: \"0.0.0.0:8081\"\$|  probe_listen: \"127.0.0.1:0\"|" \
     -e "s|^  brokers: .*\$|  brokers: \"$(cat "$tmp/bootstrap")\"|" \
     "$tmp/kafka.config.yaml" >"$tmp/kafka.live.yaml"
-  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' "  brokers: \"$(cat "$tmp/bootstrap")\""; do
+  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' '  probe_listen: "127.0.0.1:0"' "  brokers: \"$(cat "$tmp/bootstrap")\""; do
     grep -qxF "$line" "$tmp/kafka.live.yaml" || fail "kafka config: could not rewrite to '$line'"
   done
-  [[ $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml" | grep -c '^>') == 5 ]] ||
-    fail "kafka config: rewrote more than the 4 site-specific lines: $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml")"
+  [[ $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml" | grep -c '^>') == 6 ]] ||
+    fail "kafka config: rewrote more than the 5 site-specific lines: $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml")"
   # Decisions go to stdout, as in the pod.
   POD_NAME=faultline-test "$fl" serve --config "$tmp/kafka.live.yaml" \
     >"$tmp/decisions.jsonl" 2>"$tmp/serve.log" &
@@ -425,9 +435,14 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
   [[ -n $port ]] || fail "kafka config: serve did not listen: $(cat "$tmp/serve.log")"
   http="http://127.0.0.1:$port"
+  probe_port() {  # $1 = serve's log: the port of its probe_listen
+    sed -n 's/.*health and metrics endpoints on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | tail -1
+  }
+  [[ -n $(probe_port "$tmp/serve.log") ]] || fail "kafka config: serve did not listen for probes: $(cat "$tmp/serve.log")"
+  probe="http://127.0.0.1:$(probe_port "$tmp/serve.log")"
   code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
-  [[ $(code "$http/healthz") == 200 ]] || fail "kafka config: /healthz is not 200"
-  [[ $(code "$http/readyz") == 200 ]] || fail "kafka config: /readyz is not 200 on a follower"
+  [[ $(code "$probe/healthz") == 200 ]] || fail "kafka config: /healthz is not 200"
+  [[ $(code "$probe/readyz") == 200 ]] || fail "kafka config: /readyz is not 200 on a follower"
   [[ $(holder) == faultline-other ]] || fail "kafka config: the Lease moved before the test released it"
   push='{"streams":[{"stream":{"node":"gpu-2","transport":"kernel"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"]]}]}'
   [[ $(code -X POST -H 'Content-Type: application/json' -d "$push" "$http/loki/api/v1/push") == 401 ]] ||
@@ -471,7 +486,7 @@ TXT
   kcat -P -b "$(cat "$tmp/bootstrap")" -t otlp_logs -p 0 "$tmp/pod.pb" "$tmp/kernel.pb" 2>"$tmp/kcat.log"
   taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$tmp/decisions.jsonl" | sort; }
   for _ in $(seq 600); do [[ -n $(taints_decided) ]] && break; sleep 0.1; done
-  metrics=$(curl -fsS "$http/metrics")
+  metrics=$(curl -fsS "$probe/metrics")
   grep -qx 'faultline_kafka_messages_total{topic="otlp_logs"} 2' <<<"$metrics" &&
     grep -qx 'faultline_kafka_malformed_total{topic="otlp_logs"} 0' <<<"$metrics" ||
     fail "kafka config: expected 2 otlp_logs messages, none malformed: $(grep kafka_ <<<"$metrics")"
@@ -490,7 +505,7 @@ TXT
   [[ $(holder) == faultline-test ]] || fail "kafka config: the replica did not take the released Lease"
   [[ $(tainted gpu-1) == 1 && $(tainted gpu-2) == 0 ]] ||
     fail "kafka config: after takeover gpu-1 tainted: $(tainted gpu-1), gpu-2: $(tainted gpu-2)"
-  [[ $(code "$http/readyz") == 200 ]] || fail "kafka config: /readyz is not 200 on the leader"
+  [[ $(code "$probe/readyz") == 200 ]] || fail "kafka config: /readyz is not 200 on the leader"
   kill -TERM "$serve_pid"
   wait "$serve_pid" || fail "kafka config: serve exited non-zero after SIGTERM: $(tail -5 "$tmp/serve.log")"
   echo "faultline served the rendered kafka config: probes 200 as follower and leader, push 401, otlp_proto kernel Xid tainted gpu-1 after takeover, pod Xid ignored"
@@ -509,13 +524,14 @@ TXT
   sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
     -e "s|^rules: .*\$|rules: $vol|" \
     -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
+    -e "s|^  probe_listen: \"0.0.0.0:8081\"\$|  probe_listen: \"127.0.0.1:0\"|" \
     -e "s|^  token_file: .*\$|  token_file: $tmp/push-token|" \
     "$tmp/push.config.yaml" >"$tmp/push.live.yaml"
-  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' "  token_file: $tmp/push-token"; do
+  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' '  probe_listen: "127.0.0.1:0"' "  token_file: $tmp/push-token"; do
     grep -qxF "$line" "$tmp/push.live.yaml" || fail "push config: could not rewrite to '$line'"
   done
-  [[ $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml" | grep -c '^>') == 5 ]] ||
-    fail "push config: rewrote more than the 4 site-specific lines: $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml")"
+  [[ $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml" | grep -c '^>') == 6 ]] ||
+    fail "push config: rewrote more than the 5 site-specific lines: $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml")"
   POD_NAME=faultline-push "$fl" serve --config "$tmp/push.live.yaml" \
     >"$tmp/push-decisions.jsonl" 2>"$tmp/push-serve.log" &
   serve_pid=$!
@@ -524,9 +540,12 @@ TXT
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/push-serve.log" | tail -1)
   [[ -n $port ]] || fail "push config: serve did not listen: $(cat "$tmp/push-serve.log")"
   http="http://127.0.0.1:$port"
+  [[ -n $(probe_port "$tmp/push-serve.log") ]] || fail "push config: serve did not listen for probes: $(cat "$tmp/push-serve.log")"
+  probe="http://127.0.0.1:$(probe_port "$tmp/push-serve.log")"
   # Push-only: Ready once it holds the Lease.
-  for _ in $(seq 200); do [[ $(code "$http/readyz") == 200 ]] && break; sleep 0.1; done
-  [[ $(code "$http/readyz") == 200 ]] || fail "push config: /readyz is not 200: $(tail -5 "$tmp/push-serve.log")"
+  for _ in $(seq 200); do [[ $(code "$probe/readyz") == 200 ]] && break; sleep 0.1; done
+  [[ $(code "$probe/readyz") == 200 ]] || fail "push config: /readyz is not 200: $(tail -5 "$tmp/push-serve.log")"
+  [[ $(code "$probe/healthz") == 200 ]] || fail "push config: /healthz is not 200"
   loki=(-X POST -H 'Content-Type: application/json' -d "$push" "$http/loki/api/v1/push")
   otlp_body='{"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-2"}}]},"scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000000","body":{"stringValue":"hello"}}]}]}]}'
   otlp=(-X POST -H 'Content-Type: application/json' -d "$otlp_body" "$http/v1/logs")
@@ -536,7 +555,7 @@ TXT
     [[ $got_loki == 401 && $got_otlp == 401 ]] ||
       fail "push config: a push with Authorization '$auth' got $got_loki (Loki) and $got_otlp (OTLP), not 401"
   done
-  metrics=$(curl -fsS "$http/metrics")
+  metrics=$(curl -fsS "$probe/metrics")
   grep -qx 'faultline_push_requests_rejected_total{reason="unauthorized"} 4' <<<"$metrics" ||
     fail "push config: 4 pushes without the token not counted: $(grep -e push_requests -e records_total <<<"$metrics")"
   ! grep -q '^faultline_records_total{source="http"' <<<"$metrics" ||
@@ -549,6 +568,9 @@ TXT
   for _ in $(seq 600); do [[ $(tainted gpu-2) == 1 ]] && break; sleep 0.1; done
   [[ $(tainted gpu-2) == 1 && $(tainted gpu-1) == 0 ]] ||
     fail "push config: the push with the token: gpu-2 tainted: $(tainted gpu-2), gpu-1: $(tainted gpu-1)"
+  # The probe port serves no pushes, token or not.
+  [[ $(code -H 'Authorization: Bearer test-push-token' -X POST -H 'Content-Type: application/json' \
+       -d "$push" "$probe/loki/api/v1/push") == 404 ]] || fail "push config: the probe port took a push"
   kill -TERM "$serve_pid"
   wait "$serve_pid" || fail "push config: serve exited non-zero after SIGTERM: $(tail -5 "$tmp/push-serve.log")"
   echo "faultline served the rendered push config: Loki and OTLP pushes without the token or with another 401 and counted, with it taken (Xid tainted gpu-2)"

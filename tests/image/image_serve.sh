@@ -4,8 +4,9 @@
 #   - the root filesystem read-only (a read-only bind mount), /tmp a tmpfs, /proc mounted;
 #   - the image's USER (non-root) and its ENTRYPOINT + CMD;
 #   - /etc/faultline/config.yaml and /etc/faultline/rules/ from `kubectl kustomize
-#     deploy/overlays/push` (the ConfigMaps; only http.listen is moved to 127.0.0.1:0, as tests
-#     listen on loopback only), and the Secret faultline-push-token's token at http.token_file;
+#     deploy/overlays/push` (the ConfigMaps; only http.listen and http.probe_listen are moved to
+#     127.0.0.1:0, as tests listen on loopback only), and the Secret faultline-push-token's token
+#     at http.token_file;
 #   - the in-cluster service account: KUBERNETES_SERVICE_HOST/PORT, and token and ca.crt in
 #     /var/run/secrets/kubernetes.io/serviceaccount, for the fake API server serving HTTPS with a
 #     certificate of that CA.
@@ -35,8 +36,11 @@ configmap() { jq -e --arg p "$1" '[.[] | select(.kind == "ConfigMap" and (.metad
 # The volumes, as the kubelet would mount them.
 mkdir -p "$tmp/etc-faultline/rules" "$tmp/serviceaccount"
 configmap faultline-config | jq -r '.["config.yaml"]' |
-  sed 's/listen: "0.0.0.0:8080"/listen: "127.0.0.1:0"/' >"$tmp/etc-faultline/config.yaml"
-grep -q 'listen: "127.0.0.1:0"' "$tmp/etc-faultline/config.yaml" || fail "no http.listen to move"
+  sed -e 's/listen: "0.0.0.0:8080"/listen: "127.0.0.1:0"/' \
+    -e 's/probe_listen: "0.0.0.0:8081"/probe_listen: "127.0.0.1:0"/' >"$tmp/etc-faultline/config.yaml"
+grep -q '^  listen: "127.0.0.1:0"' "$tmp/etc-faultline/config.yaml" || fail "no http.listen to move"
+grep -q '^  probe_listen: "127.0.0.1:0"' "$tmp/etc-faultline/config.yaml" ||
+  fail "no http.probe_listen to move"
 # The Secret faultline-push-token, as the overlay mounts it at the directory of http.token_file.
 token_file=$(sed -n 's|^  token_file: \(/etc/faultline/.*\)$|\1|p' "$tmp/etc-faultline/config.yaml")
 [[ -n $token_file ]] || fail "no http.token_file under /etc/faultline in the push config"

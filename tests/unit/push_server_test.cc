@@ -582,6 +582,51 @@ TEST(PushServer, TricklingRequestIsDroppedAtItsDeadline) {
   EXPECT_NE(steady.receive("\r\n\r\n").find("HTTP/1.1 204"), std::string::npos);
 }
 
+// The kubelet's probes time out after 3 s. Anyone who can reach the port, without a token (the
+// header is read before it is checked), can hold every server thread with headers trickled for
+// read_timeout (10 s), reopening each connection as it is dropped: on `listen` the probes then
+// time out, and the leader leaves the Service and is restarted. probe_listen answers them
+// whatever holds the push threads, and however many clients trickle to it too.
+TEST(PushServer, ProbesAnswerWhileEveryThreadReadsATrickledHeader) {
+  using std::chrono::steady_clock;
+  using namespace std::chrono_literals;
+  PushConfig config;
+  config.threads = 2;
+  config.read_timeout = 5s;  // past the probes' 3 s, as the default 10 s is
+  config.probe_host = "127.0.0.1";
+  config.probe_port = 0;
+  Fixture f(1 << 20, config);
+  ASSERT_GT(f.server->probePort(), 0);
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  std::vector<std::jthread> tricklers;  // joined before the connections close, on any way out
+  for (const int port : {f.server->port(), f.server->port(), f.server->probePort(),
+                         f.server->probePort(), f.server->probePort()}) {
+    slow.push_back(std::make_unique<RawConnection>(port));
+    ASSERT_TRUE(slow.back()->connected());
+    slow.back()->send("GET /healthz HTTP/1.1\r\nX-Slow: ");
+    tricklers.emplace_back([c = slow.back().get()] { c->trickle(std::string(24, 'a'), 250ms); });
+  }
+  std::this_thread::sleep_for(200ms);
+  httplib::Client probe("127.0.0.1", f.server->probePort());
+  probe.set_connection_timeout(3, 0);  // the kubelet's timeoutSeconds
+  probe.set_read_timeout(3, 0);
+  for (const char* path : {"/readyz", "/healthz", "/metrics"}) {
+    const auto start = steady_clock::now();
+    auto res = probe.Get(path);
+    EXPECT_TRUE(res) << path << " unanswered after "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() -
+                                                                              start)
+                            .count()
+                     << " ms";
+    EXPECT_EQ(res ? res->status : 0, 200) << path;
+  }
+  // Pushes are taken on `listen` only.
+  auto push = probe.Post("/loki/api/v1/push", kLokiJson, "application/json");
+  ASSERT_TRUE(push);
+  EXPECT_EQ(push->status, 404);
+  EXPECT_EQ(f.queue.depth().second, 0u);
+}
+
 // A chunked body's chunk-size lines and trailer count against no header or body limit in Beast:
 // a line without its CRLF (an endless chunk extension, or trailer field) was buffered whole, so
 // one client sending fast grew the server's memory without bound. Refused once it fills the
@@ -627,6 +672,19 @@ TEST(PushConfig, ThreadsAndTheirErrors) {
       // An unknown key's error is a YAML::ParserException, its what() led by the line.
       EXPECT_NE(std::string(e.what()).find("http.thread"), std::string::npos) << e.what();
     }
+  }
+}
+
+TEST(PushConfig, ProbeListen) {
+  EXPECT_EQ(PushConfig::fromYaml(YAML::Load("{}")).probe_port, -1);
+  const PushConfig config = PushConfig::fromYaml(YAML::Load(R"({probe_listen: "[::]:8081"})"));
+  EXPECT_EQ(config.probe_host, "::");
+  EXPECT_EQ(config.probe_port, 8081);
+  try {
+    PushConfig::fromYaml(YAML::Load("{probe_listen: 8081}"));
+    ADD_FAILURE() << "a port without a host was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("http.probe_listen"), std::string::npos) << e.what();
   }
 }
 

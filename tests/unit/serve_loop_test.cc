@@ -168,8 +168,8 @@ TEST(ServeConfig, EverySectionRefusesUnknownAndRepeatedKeys) {
             std::string::npos);
   EXPECT_EQ(refusal(k8s + "  qps: 5\n  qps: 50\n" + http), "FILE:4: kubernetes.qps: repeated key");
   EXPECT_EQ(refusal(http + "  thread: 4\n"),
-            "FILE:3: http.thread: unknown key (listen, max_body_bytes, max_line_bytes, threads, "
-            "token_file, labels)");
+            "FILE:3: http.thread: unknown key (listen, probe_listen, max_body_bytes, "
+            "max_line_bytes, threads, token_file, labels)");
   EXPECT_EQ(refusal(http + "  labels: {node: [host], node: [nodename]}\n"),
             "FILE:3: http.labels.node: repeated key");
   EXPECT_EQ(refusal("kafka:\n  brokers: 127.0.0.1:1\n  topics: [{name: t, encodng: json}]\n"),
