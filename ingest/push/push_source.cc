@@ -476,14 +476,16 @@ struct PushServer::Listener {
 };
 
 // probe_listen: one thread, and every read and write on it asynchronous with a deadline, so that
-// no client holds the thread however slowly it sends or reads, nor however many connect; a
-// request waits only for the answers before it (/readyz may ask the API server,
-// core/commands.cc).
+// no client holds the thread however slowly it sends or reads, nor however many connect. /readyz
+// may wait for the API server (core/commands.cc sinksReady: up to 15 s when it does not answer):
+// it is answered on a thread of its own, so that /healthz and /metrics never wait for it.
 struct PushServer::ProbeListener {
   static constexpr uint64_t kMaxBody = 64 << 10;  // a GET has none; a stray POST's is dropped
 
   struct Session : std::enable_shared_from_this<Session> {
-    Session(PushServer& s, tcp::socket socket) : server(s), stream(std::move(socket)) {}
+    Session(ProbeListener& l, PushServer& s, tcp::socket socket)
+        : listener(l), server(s), stream(std::move(socket)) {}
+    ProbeListener& listener;
     PushServer& server;
     beast::tcp_stream stream;
     beast::flat_buffer buffer;
@@ -509,6 +511,18 @@ struct PushServer::ProbeListener {
       Request req;
       req.method = std::string(fields.method_string());
       req.path = std::string(fields.target().substr(0, fields.target().find('?')));
+      if (req.method == "GET" && req.path == "/readyz") {
+        asio::post(listener.ready_io, [self = shared_from_this(), req]() mutable {
+          Response res = self->respond(req);
+          asio::post(self->stream.get_executor(),
+                     [self, res = std::move(res)]() mutable { self->write(std::move(res)); });
+        });
+        return;
+      }
+      write(respond(req));
+    }
+
+    Response respond(Request& req) {
       Response res;
       try {
         if (isPushPath(req.path)) {  // pushes only on `listen`
@@ -522,6 +536,11 @@ struct PushServer::ProbeListener {
         server.countRejected("internal");
         res = {500, "text/plain", std::string("internal error: ") + e.what() + "\n", {}};
       }
+      return res;
+    }
+
+    void write(Response res) {
+      const auto& fields = parser->get();
       out = Listener::message(fields.version(), fields.keep_alive(), std::move(res));
       stream.expires_after(server.config_.read_timeout);
       http::async_write(stream, out,
@@ -539,6 +558,11 @@ struct PushServer::ProbeListener {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::thread thread;
+  // /readyz's checks, one at a time; destroyed before `io`, whose sockets its handlers hold.
+  asio::io_context ready_io;
+  asio::executor_work_guard<asio::io_context::executor_type> ready_work =
+      asio::make_work_guard(ready_io);
+  std::thread ready_thread;
 
   void accept(PushServer& server) {
     acceptor.async_accept([this, &server](beast::error_code ec, tcp::socket socket) {
@@ -550,7 +574,7 @@ struct PushServer::ProbeListener {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));  // e.g. out of descriptors
       } else {
         socket.set_option(tcp::no_delay(true), ec);
-        std::make_shared<Session>(server, std::move(socket))->read();
+        std::make_shared<Session>(*this, server, std::move(socket))->read();
       }
       accept(server);
     });
@@ -593,6 +617,7 @@ void PushServer::start() {
     bound_probe_port_ = probe_->acceptor.local_endpoint().port();
     probe_->accept(*this);
     probe_->thread = std::thread([this] { probe_->io.run(); });
+    probe_->ready_thread = std::thread([this] { probe_->ready_io.run(); });
     // Before the push endpoints' line, which tests wait for.
     spdlog::info("http: health and metrics endpoints on {}:{} (probe_listen)", config_.probe_host,
                  bound_probe_port_);
@@ -607,8 +632,11 @@ void PushServer::start() {
 void PushServer::stop() {
   if (probe_) {
     probe_->io.stop();  // its sessions are closed with the io_context
-    if (probe_->thread.joinable()) {
-      probe_->thread.join();
+    probe_->ready_io.stop();
+    for (std::thread* t : {&probe_->thread, &probe_->ready_thread}) {
+      if (t->joinable()) {
+        t->join();
+      }
     }
     probe_.reset();
   }

@@ -17,9 +17,10 @@
 // With probe_listen, a second listener serves /healthz, /readyz and /metrics only (anything else:
 // 404; what is not HTTP, or not read within 120 s, is closed unanswered), on one thread of its
 // own that reads and writes asynchronously: no client holds it, so the kubelet's probes (3 s) and
-// scrapes are answered whatever the clients of `listen` do. On `listen` they wait for a free push
-// thread, and `threads` clients trickling headers (no token needed: the header is read before it
-// is checked) or sending slow bodies hold every one.
+// scrapes are answered whatever the clients of `listen` do. `ready` runs on one more thread, so
+// that /healthz and /metrics never wait for it (it may wait for the API server). On `listen` they
+// wait for a free push thread, and `threads` clients trickling headers (no token needed: the
+// header is read before it is checked) or sending slow bodies hold every one.
 // Served over HTTP/1.1 (Boost.Beast) by `threads` threads, one request per thread at a time; idle
 // keep-alive connections hold no thread and are closed after 120 s. Bodies are read in pieces of
 // up to 64 KiB. A request's header must arrive within read_timeout (10 s) of its first byte, and

@@ -627,6 +627,43 @@ TEST(PushServer, ProbesAnswerWhileEveryThreadReadsATrickledHeader) {
   EXPECT_EQ(f.queue.depth().second, 0u);
 }
 
+// /readyz asks the API server (core/commands.cc sinksReady: up to 15 s when it does not answer).
+// Liveness (/healthz) and scrapes on probe_listen must not wait behind it, or an API server
+// outage gets the replicas restarted.
+TEST(PushServer, ProbeListenAnswersHealthzWhileReadyzWaits) {
+  using namespace std::chrono_literals;
+  std::atomic<bool> release{false};
+  PushConfig config;
+  config.probe_host = "127.0.0.1";
+  config.probe_port = 0;
+  Fixture f(1 << 20, config, [&] {
+    for (int i = 0; i < 100 && !release; ++i) {  // the API server not answering, for 10 s at most
+      std::this_thread::sleep_for(100ms);
+    }
+    return true;
+  });
+  httplib::Client slow("127.0.0.1", f.server->probePort());
+  slow.set_read_timeout(30, 0);
+  int ready_status = 0;
+  std::jthread readyz([&] {
+    if (auto res = slow.Get("/readyz")) {
+      ready_status = res->status;
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  httplib::Client probe("127.0.0.1", f.server->probePort());
+  probe.set_connection_timeout(3, 0);  // the kubelet's timeoutSeconds
+  probe.set_read_timeout(3, 0);
+  for (const char* path : {"/healthz", "/metrics"}) {
+    auto res = probe.Get(path);
+    EXPECT_TRUE(res) << path << " waited for /readyz";
+    EXPECT_EQ(res ? res->status : 0, 200) << path;
+  }
+  release = true;
+  readyz.join();
+  EXPECT_EQ(ready_status, 200);
+}
+
 // A chunked body's chunk-size lines and trailer count against no header or body limit in Beast:
 // a line without its CRLF (an endless chunk extension, or trailer field) was buffered whole, so
 // one client sending fast grew the server's memory without bound. Refused once it fills the
