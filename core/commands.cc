@@ -496,8 +496,13 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
   if (elector && sources.http && !sources.kafka) {
     // A Service sends pushes to ready pods only: so to the leader, the one replica that writes.
     // A follower's lines would be matched but never tainted (README "Deploy"). With Kafka every
-    // replica consumes every partition, so a follower is ready to take over: it stays ready.
+    // replica consumes every partition, so a follower is ready to take over once caught up.
     ready = [sinks = std::move(ready), e = elector.get()] { return e->isLeader() && sinks(); };
+  } else if (elector && sources.kafka) {
+    // Ready once caught up, so that a rolling update replaces the next old replica only when this
+    // one could lead: else every caught-up replica could be gone while the new ones read the
+    // topics' retention, and none would lead meanwhile.
+    ready = [sinks = std::move(ready), &kafka_caught_up] { return kafka_caught_up && sinks(); };
   }
   std::atomic<bool> new_rules = false;
   std::jthread rules_watch;

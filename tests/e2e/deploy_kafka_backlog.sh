@@ -77,4 +77,17 @@ written=$(curl -fsS "$api/_test/requests" |
   fail "nodes that recovered hours ago were written to: $(echo "$written" | tr '\n' ' ')"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$api/api/v1/namespaces/faultline/configmaps/faultline-breaker") == 404 ]] ||
   fail "the retention's old faults tripped the breaker: $(curl -fsS "$api/api/v1/namespaces/faultline/configmaps/faultline-breaker" | jq -c .data)"
-echo "PASS: a replica reading the retention tainted only the live fault (gpu-6); the 5 cleared ones were left alone"
+# Ready once caught up, not before: a rolling update replaces the next old replica only when this
+# one could lead. A second replica whose broker never answers never catches up.
+probe_port() { sed -n 's/.*endpoints on 127\.0\.0\.1:\([0-9]*\) (probe_listen).*/\1/p' "$1" | tail -1; }
+readyz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz"; }
+[[ $(readyz "$(probe_port "$tmp/serve.log")") == 200 ]] || fail "caught up, yet /readyz is not 200"
+sed -e "s|^  brokers: .*\$|  brokers: \"127.0.0.1:1\"|" "$tmp/kafka.live.yaml" >"$tmp/stuck.yaml"
+POD_NAME=faultline-stuck "$FAULTLINE" serve --config "$tmp/stuck.yaml" \
+  >"$tmp/stuck.jsonl" 2>"$tmp/stuck.log" &
+pids+=($!)
+wait_listening "$tmp/stuck.log"
+[[ -n $(probe_port "$tmp/stuck.log") ]] || fail "no probe_listen port in stuck.log"
+[[ $(readyz "$(probe_port "$tmp/stuck.log")") == 503 ]] ||
+  fail "a replica that has not caught up with Kafka is Ready"
+echo "PASS: a replica reading the retention tainted only the live fault (gpu-6); the 5 cleared ones were left alone; Ready once caught up"
