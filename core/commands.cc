@@ -461,7 +461,9 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
       }
     });
   }
-  ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes, &kafka_caught_up};
+  // Only with leader election, where it gates the Lease and readiness: the check walks every
+  // partition between batches until caught up.
+  ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes, elector ? &kafka_caught_up : nullptr};
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the
     // same correlation windows as the leader and takes over without a gap (README "Deploy").

@@ -81,6 +81,9 @@ constexpr size_t kPollBatch = 256;
 // A handler that has not returned by then is waited for with the partitions paused. Pausing
 // drops prefetched messages, so it is kept for real stalls.
 constexpr std::chrono::seconds kPauseAfter{1};
+// The catch-up check asks librdkafka for every assigned partition's position and watermark:
+// between batches of a backlog, at most this often.
+constexpr int64_t kCatchUpCheckNs = 100'000'000;
 // Properties faultline sets itself, and why a `properties` entry must not replace them.
 constexpr std::pair<std::string_view, std::string_view> kReservedProperties[] = {
     {"enable.auto.offset.store", "offsets are stored after each batch is handled"},
@@ -404,6 +407,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
 
   // Partitions read to their end at least once, until caught up.
   std::set<std::pair<std::string, int32_t>> at_end;
+  int64_t next_catch_up_check_ns = 0;  // kCatchUpCheckNs
   // Each assigned partition's high watermark as first seen, until caught up: the end of the
   // backlog, read once the position passes it.
   std::map<std::pair<std::string, int32_t>, int64_t> ends;
@@ -520,7 +524,9 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     // watermark first seen. The end event alone is not enough: librdkafka sends it only for a
     // fetch that comes back empty, and a broker holds a fetch at the end until a message
     // arrives (fetch.wait.max.ms), so a partition written to more often never sends it.
-    if (caught_up_ != nullptr && !caught_up_->load() && pending == 0 && ready.empty()) {
+    if (caught_up_ != nullptr && !caught_up_->load() && pending == 0 && ready.empty() &&
+        now >= next_catch_up_check_ns) {
+      next_catch_up_check_ns = now + kCatchUpCheckNs;
       rd_kafka_topic_partition_list_t* raw = nullptr;
       if (rd_kafka_assignment(rk.get(), &raw) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         const ListPtr assigned(raw);
