@@ -63,6 +63,38 @@ class TaintSinkTest : public ::testing::Test {
     return h;
   }
 
+  // The leader term a test sets (0: following), and what the sink reports to the correlator at a
+  // LIST, in order: "restored NODE RULE TIME" (Hooks::on_restored), "lifted NODE" (on_lifted).
+  struct TermReports {
+    std::atomic<uint64_t> term{1};
+    std::mutex mu;
+    Lines lines;
+  };
+  TaintSink::Hooks termHooks(TermReports* r) {
+    TaintSink::Hooks h = hooks();
+    h.leader_term = [r] { return r->term.load(); };
+    h.on_restored = [r](const std::string& node, const std::string& rule, int64_t time_ns,
+                        uint64_t /*seen*/) {
+      std::lock_guard lock(r->mu);
+      r->lines.push_back("restored " + node + " " + rule + " " + formatRfc3339(time_ns));
+    };
+    h.on_lifted = [r](const std::string& node, uint64_t /*seen*/) {
+      std::lock_guard lock(r->mu);
+      r->lines.push_back("lifted " + node);
+    };
+    return h;
+  }
+  // What `sink` reported once it reported anything (waitFor's bound) and handled its queue.
+  Lines reportedBy(TaintSink& sink, TermReports* r) {
+    EXPECT_TRUE(waitFor([&] {
+      std::lock_guard lock(r->mu);
+      return !r->lines.empty();
+    }));
+    sink.flush();
+    std::lock_guard lock(r->mu);
+    return r->lines;
+  }
+
   static Decision decision(const std::string& node, const std::string& rule = "test-rule",
                            int64_t time_ns = civilToNanos(2025, 2, 23, 16, 24, 18)) {
     Decision d;
@@ -1747,29 +1779,16 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderLiftedAreReportedInANewTerm) {
 // both: that taint was lifted, and another set.
 TEST_F(TaintSinkTest, ATaintAnotherLeaderSetInPlaceOfThisOnesIsReportedLiftedAndRestored) {
   createNode("n1");
-  std::atomic<uint64_t> term{1};
-  std::mutex mu;
-  Lines reported;
-  TaintSink::Hooks h = hooks();
-  h.leader_term = [&] { return term.load(); };
-  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t time_ns,
-                      uint64_t /*seen*/) {
-    std::lock_guard lock(mu);
-    reported.push_back("restored " + node + " " + rule + " " + formatRfc3339(time_ns));
-  };
-  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
-    std::lock_guard lock(mu);
-    reported.push_back("lifted " + node);
-  };
-  TaintSink sink(config(), options(), h);
+  TermReports r;
+  TaintSink sink(config(), options(), termHooks(&r));
   sink.write(decision("n1"));
   sink.flush();
   ASSERT_TRUE(tainted("n1"));
   {
-    std::lock_guard lock(mu);
-    reported.clear();  // the first LIST's
+    std::lock_guard lock(r.mu);
+    r.lines.clear();  // the first LIST's
   }
-  term = 0;
+  r.term = 0;
   // The other leader lifts n1's taint, then taints it again for another rule.
   const std::string mark =
       R"({"rule":"xid-fatal","key":"faultline.dev/faulty","effect":"NoSchedule",)"
@@ -1781,14 +1800,9 @@ TEST_F(TaintSinkTest, ATaintAnotherLeaderSetInPlaceOfThisOnesIsReportedLiftedAnd
                                {{{"key", "faultline.dev/faulty"},
                                  {"effect", "NoSchedule"},
                                  {"timeAdded", "2025-02-23T18:00:01Z"}}}}}}}));
-  term = 2;
-  EXPECT_TRUE(waitFor([&] {
-    std::lock_guard lock(mu);
-    return !reported.empty();
-  }));
-  sink.flush();
-  std::lock_guard lock(mu);
-  EXPECT_EQ(reported, (Lines{"lifted n1", "restored n1 xid-fatal 2025-02-23T18:00:00.000000000Z"}));
+  r.term = 2;
+  EXPECT_EQ(reportedBy(sink, &r),
+            (Lines{"lifted n1", "restored n1 xid-fatal 2025-02-23T18:00:00.000000000Z"}));
 }
 
 // A second rule's taint of a node this replica tainted already changes nothing on the node (the
@@ -1797,38 +1811,19 @@ TEST_F(TaintSinkTest, ATaintAnotherLeaderSetInPlaceOfThisOnesIsReportedLiftedAnd
 // them) for the first rule's alone.
 TEST_F(TaintSinkTest, ASecondRulesTaintOfATaintedNodeIsNoOtherLeadersTaintInANewTerm) {
   createNode("n1");
-  std::atomic<uint64_t> term{1};
-  std::mutex mu;
-  Lines reported;
-  TaintSink::Hooks h = hooks();
-  h.leader_term = [&] { return term.load(); };
-  h.on_restored = [&](const std::string& node, const std::string& rule, int64_t /*time_ns*/,
-                      uint64_t /*seen*/) {
-    std::lock_guard lock(mu);
-    reported.push_back("restored " + node + " " + rule);
-  };
-  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
-    std::lock_guard lock(mu);
-    reported.push_back("lifted " + node);
-  };
-  TaintSink sink(config(), options(), h);
+  TermReports r;
+  TaintSink sink(config(), options(), termHooks(&r));
   sink.write(decision("n1", "xid-fatal"));
   sink.write(decision("n1", "xid-reboot-required", civilToNanos(2025, 2, 23, 16, 30, 0)));
   sink.flush();
   ASSERT_TRUE(tainted("n1"));
   EXPECT_EQ(sink.counters().already_present, 1u);
   {
-    std::lock_guard lock(mu);
-    reported.clear();  // the first LIST's
+    std::lock_guard lock(r.mu);
+    r.lines.clear();  // the first LIST's
   }
-  term = 2;  // leading again after another replica, which changed nothing on n1
-  EXPECT_TRUE(waitFor([&] {
-    std::lock_guard lock(mu);
-    return !reported.empty();
-  }));
-  sink.flush();
-  std::lock_guard lock(mu);
-  EXPECT_EQ(reported, Lines{"restored n1 xid-fatal"});
+  r.term = 2;  // leading again after another replica, which changed nothing on n1
+  EXPECT_EQ(reportedBy(sink, &r), Lines{"restored n1 xid-fatal 2025-02-23T16:24:18.000000000Z"});
 }
 
 // The same while following: the node recovered (the untaint arrived while another replica led,
