@@ -684,6 +684,62 @@ TEST(KafkaSource, ConsumerErrorPolledDuringAPauseIsCounted) {
   EXPECT_EQ(source.stats().errors, 3u);
 }
 
+// A plain librdkafka consumer in `group` that reads `topic` and never commits, polling on a thread
+// of its own until leave() (or its destruction, so that an early return leaves the group too).
+// `properties` are librdkafka settings beside the group's. Throws std::runtime_error if librdkafka
+// refuses them.
+class PlainMember {
+ public:
+  PlainMember(const std::string& bootstraps, const std::string& group,
+              std::map<std::string, std::string> properties, const std::string& topic) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    properties.insert({{"bootstrap.servers", bootstraps},
+                       {"group.id", group},
+                       {"enable.auto.commit", "false"},
+                       {"auto.offset.reset", "earliest"},
+                       {"log_level", "3"}});
+    for (const auto& [k, v] : properties) {
+      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        throw std::runtime_error(err);
+      }
+    }
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (rk == nullptr) {
+      rd_kafka_conf_destroy(conf);
+      throw std::runtime_error(err);
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, topic.c_str(), RD_KAFKA_PARTITION_UA);
+    const rd_kafka_resp_err_t subscribed = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (subscribed != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      rd_kafka_destroy(rk);
+      throw std::runtime_error(rd_kafka_err2str(subscribed));
+    }
+    thread_ = std::jthread([rk](std::stop_token leave) {
+      while (!leave.stop_requested()) {
+        if (rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 50)) {
+          rd_kafka_message_destroy(m);
+        }
+      }
+      rd_kafka_consumer_close(rk);
+      rd_kafka_destroy(rk);
+    });
+  }
+
+  // Leaves the group and returns once it has.
+  void leave() {
+    thread_.request_stop();
+    thread_.join();
+  }
+
+ private:
+  std::jthread thread_;
+};
+
 // Partitions a rebalance assigns while the source is paused start unpaused: their first messages
 // are held back and open the next batches, one at a time like polled messages, so that they
 // respect the batch's bounds (here one message per batch). Member B holds two of four
@@ -705,34 +761,7 @@ TEST(KafkaSource, MessagesHeldBackDuringAPauseKeepTheBatchBounds) {
                                                     {"heartbeat.interval.ms", "500"}};
 
   // Member B: a plain consumer of the same group that reads but never commits.
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  std::map<std::string, std::string> b_props = group;
-  b_props.insert({{"bootstrap.servers", cluster.bootstraps()},
-                  {"group.id", "held"},
-                  {"enable.auto.commit", "false"},
-                  {"auto.offset.reset", "earliest"},
-                  {"log_level", "3"}});
-  for (const auto& [k, v] : b_props) {
-    ASSERT_EQ(rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof(err)), RD_KAFKA_CONF_OK)
-        << err;
-  }
-  rd_kafka_t* b = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-  ASSERT_NE(b, nullptr) << err;
-  rd_kafka_poll_set_consumer(b);
-  rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
-  rd_kafka_topic_partition_list_add(topics, "kern", RD_KAFKA_PARTITION_UA);
-  ASSERT_EQ(rd_kafka_subscribe(b, topics), RD_KAFKA_RESP_ERR_NO_ERROR);
-  rd_kafka_topic_partition_list_destroy(topics);
-  std::jthread b_thread([&](std::stop_token leave) {  // on an early return too, B leaves
-    while (!leave.stop_requested()) {
-      if (rd_kafka_message_t* m = rd_kafka_consumer_poll(b, 50)) {
-        rd_kafka_message_destroy(m);
-      }
-    }
-    rd_kafka_consumer_close(b);
-    rd_kafka_destroy(b);
-  });
+  PlainMember b(cluster.bootstraps(), "held", group, "kern");
   std::this_thread::sleep_for(milliseconds(500));  // B joins first
 
   KafkaConfig config;
@@ -746,8 +775,7 @@ TEST(KafkaSource, MessagesHeldBackDuringAPauseKeepTheBatchBounds) {
   HeldSource source(config);
   ASSERT_TRUE(source.waitBlocked());
   std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
-  b_thread.request_stop();
-  b_thread.join();
+  b.leave();
   // The coordinator waits session.timeout.ms - 1000 before the rejoin; the source then gets B's
   // partitions, unpaused, while its handler still blocks.
   std::this_thread::sleep_for(milliseconds(8000));
@@ -1163,42 +1191,14 @@ TEST(KafkaSource, CaughtUpWaitsForPartitionsARebalanceAssignsLater) {
   }
   const KafkaConfig config = caughtUpConfig(cluster, "caught-up-rebalance", {"kern"});
 
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  std::map<std::string, std::string> b_props = config.properties;
-  b_props.insert({{"bootstrap.servers", cluster.bootstraps()},
-                  {"group.id", config.group_id},
-                  {"enable.auto.commit", "false"},
-                  {"auto.offset.reset", "earliest"},
-                  {"log_level", "3"}});
-  for (const auto& [k, v] : b_props) {
-    ASSERT_EQ(rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof(err)), RD_KAFKA_CONF_OK)
-        << err;
-  }
-  rd_kafka_t* b = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-  ASSERT_NE(b, nullptr) << err;
-  rd_kafka_poll_set_consumer(b);
-  rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
-  rd_kafka_topic_partition_list_add(topics, "kern", RD_KAFKA_PARTITION_UA);
-  ASSERT_EQ(rd_kafka_subscribe(b, topics), RD_KAFKA_RESP_ERR_NO_ERROR);
-  rd_kafka_topic_partition_list_destroy(topics);
-  std::jthread b_thread([&](std::stop_token leave) {  // on an early return too, B leaves
-    while (!leave.stop_requested()) {
-      if (rd_kafka_message_t* m = rd_kafka_consumer_poll(b, 50)) {
-        rd_kafka_message_destroy(m);
-      }
-    }
-    rd_kafka_consumer_close(b);
-    rd_kafka_destroy(b);
-  });
+  PlainMember b(cluster.bootstraps(), config.group_id, config.properties, "kern");
   std::this_thread::sleep_for(milliseconds(500));  // B joins first
 
   std::atomic<bool> caught_up = false;
   HeldSource source(config, &caught_up);
   ASSERT_TRUE(source.waitBlocked());  // in the group with B: two of the four partitions
   std::this_thread::sleep_for(milliseconds(1500));  // past the 1 s pause threshold
-  b_thread.request_stop();
-  b_thread.join();
+  b.leave();
   // The coordinator waits session.timeout.ms - 1000 before the rejoin; the source then has all
   // four partitions while its handler still blocks.
   std::this_thread::sleep_for(milliseconds(5000));
