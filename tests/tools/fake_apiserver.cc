@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -117,8 +118,9 @@ json invalidTaints(const std::string& name, const json& node) {
   return nullptr;
 }
 
-// Equality-based label selector (apimachinery labels.Parse, without set-based terms).
-bool selectorMatches(const std::string& selector, const json& labels) {
+// Whether `matches` holds for every non-empty comma-separated term of a label or field selector.
+bool everyTerm(const std::string& selector,
+               const std::function<bool(const std::string& term)>& matches) {
   size_t start = 0;
   while (start <= selector.size()) {
     size_t end = selector.find(',', start);
@@ -127,48 +129,39 @@ bool selectorMatches(const std::string& selector, const json& labels) {
     }
     const std::string term = selector.substr(start, end - start);
     start = end + 1;
-    if (term.empty()) {
-      continue;
-    }
-    auto has = [&](const std::string& key) { return labels.is_object() && labels.contains(key); };
-    auto value = [&](const std::string& key) {
-      return has(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
-    };
-    if (term[0] == '!') {
-      if (has(term.substr(1))) {
-        return false;
-      }
-    } else if (const size_t ne = term.find("!="); ne != std::string::npos) {
-      if (has(term.substr(0, ne)) && value(term.substr(0, ne)) == term.substr(ne + 2)) {
-        return false;
-      }
-    } else if (const size_t eq = term.find('='); eq != std::string::npos) {
-      const size_t v = term.compare(eq, 2, "==") == 0 ? eq + 2 : eq + 1;
-      if (!has(term.substr(0, eq)) || value(term.substr(0, eq)) != term.substr(v)) {
-        return false;
-      }
-    } else if (!has(term)) {
+    if (!term.empty() && !matches(term)) {
       return false;
     }
   }
   return true;
 }
 
+// Equality-based label selector (apimachinery labels.Parse, without set-based terms).
+bool selectorMatches(const std::string& selector, const json& labels) {
+  return everyTerm(selector, [&](const std::string& term) {
+    auto has = [&](const std::string& key) { return labels.is_object() && labels.contains(key); };
+    auto value = [&](const std::string& key) {
+      return has(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
+    };
+    if (term[0] == '!') {
+      return !has(term.substr(1));
+    }
+    if (const size_t ne = term.find("!="); ne != std::string::npos) {
+      return !has(term.substr(0, ne)) || value(term.substr(0, ne)) != term.substr(ne + 2);
+    }
+    if (const size_t eq = term.find('='); eq != std::string::npos) {
+      const size_t v = term.compare(eq, 2, "==") == 0 ? eq + 2 : eq + 1;
+      return has(term.substr(0, eq)) && value(term.substr(0, eq)) == term.substr(v);
+    }
+    return has(term);
+  });
+}
+
 // Field selector of a list (apimachinery fields.ParseSelector): comma-separated path=value,
 // path==value or path!=value terms over an object's dotted field path (involvedObject.name); an
 // absent field reads as "", as the API server's field sets hold the empty string.
 bool fieldSelectorMatches(const std::string& selector, const json& object) {
-  size_t start = 0;
-  while (start <= selector.size()) {
-    size_t end = selector.find(',', start);
-    if (end == std::string::npos) {
-      end = selector.size();
-    }
-    const std::string term = selector.substr(start, end - start);
-    start = end + 1;
-    if (term.empty()) {
-      continue;
-    }
+  return everyTerm(selector, [&](const std::string& term) {
     const size_t ne = term.find("!=");
     const size_t eq = term.find('=');
     if (eq == std::string::npos && ne == std::string::npos) {
@@ -180,11 +173,8 @@ bool fieldSelectorMatches(const std::string& selector, const json& object) {
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     const json field = object.value(json::json_pointer(pointer), json());
     const std::string value = field.is_string() ? field.get<std::string>() : "";
-    if ((value == term.substr(v)) == (ne != std::string::npos)) {
-      return false;
-    }
-  }
-  return true;
+    return (value == term.substr(v)) != (ne != std::string::npos);
+  });
 }
 
 // List continue tokens as the API server makes them (apiserver storage/etcd3 encodeContinue):
