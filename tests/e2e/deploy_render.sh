@@ -415,31 +415,37 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
     "spec": {"holderIdentity": "faultline-other", "leaseDurationSeconds": 15,
              "acquireTime": "'"$now"'", "renewTime": "'"$now"'", "leaseTransitions": 0}}' >/dev/null
 
-  sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
-    -e "s|^rules: .*\$|rules: $vol|" \
-    -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
-    -e "s|^  probe_listen: \"0.0.0.0:8081\"\$|  probe_listen: \"127.0.0.1:0\"|" \
-    -e "s|^  brokers: .*\$|  brokers: \"$(cat "$tmp/bootstrap")\"|" \
-    "$tmp/kafka.config.yaml" >"$tmp/kafka.live.yaml"
-  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' '  probe_listen: "127.0.0.1:0"' "  brokers: \"$(cat "$tmp/bootstrap")\""; do
-    grep -qxF "$line" "$tmp/kafka.live.yaml" || fail "kafka config: could not rewrite to '$line'"
-  done
-  [[ $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml" | grep -c '^>') == 6 ]] ||
-    fail "kafka config: rewrote more than the 5 site-specific lines: $(diff "$tmp/kafka.config.yaml" "$tmp/kafka.live.yaml")"
-  # Decisions go to stdout, as in the pod.
-  POD_NAME=faultline-test "$fl" serve --config "$tmp/kafka.live.yaml" \
-    >"$tmp/decisions.jsonl" 2>"$tmp/serve.log" &
-  serve_pid=$!
-  pids+=("$serve_pid")
-  for _ in $(seq 600); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
-  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.log" | tail -1)
-  [[ -n $port ]] || fail "kafka config: serve did not listen: $(cat "$tmp/serve.log")"
-  http="http://127.0.0.1:$port"
-  probe_port() {  # $1 = serve's log: the port of its probe_listen
-    sed -n 's/.*health and metrics endpoints on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | tail -1
+  # serve_rendered WHAT POD_NAME SED LINE: WHAT's rendered config ($tmp/WHAT.config.yaml) with
+  # the lines a cluster changes rewritten (the API server $api, the rules directory $vol, both
+  # listen addresses to 127.0.0.1:0, and sed expression SED, which must give line LINE) and
+  # nothing else, served as pod POD_NAME in the background: decisions to stdout as in the pod
+  # ($tmp/WHAT-decisions.jsonl), log $tmp/WHAT-serve.log. Sets serve_pid, http and probe.
+  serve_rendered() {
+    local what=$1 pod=$2 expr=$3 site_line=$4 line port probe_port
+    sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
+      -e "s|^rules: .*\$|rules: $vol|" \
+      -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
+      -e "s|^  probe_listen: \"0.0.0.0:8081\"\$|  probe_listen: \"127.0.0.1:0\"|" \
+      -e "$expr" "$tmp/$what.config.yaml" >"$tmp/$what.live.yaml"
+    for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' '  probe_listen: "127.0.0.1:0"' "$site_line"; do
+      grep -qxF "$line" "$tmp/$what.live.yaml" || fail "$what config: could not rewrite to '$line'"
+    done
+    [[ $(diff "$tmp/$what.config.yaml" "$tmp/$what.live.yaml" | grep -c '^>') == 6 ]] ||
+      fail "$what config: rewrote more than the 5 site-specific lines: $(diff "$tmp/$what.config.yaml" "$tmp/$what.live.yaml")"
+    POD_NAME=$pod "$fl" serve --config "$tmp/$what.live.yaml" \
+      >"$tmp/$what-decisions.jsonl" 2>"$tmp/$what-serve.log" &
+    serve_pid=$!
+    pids+=("$serve_pid")
+    for _ in $(seq 600); do grep -q 'listening on' "$tmp/$what-serve.log" && break; sleep 0.1; done
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$what-serve.log" | tail -1)
+    [[ -n $port ]] || fail "$what config: serve did not listen: $(cat "$tmp/$what-serve.log")"
+    http="http://127.0.0.1:$port"
+    probe_port=$(sed -n 's/.*health and metrics endpoints on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$what-serve.log" | tail -1)
+    [[ -n $probe_port ]] || fail "$what config: serve did not listen for probes: $(cat "$tmp/$what-serve.log")"
+    probe="http://127.0.0.1:$probe_port"
   }
-  [[ -n $(probe_port "$tmp/serve.log") ]] || fail "kafka config: serve did not listen for probes: $(cat "$tmp/serve.log")"
-  probe="http://127.0.0.1:$(probe_port "$tmp/serve.log")"
+  brokers="  brokers: \"$(cat "$tmp/bootstrap")\""
+  serve_rendered kafka faultline-test "s|^  brokers: .*\$|$brokers|" "$brokers"
   code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
   [[ $(code "$probe/healthz") == 200 ]] || fail "kafka config: /healthz is not 200"
   # Ready while another replica holds the Lease, once caught up with the topic (a few seconds:
@@ -487,7 +493,7 @@ TXT
   # One partition, the pod's message first: once gpu-1 is decided, the pod's record has been
   # through the pipeline too.
   kcat -P -b "$(cat "$tmp/bootstrap")" -t otlp_logs -p 0 "$tmp/pod.pb" "$tmp/kernel.pb" 2>"$tmp/kcat.log"
-  taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$tmp/decisions.jsonl" | sort; }
+  taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$tmp/kafka-decisions.jsonl" | sort; }
   for _ in $(seq 600); do [[ -n $(taints_decided) ]] && break; sleep 0.1; done
   metrics=$(curl -fsS "$probe/metrics")
   grep -qx 'faultline_kafka_messages_total{topic="otlp_logs"} 2' <<<"$metrics" &&
@@ -495,7 +501,7 @@ TXT
     fail "kafka config: expected 2 otlp_logs messages, none malformed: $(grep kafka_ <<<"$metrics")"
   tainted() { curl -fsS "$api/api/v1/nodes/$1" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length'; }
   [[ $(taints_decided) == 'gpu-1 xid-fatal' ]] ||
-    fail "kafka config: decisions $(cat "$tmp/decisions.jsonl"), expected gpu-1 xid-fatal only: $(tail -5 "$tmp/serve.log")"
+    fail "kafka config: decisions $(cat "$tmp/kafka-decisions.jsonl"), expected gpu-1 xid-fatal only: $(tail -5 "$tmp/kafka-serve.log")"
   [[ $(tainted gpu-1) == 0 ]] || fail "kafka config: a follower wrote a taint"
   # Release the Lease as client-go's ReleaseOnCancel does: the replica takes it at its next retry.
   # The update names the version it replaces, as an API server refuses a Lease PUT without one.
@@ -510,7 +516,7 @@ TXT
     fail "kafka config: after takeover gpu-1 tainted: $(tainted gpu-1), gpu-2: $(tainted gpu-2)"
   [[ $(code "$probe/readyz") == 200 ]] || fail "kafka config: /readyz is not 200 on the leader"
   kill -TERM "$serve_pid"
-  wait "$serve_pid" || fail "kafka config: serve exited non-zero after SIGTERM: $(tail -5 "$tmp/serve.log")"
+  wait "$serve_pid" || fail "kafka config: serve exited non-zero after SIGTERM: $(tail -5 "$tmp/kafka-serve.log")"
   echo "faultline served the rendered kafka config: probes 200 as follower and leader, push 401, otlp_proto kernel Xid tainted gpu-1 after takeover, pod Xid ignored"
 
   # The push config served for real, changed only where a cluster differs: the API server (a
@@ -524,27 +530,8 @@ TXT
   wait_file "$tmp/push-apiport" 20
   api="http://127.0.0.1:$(cat "$tmp/push-apiport")"
   echo test-push-token >"$tmp/push-token"
-  sed -e "s|^kubernetes:.*\$|kubernetes:\\n  server: \"$api\"|" \
-    -e "s|^rules: .*\$|rules: $vol|" \
-    -e "s|^  listen: \"0.0.0.0:8080\"\$|  listen: \"127.0.0.1:0\"|" \
-    -e "s|^  probe_listen: \"0.0.0.0:8081\"\$|  probe_listen: \"127.0.0.1:0\"|" \
-    -e "s|^  token_file: .*\$|  token_file: $tmp/push-token|" \
-    "$tmp/push.config.yaml" >"$tmp/push.live.yaml"
-  for line in "  server: \"$api\"" "rules: $vol" '  listen: "127.0.0.1:0"' '  probe_listen: "127.0.0.1:0"' "  token_file: $tmp/push-token"; do
-    grep -qxF "$line" "$tmp/push.live.yaml" || fail "push config: could not rewrite to '$line'"
-  done
-  [[ $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml" | grep -c '^>') == 6 ]] ||
-    fail "push config: rewrote more than the 5 site-specific lines: $(diff "$tmp/push.config.yaml" "$tmp/push.live.yaml")"
-  POD_NAME=faultline-push "$fl" serve --config "$tmp/push.live.yaml" \
-    >"$tmp/push-decisions.jsonl" 2>"$tmp/push-serve.log" &
-  serve_pid=$!
-  pids+=("$serve_pid")
-  for _ in $(seq 600); do grep -q 'listening on' "$tmp/push-serve.log" && break; sleep 0.1; done
-  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/push-serve.log" | tail -1)
-  [[ -n $port ]] || fail "push config: serve did not listen: $(cat "$tmp/push-serve.log")"
-  http="http://127.0.0.1:$port"
-  [[ -n $(probe_port "$tmp/push-serve.log") ]] || fail "push config: serve did not listen for probes: $(cat "$tmp/push-serve.log")"
-  probe="http://127.0.0.1:$(probe_port "$tmp/push-serve.log")"
+  serve_rendered push faultline-push "s|^  token_file: .*\$|  token_file: $tmp/push-token|" \
+    "  token_file: $tmp/push-token"
   # Push-only: Ready once it holds the Lease.
   for _ in $(seq 200); do [[ $(code "$probe/readyz") == 200 ]] && break; sleep 0.1; done
   [[ $(code "$probe/readyz") == 200 ]] || fail "push config: /readyz is not 200: $(tail -5 "$tmp/push-serve.log")"
