@@ -114,6 +114,12 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
         looked_up_[c] = true;
       }
     }
+    // suppressedBy() looks for the recovery signals of the rules a hit may be suppressed by.
+    for (uint32_t c : r.suppressed_by) {
+      for (uint32_t by : bank_->rules[c].recovered_by) {
+        looked_up_[by] = true;
+      }
+    }
     if (r.joins >= 0) {
       looked_up_[static_cast<uint32_t>(r.joins)] = true;
     }
@@ -321,9 +327,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   const bool attached =
       !rule.attach_to.empty() &&
       findRecent(node, rule.attach_to, rule.entity, f, t, rule.attach_within_ns, 0) != nullptr;
-  const bool suppressed = !attached && !rule.suppressed_by.empty() &&
-                          findRecent(node, rule.suppressed_by, rule.entity, f, t,
-                                     rule.suppress_within_ns, 0) != nullptr;
+  const bool suppressed = !attached && suppressedBy(node, rule, f, t);
   if (attached || suppressed) {
     note(node, ri, &ev, Fate::kDropped);
   } else {
@@ -336,9 +340,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
       // hit that its suppressed_by rules dropped when it came is no evidence either.
       if (r != nullptr && !faulted(pod_rule, node, r->fields) &&
-          (pr.suppressed_by.empty() ||
-           findRecent(node, pr.suppressed_by, pr.entity, r->fields, r->time_ns,
-                      pr.suppress_within_ns, 0) == nullptr)) {
+          !suppressedBy(node, pr, r->fields, r->time_ns)) {
         const Evidence copy = *r;  // fault() may reset the node's recent hits
         fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t,
               "corroborated by " + ev.signature + " within " +
@@ -997,6 +999,21 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
     }
   }
   return best;
+}
+
+bool Correlator::suppressedBy(const NodeData& node, const Rule& rule, const Fields& fields,
+                              int64_t time_ns) const {
+  for (const uint32_t c : rule.suppressed_by) {
+    const Evidence* cause =
+        findRecent(node, {&c, 1}, rule.entity, fields, time_ns, rule.suppress_within_ns, 0);
+    // A GPU that falls off the bus again after the boot meant to repair it is a new fault.
+    const Rule& cr = bank_->rules[c];
+    if (cause != nullptr && findRecent(node, cr.recovered_by, cr.entity, cause->fields, time_ns,
+                                       time_ns - cause->time_ns, 0) == nullptr) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Correlator::member(std::string_view job, std::string_view node, int64_t time_ns) {

@@ -31,7 +31,8 @@ namespace faultline {
 //     Hit) and gets, through `alias` rules, a PCI address for a GPU UUID; `joins` fills a
 //     continuation line's missing fields from its head line;
 //   - it counts only if every `where` field has one of the listed values, it is not attached to
-//     a cause (`attach_to`) or suppressed by one (`suppressed_by`), it is not inside the dedup
+//     a cause (`attach_to`) or suppressed by one (`suppressed_by`, unless a hit of the cause's
+//     `recovery.by` rules came between them), it is not inside the dedup
 //     window of the key's last counted hit nor within `burst` of the key's previous hit, and,
 //     for `flap` rules, it is the up half of a down-then-up pair;
 //   - `unless_followed_by` rules hold a hit that would count for their `within`: it counts when
@@ -294,6 +295,11 @@ class Correlator {
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns,
                              Fate least = Fate::kDropped) const;
+  // Whether a hit of `rule` with `fields` at time_ns is dropped by its `suppressed_by`: a hit of
+  // one of those rules within its window, with no hit of that rule's `recovery.by` rules since (a
+  // boot or a driver reload between them ends that incident).
+  bool suppressedBy(const NodeData& node, const Rule& rule, const Fields& fields,
+                    int64_t time_ns) const;
   // Notes the fate of rule ri's recent hit `ev` (kept only for the rules findRecent() is asked
   // about).
   static void note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate);
