@@ -447,10 +447,12 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
                            const std::string& key, int64_t t) {
   const Rule& rule = bank_->rules[ri];
   auto hold = [&](const std::string& k, Fault& flt) {
-    flt.last_ns = t;
+    // A hit stamped before the fault's newest (another stream of the node arriving later, a pod's
+    // line stamped in the past) came first: the quiet period still runs from the newest.
+    flt.last_ns = std::max(flt.last_ns, t);
     flt.recovering = false;
     schedule(node_name, k, flt,
-             rule.quiet_ns > 0 ? t + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+             rule.quiet_ns > 0 ? flt.last_ns + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
   };
   // A fault that names no entity (restored after a restart: the mark names none) stands for any:
   // as its rule's recovery signal on any GPU or port clears it, its rule's hit on any holds it.

@@ -238,7 +238,8 @@ class Correlator {
   };
 
   // If the node holds a fault under `key`, a new hit of rule ri at t (ns) holds it: no recovery
-  // under way, and its quiet period counts from t. So it does the rule's fault that names no
+  // under way, and its quiet period counts from t, or from the fault's newest hit if that is
+  // later (a hit that arrives after a later one). So it does the rule's fault that names no
   // entity (a restored one), whatever the hit's entity. Returns whether it held the one of `key`.
   bool holdFault(uint32_t ri, NodeData& node, const std::string& node_name, const std::string& key,
                  int64_t t);

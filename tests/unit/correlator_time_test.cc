@@ -740,5 +740,32 @@ TEST(CorrelatorTime, RepeatsOfACountedPodHitDoNotHideItFromAKernelLine) {
   EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint pytorch-nccl-watchdog-timeout"});
 }
 
+// A fault's quiet period runs from its newest hit. A hit stamped before that one (another pod's
+// stream of the node arriving minutes later, or a pod's line stamped in the past by a shipper
+// that takes the time from the text) came earlier in event time, and must not bring the period's
+// end forward: replay, which sorts the hits, does not. gpu-1's newest hit is at kT + 20h: its
+// taint holds until a day after, `late` arriving before or after that hit.
+std::vector<std::string> quietAfter(const Line& late, bool late_first) {
+  const Line newest{kT + 20 * kHour, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"};
+  return live(10 * kMin,
+              {{kT, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+               {kT + 2 * kMin, "gpu-1", kDown},  // corroborates it: tainted
+               {kT + 3 * kMin, "gpu-1", kActive},
+               late_first ? late : newest,
+               late_first ? newest : late,
+               {kT + 44 * kHour - 2 * kMin, "gpu-1", "systemd[1]: Started session 7."}},
+              [] { return kT + 72 * kHour; });
+}
+
+TEST(CorrelatorTime, AnEarlierStampedHitDoesNotShortenItsFaultsQuietPeriod) {
+  const std::vector<std::string> tainted{"gpu-1 taint pytorch-nccl-watchdog-timeout"};
+  // Five minutes late (within max_lag), and stamped with Go's zero time (taken as 1717).
+  for (const int64_t t : {kT + 20 * kHour - 5 * kMin, INT64_MIN}) {
+    const Line late{t, "gpu-1", kWatchdog, StreamKind::kPod, "train-b"};
+    EXPECT_EQ(quietAfter(late, true), tainted) << formatRfc3339(t);
+    EXPECT_EQ(quietAfter(late, false), tainted) << formatRfc3339(t);
+  }
+}
+
 }  // namespace
 }  // namespace faultline
