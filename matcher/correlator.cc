@@ -501,8 +501,16 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
     return;  // a pod without a job label: only corroboration decides
   }
   Counter& c = node.counters[entityKey(ri, rule, f)];
+  // The window spans the counted hits, whichever arrived first (another stream of the node, a
+  // backlog), as in replay, which sorts them: a hit more than `window` before the newest counted
+  // one does not count with it. (Compared, not subtracted: times 1717 and 2222 are further apart
+  // than int64 holds.)
+  const int64_t newest = c.times.empty() ? ev.time_ns : std::max(ev.time_ns, c.times.back());
+  if (rule.count > 1 && ev.time_ns < newest - rule.window_ns) {
+    return;
+  }
   const auto stale = std::find_if(c.times.begin(), c.times.end(), [&](int64_t t) {
-    return rule.count <= 1 || ev.time_ns - t <= rule.window_ns;
+    return rule.count <= 1 || t >= newest - rule.window_ns;
   });
   c.times.erase(c.times.begin(), stale);
   c.evidence.erase(c.evidence.begin(),
@@ -512,8 +520,9 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
                   [&](const Evidence& e) { return fieldOf(e.fields, kJobField) == job; })) {
     return;  // this job's episode is counted already: one job implicates its nodes once
   }
-  c.times.push_back(ev.time_ns);
-  c.evidence.push_back(ev);
+  const auto at = std::upper_bound(c.times.begin(), c.times.end(), ev.time_ns);  // in time order
+  c.evidence.insert(c.evidence.begin() + (at - c.times.begin()), ev);
+  c.times.insert(at, ev.time_ns);
   if (static_cast<int>(c.times.size()) < rule.count) {
     return;
   }

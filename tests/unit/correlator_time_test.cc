@@ -767,5 +767,25 @@ TEST(CorrelatorTime, AnEarlierStampedHitDoesNotShortenItsFaultsQuietPeriod) {
   }
 }
 
+// A rule's `window` spans its counted hits, whichever arrives first. gpu-1 ran job train-a's hung
+// collective at kT (counted once its cluster window closed); train-b's timeout, stamped `late_ns`,
+// arrives after it (another pod's stream, a backlog). Replay, sorting the hits, counts two jobs
+// within 1d only if that stamp is within a day of kT.
+std::vector<std::string> secondJobAt(int64_t late_ns) {
+  return live(10 * kMin,
+              {{kT, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+               {kT + 25 * kMin, "gpu-1", "systemd[1]: Started session 7."},
+               {late_ns, "gpu-1", kWatchdog, StreamKind::kPod, "train-b"},
+               {kT + 30 * kMin, "gpu-1", "systemd[1]: Started session 8."}},
+              [] { return kT + 30 * kMin; });
+}
+
+TEST(CorrelatorTime, AHitArrivingAfterALaterOneCountsOnlyWithinItsWindow) {
+  EXPECT_EQ(secondJobAt(kT - 2 * kHour),
+            std::vector<std::string>{"gpu-1 taint pytorch-nccl-watchdog-timeout"});
+  EXPECT_EQ(secondJobAt(kT - 72 * kHour), std::vector<std::string>{});
+  EXPECT_EQ(secondJobAt(INT64_MIN), std::vector<std::string>{});  // Go's zero time: 1717
+}
+
 }  // namespace
 }  // namespace faultline
