@@ -472,7 +472,9 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
 
 bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields, int64_t t) {
   if (!rule.distinct_jobs) {
-    if (c.last_counted_ns != INT64_MIN && t - c.last_counted_ns < rule.dedup_ns) {
+    // Compared, not subtracted: times 1717 and 2222 (Pipeline::match) are further apart than
+    // int64 holds, and a wrapped difference took every later hit for a repeat.
+    if (c.last_counted_ns != INT64_MIN && t < c.last_counted_ns + rule.dedup_ns) {
       return true;
     }
     c.last_counted_ns = t;
@@ -480,7 +482,7 @@ bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields
   }
   // Per job: one job's prints must not hide another job's episode on the node, which is what
   // such a rule counts.
-  std::erase_if(c.jobs_counted, [&](const auto& j) { return t - j.second >= rule.dedup_ns; });
+  std::erase_if(c.jobs_counted, [&](const auto& j) { return t >= j.second + rule.dedup_ns; });
   const std::string_view job = fieldOf(fields, kJobField);
   if (std::any_of(c.jobs_counted.begin(), c.jobs_counted.end(),
                   [&](const auto& j) { return j.first == job; })) {

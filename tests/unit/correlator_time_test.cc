@@ -787,5 +787,26 @@ TEST(CorrelatorTime, AHitArrivingAfterALaterOneCountsOnlyWithinItsWindow) {
   EXPECT_EQ(secondJobAt(INT64_MIN), std::vector<std::string>{});  // Go's zero time: 1717
 }
 
+// Go's zero time (year 1, taken as 1717) on a line of job train-a's pod: train-a's timeout two
+// hours on is a new episode all the same, which the node's port going down corroborates. The
+// 1717 stamp is further from kT than int64 nanoseconds hold: subtracted, it wrapped, and the
+// later episode was taken as inside train-a's dedup, a repeat that nothing corroborates.
+std::vector<std::string> episodeAfter(bool zero_time) {
+  std::vector<Line> lines{{kT, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+                          {kT + 2 * kHour, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+                          {kT + 2 * kHour + kMin, "gpu-1", kDown},
+                          {kT + 2 * kHour + 2 * kMin, "gpu-1", kActive}};
+  if (zero_time) {
+    lines.insert(lines.begin() + 1, {INT64_MIN, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"});
+  }
+  return live(10 * kMin, lines, [] { return kT + 3 * kHour; });
+}
+
+TEST(CorrelatorTime, APodLineStampedInYearOneHidesNoLaterEpisode) {
+  const std::vector<std::string> want{"gpu-1 taint pytorch-nccl-watchdog-timeout"};
+  EXPECT_EQ(episodeAfter(false), want);
+  EXPECT_EQ(episodeAfter(true), want);
+}
+
 }  // namespace
 }  // namespace faultline
