@@ -94,15 +94,17 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
     if (!hears) {
       continue;
     }
-    if (out->nodes.empty() || out->nodes[slot].first != rec.node) {
+    if (out->nodes.empty() || out->nodes[slot].node != rec.node) {
       uint32_t& found = out->node_slot[rec.node];
       if (found == 0) {
-        out->nodes.emplace_back(rec.node, INT64_MIN);
+        out->nodes.push_back({rec.node});
         found = static_cast<uint32_t>(out->nodes.size());
       }
       slot = found - 1;
     }
-    out->nodes[slot].second = std::max(out->nodes[slot].second, t);
+    int64_t& newest =
+        rec.stream == StreamKind::kPod ? out->nodes[slot].pod_ns : out->nodes[slot].newest_ns;
+    newest = std::max(newest, t);
   }
 }
 
@@ -110,13 +112,13 @@ void Pipeline::correlate(BatchMatch& matched) {
   restoreTaints();
   noteMembers(matched.runs);
   // The batch's records came together: one node's must not be found silent at another's hit.
-  for (const auto& [node, newest_ns] : matched.nodes) {
-    correlator_.arrived(node, matched.newest_ns);
+  for (const BatchMatch::NodeTimes& n : matched.nodes) {
+    correlator_.arrived(n.node, matched.newest_ns);
   }
   correlateHits(matched.hits);
   // After the hits: a node's later records must not decide a timer that one of its hits cancels.
-  for (const auto& [node, newest_ns] : matched.nodes) {
-    correlator_.heard(node, newest_ns);
+  for (const BatchMatch::NodeTimes& n : matched.nodes) {
+    correlator_.heard(n.node, n.newest_ns, n.pod_ns);
   }
   out_.clear();
   correlator_.advance(matched.newest_ns, &out_);  // quiet and recovery timers move with log time

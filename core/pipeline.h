@@ -37,9 +37,15 @@ struct BatchMatch {
   int64_t newest_ns = INT64_MIN;  // the batch's latest record time; INT64_MIN if empty
   // Live: records whose time was beyond the service's clock plus kMaxAheadNs (Pipeline::match).
   uint64_t ahead = 0;
-  // Each node of the batch and its latest record time (Correlator::heard), if the pipeline has a
-  // max_lag; node_slot maps a node to its place in `nodes`, plus one.
-  std::vector<std::pair<std::string_view, int64_t>> nodes;
+  // Each node of the batch with its latest kernel or host record time and its latest pod record
+  // time (Correlator::heard; INT64_MIN: none), if the pipeline has a max_lag; node_slot maps a
+  // node to its place in `nodes`, plus one.
+  struct NodeTimes {
+    std::string_view node;
+    int64_t newest_ns = INT64_MIN;
+    int64_t pod_ns = INT64_MIN;
+  };
+  std::vector<NodeTimes> nodes;
   FlatMap<uint32_t> node_slot;
 };
 

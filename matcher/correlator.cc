@@ -192,7 +192,7 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   // Repeats the matcher folded into this hit (Hit::repeats) are repeats as much as those seen here.
   stats_.repeats += hit.repeats;
   NodeData& node = nodeOf(hit.node);
-  hear(node, hit.time_ns);
+  hear(node, hit.time_ns, hit.stream == StreamKind::kPod);
   const int64_t second = secondOf(hit.time_ns);
   if (second != node.second) {
     node.second = second;
@@ -788,9 +788,14 @@ void Correlator::schedule(const std::string& node_name, const std::string& key, 
   f.due_ns = due_ns;
 }
 
-void Correlator::heard(std::string_view node_name, int64_t time_ns) {
+void Correlator::heard(std::string_view node_name, int64_t time_ns, int64_t pod_ns) {
   if (const auto* found = nodes_.find(node_name)) {  // a node without hits has no timers
-    hear(**found, time_ns);
+    if (time_ns != INT64_MIN) {
+      hear(**found, time_ns);
+    }
+    if (pod_ns != INT64_MIN) {
+      hear(**found, pod_ns, true);
+    }
   }
 }
 
@@ -800,8 +805,9 @@ void Correlator::arrived(std::string_view node_name, int64_t newest_ns) {
   }
 }
 
-void Correlator::hear(NodeData& node, int64_t time_ns) const {
-  node.time_ns = std::max(node.time_ns, time_ns);
+void Correlator::hear(NodeData& node, int64_t time_ns, bool pod) const {
+  int64_t& own = pod ? node.pod_ns : node.time_ns;
+  own = std::max(own, time_ns);
   node.heard_ns = std::max({node.heard_ns, now_ns_, time_ns});
 }
 
@@ -821,7 +827,9 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     // silent, before the newest time of all (with max_lag 0, as in replay: before the newest time).
     while (next != timers_.end() && std::get<0>(*next) < now_ns_) {
       const NodeData& node = **nodes_.find(std::get<1>(*next));
-      if (std::get<0>(*next) < node.time_ns || node.heard_ns <= lagged) {
+      const int64_t at = std::get<0>(*next);
+      if (at < node.time_ns || (node.pod_ns != INT64_MIN && at < node.pod_ns - max_lag_ns_) ||
+          node.heard_ns <= lagged) {
         break;
       }
       ++next;

@@ -85,8 +85,9 @@ class Correlator {
   // Appends the decisions `hit` completes (and those of timers that fall due before it). Taken by
   // value: its line and fields become the evidence the correlator keeps, without a copy.
   void observe(Hit hit, std::vector<Decision>* out);
-  // Live: `node` sent records up to time_ns (ns since the epoch) in the batch being correlated.
-  void heard(std::string_view node, int64_t time_ns);
+  // Live: `node` sent kernel and host records up to time_ns, and pod records up to pod_ns (ns
+  // since the epoch; INT64_MIN: none), in the batch being correlated.
+  void heard(std::string_view node, int64_t time_ns, int64_t pod_ns = INT64_MIN);
   // Live, before a batch's hits: `node` has records in the batch, whose newest time of all is
   // newest_ns (ns since the epoch). The node is not silent (advance()) at any hit of the batch,
   // however far another node's hit moves the newest time; its own time moves only with its hits
@@ -95,8 +96,11 @@ class Correlator {
   // Moves event time to `now_ns` (ns since the epoch), the newest of any node, and decides what
   // falls due, in time order. A node's recovery, quiet and unless_followed_by timers fall due by
   // its own newest time (its hits and heard()): a node whose log lags behind the others' (a
-  // backlog, a slower Kafka partition) is not decided on the others' time. Only once the node has
-  // sent nothing while the newest time moved on by max_lag do its timers fall due by the newest
+  // backlog, a slower Kafka partition) is not decided on the others' time. Its pods' records
+  // count only once they are max_lag ahead of its kernel and host records: their stream may run
+  // ahead of the kernel's, and a shipper may take their times from a pod's text, so a pod's line
+  // must not decide a port DOWN lasting while the node's ACTIVE is on its way. Only once the node
+  // has sent nothing while the newest time moved on by max_lag do its timers fall due by the newest
   // time (a node gone silent). Held cluster windows close when the newest time is max_lag past
   // their end, so that a lagging node's hits still join the window. Then forgets the nodes silent
   // for forgetAfterNs().
@@ -214,7 +218,8 @@ class Correlator {
     bool tainted = false;
     bool dry_tainted = false;      // by the faults of rules in dry run
     uint64_t decided = 0;          // the number of its latest taint or untaint not in dry run, or 0
-    int64_t time_ns = INT64_MIN;   // its newest hit or heard() time
+    int64_t time_ns = INT64_MIN;   // its newest hit or heard() time, but for its pods'
+    int64_t pod_ns = INT64_MIN;    // its newest pod hit or heard() pod time
     int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
     int64_t second = INT64_MIN;    // of the latest hit (secondOf)
     FlatMap<int64_t> seen;         // repeatKey() -> the latest second it was observed in
@@ -281,8 +286,9 @@ class Correlator {
   // decision needs: no taint, fault, pending hit or suspect mark (forgetAfterNs()).
   void forgetSilent(int64_t before_ns);
   NodeData& nodeOf(std::string_view name);
-  // The node sent a record of time_ns: its own time, and when it was last heard (now_ns_).
-  void hear(NodeData& node, int64_t time_ns) const;
+  // The node sent a record of time_ns (a pod's, if `pod`): its own time, and when it was last
+  // heard (now_ns_).
+  void hear(NodeData& node, int64_t time_ns, bool pod = false) const;
   // Sets repeat_key_ to the hit's signature, job and line.
   void repeatKey(const Hit& hit);
   // Whether rule `ri` has a fault on the entity of `fields` (fault() would add nothing).

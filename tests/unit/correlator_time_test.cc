@@ -808,5 +808,19 @@ TEST(CorrelatorTime, APodLineStampedInYearOneHidesNoLaterEpisode) {
   EXPECT_EQ(episodeAfter(true), want);
 }
 
+// gpu-2's port goes down at kT and is ACTIVE again at kT + 4m50s, within ib-port-down-lasting's
+// five minutes; a line of one of its pods stamped kT + 5m10s (its stream a little ahead of the
+// kernel's, or a minute ahead of the clock as a shipper took it from the text) arrives first.
+// The pod's line must not decide the kernel's port DOWN lasting: replay, in time order, does not.
+TEST(CorrelatorTime, APodLineAheadOfItsNodesKernelLogDecidesNoKernelTimer) {
+  const std::vector<Line> lines{
+      {kT, "gpu-2", kDown},
+      {kT + 5 * kMin + 10 * kNanosPerSecond, "gpu-2", "step 10 loss 0.1", StreamKind::kPod},
+      {kT + 4 * kMin + 50 * kNanosPerSecond, "gpu-2", kActive},
+      {kT + 6 * kMin, "gpu-2", "systemd[1]: Started session 7."}};
+  EXPECT_EQ(live(10 * kMin, lines, [] { return kT + 4 * kMin + 10 * kNanosPerSecond; }),
+            std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace faultline
