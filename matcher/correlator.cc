@@ -805,6 +805,12 @@ void Correlator::arrived(std::string_view node_name, int64_t newest_ns) {
   }
 }
 
+bool Correlator::podTimer(const NodeData& node, const std::string& key) const {
+  const Pending* p = node.pending.find(key);
+  const uint32_t ri = p != nullptr ? p->rule : node.faults.find(key)->rule;
+  return bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod);
+}
+
 void Correlator::hear(NodeData& node, int64_t time_ns, bool pod) const {
   int64_t& own = pod ? node.pod_ns : node.time_ns;
   own = std::max(own, time_ns);
@@ -828,8 +834,9 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     while (next != timers_.end() && std::get<0>(*next) < now_ns_) {
       const NodeData& node = **nodes_.find(std::get<1>(*next));
       const int64_t at = std::get<0>(*next);
-      if (at < node.time_ns || (node.pod_ns != INT64_MIN && at < node.pod_ns - max_lag_ns_) ||
-          node.heard_ns <= lagged) {
+      if (at < node.time_ns || node.heard_ns <= lagged ||
+          (at < node.pod_ns &&
+           (at < node.pod_ns - max_lag_ns_ || podTimer(node, std::get<2>(*next))))) {
         break;
       }
       ++next;

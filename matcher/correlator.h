@@ -97,9 +97,11 @@ class Correlator {
   // falls due, in time order. A node's recovery, quiet and unless_followed_by timers fall due by
   // its own newest time (its hits and heard()): a node whose log lags behind the others' (a
   // backlog, a slower Kafka partition) is not decided on the others' time. Its pods' records
-  // count only once they are max_lag ahead of its kernel and host records: their stream may run
-  // ahead of the kernel's, and a shipper may take their times from a pod's text, so a pod's line
-  // must not decide a port DOWN lasting while the node's ACTIVE is on its way. Only once the node
+  // count for the timers of rules that hear no pod stream only once they are max_lag ahead of its
+  // kernel and host records: their stream may run ahead of the kernel's, and a shipper may take
+  // their times from a pod's text, so a pod's line must not decide a port DOWN lasting while the
+  // node's ACTIVE is on its way. A pod rule's timers, which its pods' hits hold, fall due by
+  // their time at once. Only once the node
   // has sent nothing while the newest time moved on by max_lag do its timers fall due by the newest
   // time (a node gone silent). Held cluster windows close when the newest time is max_lag past
   // their end, so that a lagging node's hits still join the window. Then forgets the nodes silent
@@ -289,6 +291,9 @@ class Correlator {
   // The node sent a record of time_ns (a pod's, if `pod`): its own time, and when it was last
   // heard (now_ns_).
   void hear(NodeData& node, int64_t time_ns, bool pod = false) const;
+  // Whether the timer under `key` (a pending hit's or a fault's) is of a rule whose signature
+  // hears pod streams: its own hits come from the pods, so their time decides it at once.
+  bool podTimer(const NodeData& node, const std::string& key) const;
   // Sets repeat_key_ to the hit's signature, job and line.
   void repeatKey(const Hit& hit);
   // Whether rule `ri` has a fault on the entity of `fields` (fault() would add nothing).

@@ -822,5 +822,24 @@ TEST(CorrelatorTime, APodLineAheadOfItsNodesKernelLogDecidesNoKernelTimer) {
             std::vector<std::string>{});
 }
 
+// A pod rule's quiet timer falls due by its pods' time, which holds it: gpu-1's watchdog taint
+// (corroborated by its port DOWN) has been quiet for a day at kT + 24h, and the kernel says nothing
+// more. Job train-c's timeout five minutes after that day is a new episode: replay lifts the taint
+// at kT + 24h and the lone job does not taint again. Live must not take the new timeout for the old
+// fault's hit, which would hold the taint for another day.
+TEST(CorrelatorTime, APodRulesQuietPeriodEndsByItsPodsTime) {
+  const std::vector<Line> lines{
+      {kT, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+      {kT + 2 * kMin, "gpu-1", kDown},
+      {kT + 3 * kMin, "gpu-1", kActive},
+      {kT + 24 * kHour + 5 * kMin, "gpu-1", kWatchdog, StreamKind::kPod, "train-c"},
+      {kT + 24 * kHour + 6 * kMin, "gpu-1", "step 10 loss 0.1", StreamKind::kPod}};
+  const std::vector<std::string> lifted{"gpu-1 taint pytorch-nccl-watchdog-timeout",
+                                        "gpu-1 untaint pytorch-nccl-watchdog-timeout"};
+  const auto clock = [] { return kT + 72 * kHour; };
+  EXPECT_EQ(live(0, lines, clock), lifted);  // as replay, in time order
+  EXPECT_EQ(live(10 * kMin, lines, clock), lifted);
+}
+
 }  // namespace
 }  // namespace faultline
