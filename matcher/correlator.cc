@@ -377,10 +377,10 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   const std::string key = entityKey(ri, rule, f);
   Counter& c = node.counters[key];
   // Within `burst` of the key's newest hit, before or after: a node's streams may arrive apart
-  // (a pod's line after a kernel line stamped later), and the order must not decide.
-  const bool in_burst =
-      rule.burst_ns > 0 && c.last_seen_ns != INT64_MIN &&
-      (t > c.last_seen_ns ? t - c.last_seen_ns : c.last_seen_ns - t) < rule.burst_ns;
+  // (a pod's line after a kernel line stamped later), and the order must not decide. Compared,
+  // not subtracted: times 1717 and 2222 (Pipeline::match) are further apart than int64 holds.
+  const bool in_burst = rule.burst_ns > 0 && c.last_seen_ns != INT64_MIN &&
+                        t < c.last_seen_ns + rule.burst_ns && c.last_seen_ns < t + rule.burst_ns;
   c.last_seen_ns = std::max(c.last_seen_ns, t);
   std::vector<Evidence> pair;
   if (!rule.flap_field.empty()) {
@@ -393,7 +393,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       return;
     }
     if (!has(rule.flap_up, state) || c.down_ns == INT64_MIN ||
-        t - c.down_ns > rule.flap_within_ns) {
+        t > c.down_ns + rule.flap_within_ns) {
       return;
     }
     c.down_ns = INT64_MIN;
@@ -698,7 +698,7 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
     // rule's taint, as it corroborates none.
     if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
         (dry_run_[ri] && !dry_run_[flt.rule]) ||
-        (!state && ev.time_ns - flt.last_ns < kRecoveryGuardNs)) {
+        (!state && ev.time_ns < flt.last_ns + kRecoveryGuardNs)) {
       continue;
     }
     const auto& entity = flt.entity;  // clang 14 cannot capture a structured binding

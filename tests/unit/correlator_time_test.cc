@@ -808,6 +808,21 @@ TEST(CorrelatorTime, APodLineStampedInYearOneHidesNoLaterEpisode) {
   EXPECT_EQ(episodeAfter(true), want);
 }
 
+// A kernel line stamped with year 1 (taken as 1717, as a shipper that fails to parse a time may
+// write it) then the GPU's Xid 63 at kT and two hours on: two separate rows within a day, which
+// xid-63-repeated taints for. The 1717 line is over 300 years before kT, no burst of it:
+// subtracted, the difference wrapped and the Xid at kT was taken as inside its minute.
+TEST(CorrelatorTime, AKernelLineStampedInYearOneMakesNoBurstOfALaterHit) {
+  constexpr const char* kXid63 =
+      "NVRM: Xid (PCI:0000:3b:00): 63, pid=1234, name=python3, Row Remapper: New row marked for "
+      "remapping, reset gpu to activate.";
+  const std::vector<Line> lines{{INT64_MIN, "gpu-1", kXid63},
+                                {kT, "gpu-1", kXid63},
+                                {kT + 2 * kHour, "gpu-1", kXid63}};
+  EXPECT_EQ(live(10 * kMin, lines, [] { return kT + 3 * kHour; }),
+            std::vector<std::string>{"gpu-1 taint xid-63-repeated"});
+}
+
 // gpu-2's port goes down at kT and is ACTIVE again at kT + 4m50s, within ib-port-down-lasting's
 // five minutes; a line of one of its pods stamped kT + 5m10s (its stream a little ahead of the
 // kernel's, or a minute ahead of the clock as a shipper took it from the text) arrives first.
