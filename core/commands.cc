@@ -298,10 +298,13 @@ std::function<bool()> sinksReady(const ServiceConfig& cfg, Metrics* metrics) {
 }
 
 std::stop_source* g_stop = nullptr;
-// Set by SIGTERM or SIGINT: the service is to exit, even if new rules also stopped it.
-volatile std::sig_atomic_t g_signalled = 0;
+// Set by SIGTERM or SIGINT: the service is to exit, even if new rules also stopped it. Atomic,
+// not volatile sig_atomic_t: the taint sink's thread reads it (TaintSink::Hooks::stopping), and
+// the handler may run on any thread; a lock-free atomic is also safe in a signal handler.
+std::atomic<bool> g_signalled{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 extern "C" void onSignal(int /*sig*/) {
-  g_signalled = 1;
+  g_signalled = true;
   if (g_stop != nullptr) {
     g_stop->request_stop();  // lock-free: sets an atomic flag and runs no callbacks here
   }
@@ -438,7 +441,7 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
     // So that a SIGTERM during an API server outage logs the decisions left within the pod's
     // grace period rather than retrying them until the SIGKILL. Not on a restart on new rules,
     // which no SIGKILL follows: it tries them as when running.
-    hooks.stopping = [] { return g_signalled != 0; };
+    hooks.stopping = [] { return g_signalled.load(); };
     taints =
         std::make_unique<TaintSink>(*cfg.kubernetes, cfg.taint_sink, std::move(hooks), &metrics);
     pipeline.addSink(taints.get());
@@ -539,7 +542,7 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
     hits += pipeline.matcherStats(w).hits;
   }
   spdlog::info("stopped: {} lines, {} hits, {} decisions", lines, hits, pipeline.decisions());
-  return new_rules && g_signalled == 0 ? kRestartOnNewRules : 0;
+  return new_rules && !g_signalled ? kRestartOnNewRules : 0;
 }
 
 }  // namespace
@@ -631,7 +634,7 @@ int runCli(int argc, char** argv) {
       // default action it would end that process half-started or, as a container's pid 1, be
       // dropped.
       pthread_sigmask(SIG_BLOCK, &kStopSignals, nullptr);
-      if (g_signalled != 0) {
+      if (g_signalled) {
         return 0;
       }
       if (std::string error; !handOverRuleFiles(restart_files, &error)) {
