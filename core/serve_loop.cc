@@ -87,6 +87,8 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                   "Hits dropped as effects of a cause that hit first (suppressed_by)");
   metrics.declare("faultline_correlator_repeats_total", T::kCounter,
                   "Hits repeating a node's line of the same second, taken as one event");
+  metrics.declare("faultline_correlator_late_hits_total", T::kCounter,
+                  "Hits more than max_lag behind the newest log time when they came");
   metrics.onRender([&queue, &pipeline](Metrics& m) {
     const auto [bytes, batches] = queue.depth();
     m.set("faultline_queue_bytes", "", static_cast<double>(bytes));
@@ -98,6 +100,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
     m.set("faultline_correlator_attached_total", "", static_cast<double>(s.attached));
     m.set("faultline_correlator_suppressed_total", "", static_cast<double>(s.suppressed));
     m.set("faultline_correlator_repeats_total", "", static_cast<double>(s.repeats));
+    m.set("faultline_correlator_late_hits_total", "", static_cast<double>(s.late));
   });
 
   // Match workers (runMatchWorker). After a batch's turn, its worker adds the batch's lines and

@@ -191,6 +191,9 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   }
   // Repeats the matcher folded into this hit (Hit::repeats) are repeats as much as those seen here.
   stats_.repeats += hit.repeats;
+  if (max_lag_ns_ > 0 && hit.time_ns + max_lag_ns_ < now_ns_) {  // now_ns_ may be INT64_MIN
+    ++stats_.late;
+  }
   NodeData& node = nodeOf(hit.node);
   hear(node, hit.time_ns, hit.stream == StreamKind::kPod);
   const int64_t second = secondOf(hit.time_ns);

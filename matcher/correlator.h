@@ -73,6 +73,10 @@ class Correlator {
     uint64_t job_events = 0;    // cluster windows that counted for no node (a job's event)
     uint64_t peers_marked = 0;  // nodes marked suspect by a peer's suspects_peers hit
     uint64_t repeats = 0;       // hits that repeated one of the same second, Hit::repeats too
+    // Live: hits more than max_lag behind the newest time when they came. Their node may have
+    // been found silent and its timers decided without them, or their cluster window closed, so
+    // live may decide otherwise than replay.
+    uint64_t late = 0;
   };
 
   // max_lag_ns: how far (ns of event time) one node's log may run behind the newest of all and

@@ -816,11 +816,34 @@ TEST(CorrelatorTime, AKernelLineStampedInYearOneMakesNoBurstOfALaterHit) {
   constexpr const char* kXid63 =
       "NVRM: Xid (PCI:0000:3b:00): 63, pid=1234, name=python3, Row Remapper: New row marked for "
       "remapping, reset gpu to activate.";
-  const std::vector<Line> lines{{INT64_MIN, "gpu-1", kXid63},
-                                {kT, "gpu-1", kXid63},
-                                {kT + 2 * kHour, "gpu-1", kXid63}};
+  const std::vector<Line> lines{
+      {INT64_MIN, "gpu-1", kXid63}, {kT, "gpu-1", kXid63}, {kT + 2 * kHour, "gpu-1", kXid63}};
   EXPECT_EQ(live(10 * kMin, lines, [] { return kT + 3 * kHour; }),
             std::vector<std::string>{"gpu-1 taint xid-63-repeated"});
+}
+
+// Live, a hit more than max_lag behind the newest time is counted as late: its node may have been
+// found silent meanwhile, so an operator sees where live may differ from replay. gpu-1's Xid 63
+// at kT + 5m comes after gpu-3's line at kT + 30m (25 minutes behind, late); its next at
+// kT + 25m (5 minutes behind) is not late.
+TEST(CorrelatorTime, HitsMoreThanMaxLagBehindTheNewestTimeAreCountedLate) {
+  constexpr const char* kXid63 =
+      "NVRM: Xid (PCI:0000:3b:00): 63, pid=1234, name=python3, Row Remapper: New row marked for "
+      "remapping, reset gpu to activate.";
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin, [] { return kT + kHour; });
+  p.process(one(kT, "gpu-1", kXid63));
+  p.process(one(kT + 30 * kMin, "gpu-3", "systemd[1]: Started session 7."));
+  EXPECT_EQ(p.correlatorStats().late, 0U);
+  p.process(one(kT + 5 * kMin, "gpu-1", kXid63));
+  EXPECT_EQ(p.correlatorStats().late, 1U);
+  p.process(one(kT + 25 * kMin, "gpu-1", kXid63));
+  EXPECT_EQ(p.correlatorStats().late, 1U);
+  // Replay (max_lag 0) sorts its hits: none is late.
+  Pipeline replay(shippedBank(), Taint{}, {&sink});
+  replay.process(one(kT + 30 * kMin, "gpu-3", "systemd[1]: Started session 7."));
+  replay.process(one(kT, "gpu-1", kXid63));
+  EXPECT_EQ(replay.correlatorStats().late, 0U);
 }
 
 // gpu-2's port goes down at kT and is ACTIVE again at kT + 4m50s, within ib-port-down-lasting's
