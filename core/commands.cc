@@ -467,6 +467,11 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
   // Only with leader election, where it gates the Lease and readiness: the check walks every
   // partition between batches until caught up.
   ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes, elector ? &kafka_caught_up : nullptr};
+  if (sources.kafka) {
+    // Partitions read in step within half of max_lag: none's nodes are found silent because
+    // another partition of the backlog was fetched ahead (KafkaConfig::max_skew_ns).
+    sources.kafka->max_skew_ns = cfg.max_lag_ns / 2;
+  }
   if (elector && sources.kafka) {
     // Every replica reads every partition (its own consumer group), so a follower holds the
     // same correlation windows as the leader and takes over without a gap (README "Deploy").

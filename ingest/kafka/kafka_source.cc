@@ -74,6 +74,17 @@ using MessagePtr = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
 using QueuePtr = std::unique_ptr<rd_kafka_queue_t, QueueDeleter>;
 using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
 
+// A message polled and not yet handed on: owned, or shared with a batch that its otlp_proto records
+// were decoded into before it was held back (KafkaConfig::max_skew_ns).
+struct Polled {
+  MessagePtr msg;
+  std::shared_ptr<const void> shared;
+  rd_kafka_message_t* get() const {
+    return msg ? msg.get()
+               : static_cast<rd_kafka_message_t*>(const_cast<void*>(shared.get()));  // NOLINT
+  }
+};
+
 constexpr int kIdlePollMs = 100;  // bounds how long a stop request waits for poll to return
 // Messages taken from librdkafka's queue per call once a batch is open: rd_kafka_consumer_poll
 // reads the clock twice per message (max.poll.interval.ms), 5% of a JSON topic's CPU.
@@ -84,6 +95,14 @@ constexpr std::chrono::seconds kPauseAfter{1};
 // The catch-up check asks librdkafka for every assigned partition's position and watermark:
 // between batches of a backlog, at most this often.
 constexpr int64_t kCatchUpCheckNs = 100'000'000;
+// KafkaConfig::max_skew_ns: how often the assignment is read for partitions not read yet, and how
+// long one of them holds the others before its first message (a broker that does not answer must
+// not stop the others for good; one that answers sends a message or the partition's end first).
+constexpr int64_t kLaneCheckNs = 100'000'000;
+constexpr int64_t kFirstMessageWaitNs = int64_t{10} * 1'000'000'000;
+// How far past the clock a record's time counts for KafkaConfig::max_skew_ns: as far as
+// Pipeline::match takes it (kMaxAheadNs), so that a node whose clock runs ahead holds no partition.
+constexpr int64_t kAheadNs = int64_t{60} * 1'000'000'000;
 // Properties faultline sets itself, and why a `properties` entry must not replace them.
 constexpr std::pair<std::string_view, std::string_view> kReservedProperties[] = {
     {"enable.auto.offset.store", "offsets are stored after each batch is handled"},
@@ -336,8 +355,129 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // Messages polled but not yet consumed: the rest of a rd_kafka_consume_batch_queue call, and
   // those polled while a batch was being handled (from partitions a rebalance assigned in the
   // meantime, which start unpaused, and consumer errors), which open the next batch.
-  std::deque<MessagePtr> ready;
+  std::deque<Polled> ready;
   const QueuePtr consumer_queue(rd_kafka_queue_get_consumer(rk.get()));
+
+  // Event-time alignment (KafkaConfig::max_skew_ns), per (topic index, partition) read.
+  using Key = std::pair<size_t, int32_t>;
+  struct Lane {
+    int64_t newest_ns = INT64_MIN;  // the newest record time handed on from it
+    bool more = false;            // librdkafka's high watermark was past the last message handed on
+    int64_t held_ns = INT64_MIN;  // the newest record time of held.front()
+    std::deque<Polled> held;      // the partition paused: its first message beyond the bound, on
+    std::multiset<int64_t>::iterator at;  // in `fronts`, if it holds or has more
+    bool placed = false;
+    int64_t assigned_ns = INT64_MIN;  // a partition not read yet: when it was found assigned
+  };
+  std::map<Key, Lane> lanes;
+  // Each lane's time that holds the others (held_ns if it holds, else newest_ns if it has more):
+  // the least other one is found in O(1) per message, however many partitions are read.
+  std::multiset<int64_t> fronts;
+  auto place = [&](Lane& lane) {
+    const bool holds = !lane.held.empty() || lane.more;
+    const int64_t front = lane.held.empty() ? lane.newest_ns : lane.held_ns;
+    if (lane.placed && holds) {
+      if (*lane.at != front) {  // the node moved, not allocated again: once per message
+        auto node = fronts.extract(lane.at);
+        node.value() = front;
+        lane.at = fronts.insert(std::move(node));
+      }
+    } else if (lane.placed) {
+      fronts.erase(lane.at);
+    } else if (holds) {
+      lane.at = fronts.insert(front);
+    }
+    lane.placed = holds;
+  };
+
+  size_t held_lanes = 0;  // lanes holding messages
+  const int64_t skew = config_.max_skew_ns;
+  auto partitionList = [&](const Key& key) {
+    ListPtr one(rd_kafka_topic_partition_list_new(1));
+    rd_kafka_topic_partition_list_add(one.get(), config_.topics[key.first].name.c_str(),
+                                      key.second);
+    return one;
+  };
+  // The time up to which every other partition with messages left was read (the time of its held
+  // message, if held): INT64_MAX if there is none. One at its end holds no other.
+  auto others = [&](const Key& key) {
+    auto least = fronts.begin();
+    if (const auto own = lanes.find(key); least != fronts.end() && own != lanes.end() &&
+                                          own->second.placed && least == own->second.at) {
+      ++least;
+    }
+    return least == fronts.end() ? INT64_MAX : *least;
+  };
+  auto beyond = [&](int64_t t, int64_t least) {
+    return least <= INT64_MAX - skew && t > least + skew;
+  };
+  // Forgets the partitions no longer assigned (a rebalance): their held messages are dropped (the
+  // new owner reads them from the committed offset) and their pause lifted, which librdkafka would
+  // keep if they were assigned back.
+  // With `now` (ns), also takes the partitions assigned and not read yet as holding the others
+  // (newly assigned, their time is not known), for kFirstMessageWaitNs at most.
+  auto forgetRevoked = [&](int64_t now = INT64_MIN) {
+    rd_kafka_topic_partition_list_t* raw = nullptr;
+    if (rd_kafka_assignment(rk.get(), &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return;
+    }
+    const ListPtr assigned(raw);
+    for (int i = 0; now != INT64_MIN && i < assigned->cnt; ++i) {
+      const auto topic = std::find_if(
+          config_.topics.begin(), config_.topics.end(),
+          [&](const KafkaTopicConfig& t) { return t.name == assigned->elems[i].topic; });
+      if (topic != config_.topics.end()) {
+        const Key key{static_cast<size_t>(topic - config_.topics.begin()),
+                      assigned->elems[i].partition};
+        if (const auto [lane, added] = lanes.try_emplace(key); added) {
+          lane->second.more = true;
+          lane->second.assigned_ns = now;
+          place(lane->second);
+        }
+      }
+    }
+    for (auto& [key, lane] : lanes) {
+      if (now != INT64_MIN && lane.assigned_ns != INT64_MIN &&
+          now - lane.assigned_ns > kFirstMessageWaitNs) {
+        lane.assigned_ns = INT64_MIN;
+        lane.more = false;
+        place(lane);
+      }
+    }
+    for (auto it = lanes.begin(); it != lanes.end();) {
+      if (rd_kafka_topic_partition_list_find(assigned.get(),
+                                             config_.topics[it->first.first].name.c_str(),
+                                             it->first.second) != nullptr) {
+        ++it;
+        continue;
+      }
+      if (!it->second.held.empty()) {
+        rd_kafka_resume_partitions(rk.get(), partitionList(it->first).get());
+        --held_lanes;
+      }
+      if (it->second.placed) {
+        fronts.erase(it->second.at);
+      }
+      it = lanes.erase(it);
+    }
+  };
+  // Hands on (to the front of `ready`) what the partitions no longer ahead by more than the bound
+  // held, and fetches them again.
+  auto release = [&] {
+    forgetRevoked();
+    for (auto& [key, lane] : lanes) {
+      if (lane.held.empty() || beyond(lane.held_ns, others(key))) {
+        continue;
+      }
+      rd_kafka_resume_partitions(rk.get(), partitionList(key).get());
+      for (auto it = lane.held.rbegin(); it != lane.held.rend(); ++it) {
+        ready.push_front(std::move(*it));
+      }
+      lane.held.clear();
+      --held_lanes;
+      place(lane);
+    }
+  };
   // The handler may block for long (the pipeline queue is full). Past kPauseAfter the consumer
   // pauses its partitions and keeps polling, so that it stays in its group
   // (max.poll.interval.ms) without fetching more. An exception from the handler propagates from
@@ -368,10 +508,15 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
                                           msg->partition);
       }
       if (msg) {  // an error too, so that consume() counts and logs it (it was dropped unseen)
-        ready.push_back(std::move(msg));
+        ready.push_back({std::move(msg), nullptr});
       }
     }
     rd_kafka_resume_partitions(rk.get(), paused.get());
+    for (const auto& [key, lane] : lanes) {  // held back: paused still
+      if (!lane.held.empty()) {
+        rd_kafka_pause_partitions(rk.get(), partitionList(key).get());
+      }
+    }
     spdlog::info("kafka: partitions resumed");
     done.get();
   };
@@ -411,15 +556,26 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // Each assigned partition's high watermark as first seen, until caught up: the end of the
   // backlog, read once the position passes it.
   std::map<std::pair<std::string, int32_t>, int64_t> ends;
-  auto consume = [&](MessagePtr msg, int64_t now) {
+  auto consume = [&](Polled polled, int64_t now) {
+    rd_kafka_message_t* const msg = polled.get();
     if (msg->err) {
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         if (caught_up_ != nullptr && !caught_up_->load() && msg->rkt != nullptr) {
           at_end.emplace(rd_kafka_topic_name(msg->rkt), msg->partition);
         }
+        if (msg->rkt != nullptr) {  // at its end (a high watermark past control records too)
+          for (auto& [key, lane] : lanes) {
+            if (key.second == msg->partition &&
+                config_.topics[key.first].name == rd_kafka_topic_name(msg->rkt)) {
+              lane.more = false;
+              lane.assigned_ns = INT64_MIN;
+              place(lane);
+            }
+          }
+        }
       } else {
         errors_.fetch_add(1, std::memory_order_relaxed);
-        spdlog::warn("kafka: consume: {}", rd_kafka_message_errstr(msg.get()));
+        spdlog::warn("kafka: consume: {}", rd_kafka_message_errstr(msg));
       }
       return;
     }
@@ -432,19 +588,22 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       return;
     }
     const size_t index = static_cast<size_t>(it - config_.topics.begin());
-    if (pending++ == 0) {
-      deadline_ns = now + int64_t{config_.batch_timeout_ms} * 1'000'000;
+    const Key key{index, msg->partition};
+    if (skew > 0) {
+      if (const auto lane = lanes.find(key); lane != lanes.end() && !lane->second.held.empty()) {
+        lane->second.held.push_back(std::move(polled));  // polled before its pause took effect
+        return;
+      }
     }
-    next_offsets[{index, msg->partition}] = msg->offset + 1;
-    counters_[index].messages.fetch_add(1, std::memory_order_relaxed);
-    counters_[index].bytes.fetch_add(msg->len, std::memory_order_relaxed);
+    const size_t first_record = batch.records.size();
+    const size_t first_label = batch.labels.size();
 
     KafkaMessage km;
     km.value = {static_cast<const char*>(msg->payload), msg->len};
     km.key = {static_cast<const char*>(msg->key), msg->key_len};
-    km.timestamp_ms = rd_kafka_message_timestamp(msg.get(), nullptr);
+    km.timestamp_ms = rd_kafka_message_timestamp(msg, nullptr);
     if (!it->node_header.empty()) {
-      km.node_header = [m = msg.get(), name = it->node_header.c_str()]() -> std::string_view {
+      km.node_header = [m = msg, name = it->node_header.c_str()]() -> std::string_view {
         rd_kafka_headers_t* headers = nullptr;
         const void* value = nullptr;
         size_t size = 0;
@@ -458,11 +617,50 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     // otlp_proto records point into the message: the decoder makes the batch hold it. Other
     // decoders copy, and the message goes when `msg` does, without an allocation.
     if (decoders_[index].pointsIntoMessages()) {
-      km.owner = std::shared_ptr<const void>(msg.release(), [](const void* p) {
-        rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
-      });
+      if (!polled.shared) {
+        polled.shared = std::shared_ptr<const void>(polled.msg.release(), [](const void* p) {
+          rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
+        });
+      }
+      km.owner = polled.shared;
     }
-    if (!decoders_[index].decode(km, now, &batch)) {
+    const bool decoded = decoders_[index].decode(km, now, &batch);
+    if (skew > 0) {
+      int64_t t = INT64_MIN;  // the message's newest record time, as the pipeline takes it
+      for (size_t i = first_record; i < batch.records.size(); ++i) {
+        t = std::max(t, std::min(batch.records[i].time_ns, now + kAheadNs));
+      }
+      if (t != INT64_MIN && beyond(t, others(key))) {
+        forgetRevoked();
+      }
+      Lane& lane = lanes[key];
+      if (t != INT64_MIN && beyond(t, others(key))) {
+        // Held back undecoded (decoded again when released), the partition paused meanwhile.
+        batch.records.resize(first_record);
+        batch.labels.resize(first_label);
+        lane.held_ns = t;
+        lane.held.push_back(std::move(polled));
+        ++held_lanes;
+        place(lane);
+        rd_kafka_pause_partitions(rk.get(), partitionList(key).get());
+        return;
+      }
+      lane.newest_ns = std::max(lane.newest_ns, t);
+      lane.assigned_ns = INT64_MIN;
+      int64_t low = 0;
+      int64_t high = -1;
+      lane.more = rd_kafka_get_watermark_offsets(rk.get(), it->name.c_str(), msg->partition, &low,
+                                                 &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                  msg->offset + 1 < high;
+      place(lane);
+    }
+    if (pending++ == 0) {
+      deadline_ns = now + int64_t{config_.batch_timeout_ms} * 1'000'000;
+    }
+    next_offsets[key] = msg->offset + 1;
+    counters_[index].messages.fetch_add(1, std::memory_order_relaxed);
+    counters_[index].bytes.fetch_add(msg->len, std::memory_order_relaxed);
+    if (!decoded) {
       counters_[index].malformed.fetch_add(1, std::memory_order_relaxed);
     }
   };
@@ -470,6 +668,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // The clock is read per poll, not per message: a message polled in the same call is received
   // at the same time.
   int64_t now = nowNanos();
+  int64_t next_lane_check_ns = 0;  // kLaneCheckNs
   while (!stop.stop_requested()) {
     // Messages already polled first, one at a time, so that they count toward the batch's
     // bounds. With a batch open, take only what librdkafka has already fetched: a batch closes
@@ -478,10 +677,17 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     // batch), at batch_max_bytes, or at its deadline under a steady trickle. The wait for a
     // batch's first message returns with it (rd_kafka_consume_batch_queue would wait out its
     // timeout to fill the array).
+    if (skew > 0 && now >= next_lane_check_ns) {
+      next_lane_check_ns = now + kLaneCheckNs;
+      forgetRevoked(now);
+    }
+    if (ready.empty() && held_lanes > 0) {
+      release();
+    }
     if (ready.empty()) {
       if (pending == 0) {
         if (rd_kafka_message_t* first = rd_kafka_consumer_poll(rk.get(), kIdlePollMs)) {
-          ready.emplace_back(first);
+          ready.push_back({MessagePtr(first), nullptr});
         }
       } else {
         // Only what the open batch can still take, by messages, and by records and bytes at its
@@ -499,18 +705,15 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         const ssize_t n =
             rd_kafka_consume_batch_queue(consumer_queue.get(), 0, polled.data(), room);
         for (ssize_t i = 0; i < n; ++i) {
-          ready.emplace_back(polled[static_cast<size_t>(i)]);
+          ready.push_back({MessagePtr(polled[static_cast<size_t>(i)]), nullptr});
         }
       }
       now = nowNanos();
     }
-    MessagePtr msg;
-    if (!ready.empty()) {
-      msg = std::move(ready.front());
+    const bool drained = ready.empty();
+    if (!drained) {
+      Polled msg = std::move(ready.front());
       ready.pop_front();
-    }
-    const bool drained = !msg;
-    if (msg) {
       consume(std::move(msg), now);
     }
     if (pending > 0 && (drained || pending >= config_.batch_max_messages ||
@@ -525,7 +728,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     // fetch that comes back empty, and a broker holds a fetch at the end until a message
     // arrives (fetch.wait.max.ms), so a partition written to more often never sends it.
     if (caught_up_ != nullptr && !caught_up_->load() && pending == 0 && ready.empty() &&
-        now >= next_catch_up_check_ns) {
+        held_lanes == 0 && now >= next_catch_up_check_ns) {
       next_catch_up_check_ns = now + kCatchUpCheckNs;
       rd_kafka_topic_partition_list_t* raw = nullptr;
       if (rd_kafka_assignment(rk.get(), &raw) == RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -49,6 +49,17 @@ struct KafkaConfig {
   // held messages, record arrays), so that long lines cannot grow one batch without bound.
   size_t batch_max_bytes = size_t{16} << 20;
   int batch_timeout_ms = 100;  // a batch is handed on at most this long after its first message
+  // How far (ns of event time) one partition's records may run ahead of those of another, of any
+  // topic, that has messages left to read (librdkafka's high watermark is past its last message
+  // handed on); 0: no bound. Not a YAML key: serve sets half its max_lag. A catch-up fetches each
+  // partition by bytes, so a partition of quiet nodes ran an hour ahead of one of chatty nodes,
+  // and the correlator found the chatty one's nodes silent (Correlator::advance) and decided a
+  // port DOWN lasting while its ACTIVE was still unread. A message whose newest record time (at
+  // most a minute past the clock, as the pipeline takes it) is beyond the bound is held back with
+  // its partition paused, and decoded again once the others have caught up. A partition assigned
+  // and not read yet holds the others until its first message or its end, for 10 s at most (a
+  // broker that does not answer must not stop the others).
+  int64_t max_skew_ns = 0;
 
   // Shape (unknown keys are errors):
   //   brokers: "host:port"             # required
@@ -112,8 +123,11 @@ class KafkaSource : public Source {
   // time (KafkaDecoder::decode's `receive_ns`). On stop the partial batch is handled too, stored
   // offsets are committed synchronously and the consumer leaves the group. otlp_proto records point
   // into librdkafka messages that the batch holds, so a handler that moves the batch out must
-  // release it before run() returns. Throws std::runtime_error if the consumer cannot be created or
-  // subscribed, and rethrows what `handle` throws, without storing that batch's offsets.
+  // release it before run() returns. With max_skew_ns, partitions are read in step by event time:
+  // a partition that would run ahead of another with messages left is paused until that one has
+  // caught up; `caught_up` waits for what that holds back. Throws std::runtime_error if the
+  // consumer cannot be created or subscribed, and rethrows what `handle` throws, without storing
+  // that batch's offsets.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   // Safe to call from any thread while run() is active.
