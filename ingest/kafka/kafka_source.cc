@@ -96,10 +96,11 @@ constexpr std::chrono::seconds kPauseAfter{1};
 // between batches of a backlog, at most this often.
 constexpr int64_t kCatchUpCheckNs = 100'000'000;
 // KafkaConfig::max_skew_ns: how often the assignment is read for partitions not read yet, and how
-// long one of them holds the others before its first message (a broker that does not answer must
-// not stop the others for good; one that answers sends a message or the partition's end first).
+// long a partition with messages left holds the others while it hands none on (not read yet, or
+// its broker not answering: one partition must not stop the others for good; one that answers
+// sends a message or the partition's end first).
 constexpr int64_t kLaneCheckNs = 100'000'000;
-constexpr int64_t kFirstMessageWaitNs = int64_t{10} * 1'000'000'000;
+constexpr int64_t kStallNs = int64_t{10} * 1'000'000'000;
 // How far past the clock a record's time counts for KafkaConfig::max_skew_ns: as far as
 // Pipeline::match takes it (kMaxAheadNs), so that a node whose clock runs ahead holds no partition.
 constexpr int64_t kAheadNs = int64_t{60} * 1'000'000'000;
@@ -367,7 +368,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     std::deque<Polled> held;      // the partition paused: its first message beyond the bound, on
     std::multiset<int64_t>::iterator at;  // in `fronts`, if it holds or has more
     bool placed = false;
-    int64_t assigned_ns = INT64_MIN;  // a partition not read yet: when it was found assigned
+    int64_t progress_ns = INT64_MIN;  // when it was found assigned or last handed a message on
   };
   std::map<Key, Lane> lanes;
   // Each lane's time that holds the others (held_ns if it holds, else newest_ns if it has more):
@@ -415,7 +416,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // new owner reads them from the committed offset) and their pause lifted, which librdkafka would
   // keep if they were assigned back.
   // With `now` (ns), also takes the partitions assigned and not read yet as holding the others
-  // (newly assigned, their time is not known), for kFirstMessageWaitNs at most.
+  // (newly assigned, their time is not known), for kStallNs at most.
   auto forgetRevoked = [&](int64_t now = INT64_MIN) {
     rd_kafka_topic_partition_list_t* raw = nullptr;
     if (rd_kafka_assignment(rk.get(), &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -431,16 +432,15 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
                       assigned->elems[i].partition};
         if (const auto [lane, added] = lanes.try_emplace(key); added) {
           lane->second.more = true;
-          lane->second.assigned_ns = now;
+          lane->second.progress_ns = now;
           place(lane->second);
         }
       }
     }
     for (auto& [key, lane] : lanes) {
-      if (now != INT64_MIN && lane.assigned_ns != INT64_MIN &&
-          now - lane.assigned_ns > kFirstMessageWaitNs) {
-        lane.assigned_ns = INT64_MIN;
-        lane.more = false;
+      if (now != INT64_MIN && lane.more && lane.held.empty() && lane.progress_ns != INT64_MIN &&
+          now - lane.progress_ns > kStallNs) {
+        lane.more = false;  // until its next message
         place(lane);
       }
     }
@@ -568,7 +568,6 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
             if (key.second == msg->partition &&
                 config_.topics[key.first].name == rd_kafka_topic_name(msg->rkt)) {
               lane.more = false;
-              lane.assigned_ns = INT64_MIN;
               place(lane);
             }
           }
@@ -646,7 +645,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         return;
       }
       lane.newest_ns = std::max(lane.newest_ns, t);
-      lane.assigned_ns = INT64_MIN;
+      lane.progress_ns = now;
       int64_t low = 0;
       int64_t high = -1;
       lane.more = rd_kafka_get_watermark_offsets(rk.get(), it->name.c_str(), msg->partition, &low,

@@ -57,8 +57,8 @@ struct KafkaConfig {
   // port DOWN lasting while its ACTIVE was still unread. A message whose newest record time (at
   // most a minute past the clock, as the pipeline takes it) is beyond the bound is held back with
   // its partition paused, and decoded again once the others have caught up. A partition assigned
-  // and not read yet holds the others until its first message or its end, for 10 s at most (a
-  // broker that does not answer must not stop the others).
+  // and not read yet, or with messages left and none handed on, holds the others for 10 s at most
+  // (until its next message: a broker that does not answer must not stop the others).
   int64_t max_skew_ns = 0;
 
   // Shape (unknown keys are errors):
