@@ -364,6 +364,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   struct Lane {
     int64_t newest_ns = INT64_MIN;  // the newest record time handed on from it
     bool more = false;            // librdkafka's high watermark was past the last message handed on
+    int64_t high = -1;            // that watermark, read again only once a message reaches it
     int64_t held_ns = INT64_MIN;  // the newest record time of held.front()
     std::deque<Polled> held;      // the partition paused: its first message beyond the bound, on
     std::multiset<int64_t>::iterator at;  // in `fronts`, if it holds or has more
@@ -646,11 +647,16 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       }
       lane.newest_ns = std::max(lane.newest_ns, t);
       lane.progress_ns = now;
-      int64_t low = 0;
-      int64_t high = -1;
-      lane.more = rd_kafka_get_watermark_offsets(rk.get(), it->name.c_str(), msg->partition, &low,
-                                                 &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-                  msg->offset + 1 < high;
+      // The watermark only grows: below the one last read, more is known without asking
+      // librdkafka (a lock and a lookup per message).
+      if (msg->offset + 1 >= lane.high) {
+        int64_t low = 0;
+        if (rd_kafka_get_watermark_offsets(rk.get(), it->name.c_str(), msg->partition, &low,
+                                           &lane.high) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+          lane.high = -1;
+        }
+      }
+      lane.more = msg->offset + 1 < lane.high;
       place(lane);
     }
     if (pending++ == 0) {
