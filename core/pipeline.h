@@ -49,11 +49,6 @@ struct BatchMatch {
   FlatMap<uint32_t> node_slot;
 };
 
-// Live, how far past the service's clock a record's time is taken as it is (ns): later times are
-// taken as that bound (Pipeline::match). NTP keeps clocks within milliseconds; a minute leaves
-// room for a clock stepped late and stays well under max_lag's default.
-inline constexpr int64_t kMaxAheadNs = 60 * kNanosPerSecond;
-
 // Record times are taken within [kEarliestNs, kLatestNs] (Pipeline::match): 40 years inside the
 // int64 range (1717-09-12 to 2222-04-21), so that a time plus or minus any of the bank's durations
 // (at most 3650d each) cannot overflow. A stamp near INT64_MAX (a Loki entry past 2262, a forged

@@ -9,6 +9,11 @@ namespace faultline {
 
 inline constexpr int64_t kNanosPerSecond = 1'000'000'000;
 
+// Live, how far past the service's clock a record's time is taken as it is (ns): later times are
+// taken as that bound (Pipeline::match). NTP keeps clocks within milliseconds; a minute leaves
+// room for a clock stepped late and stays well under max_lag's default.
+inline constexpr int64_t kMaxAheadNs = 60 * kNanosPerSecond;
+
 // The whole second of event time `time_ns` falls in (rounded down, also before the epoch).
 inline constexpr int64_t secondOf(int64_t time_ns) {
   return time_ns / kNanosPerSecond - (time_ns % kNanosPerSecond < 0 ? 1 : 0);

@@ -101,9 +101,6 @@ constexpr int64_t kCatchUpCheckNs = 100'000'000;
 // sends a message or the partition's end first).
 constexpr int64_t kLaneCheckNs = 100'000'000;
 constexpr int64_t kStallNs = int64_t{10} * 1'000'000'000;
-// How far past the clock a record's time counts for KafkaConfig::max_skew_ns: as far as
-// Pipeline::match takes it (kMaxAheadNs), so that a node whose clock runs ahead holds no partition.
-constexpr int64_t kAheadNs = int64_t{60} * 1'000'000'000;
 // Properties faultline sets itself, and why a `properties` entry must not replace them.
 constexpr std::pair<std::string_view, std::string_view> kReservedProperties[] = {
     {"enable.auto.offset.store", "offsets are stored after each batch is handled"},
@@ -359,6 +356,14 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   std::deque<Polled> ready;
   const QueuePtr consumer_queue(rd_kafka_queue_get_consumer(rk.get()));
 
+  // The index in config_.topics of the topic named `name`; config_.topics.size() if none.
+  auto topicIndex = [&](std::string_view name) {
+    return static_cast<size_t>(
+        std::find_if(config_.topics.begin(), config_.topics.end(),
+                     [&](const KafkaTopicConfig& t) { return t.name == name; }) -
+        config_.topics.begin());
+  };
+
   // Event-time alignment (KafkaConfig::max_skew_ns), per (topic index, partition) read.
   using Key = std::pair<size_t, int32_t>;
   struct Lane {
@@ -425,13 +430,10 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     const ListPtr assigned(raw);
     for (int i = 0; now != INT64_MIN && i < assigned->cnt; ++i) {
-      const auto topic = std::find_if(
-          config_.topics.begin(), config_.topics.end(),
-          [&](const KafkaTopicConfig& t) { return t.name == assigned->elems[i].topic; });
-      if (topic != config_.topics.end()) {
-        const Key key{static_cast<size_t>(topic - config_.topics.begin()),
-                      assigned->elems[i].partition};
-        if (const auto [lane, added] = lanes.try_emplace(key); added) {
+      if (const size_t topic = topicIndex(assigned->elems[i].topic);
+          topic < config_.topics.size()) {
+        if (const auto [lane, added] = lanes.try_emplace({topic, assigned->elems[i].partition});
+            added) {
           lane->second.more = true;
           lane->second.progress_ns = now;
           place(lane->second);
@@ -565,12 +567,10 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
           at_end.emplace(rd_kafka_topic_name(msg->rkt), msg->partition);
         }
         if (msg->rkt != nullptr) {  // at its end (a high watermark past control records too)
-          for (auto& [key, lane] : lanes) {
-            if (key.second == msg->partition &&
-                config_.topics[key.first].name == rd_kafka_topic_name(msg->rkt)) {
-              lane.more = false;
-              place(lane);
-            }
+          const auto lane = lanes.find({topicIndex(rd_kafka_topic_name(msg->rkt)), msg->partition});
+          if (lane != lanes.end()) {
+            lane->second.more = false;
+            place(lane->second);
           }
         }
       } else {
@@ -580,14 +580,13 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       return;
     }
     const std::string_view topic = rd_kafka_topic_name(msg->rkt);
-    const auto it = std::find_if(config_.topics.begin(), config_.topics.end(),
-                                 [&](const KafkaTopicConfig& t) { return t.name == topic; });
-    if (it == config_.topics.end()) {
+    const size_t index = topicIndex(topic);
+    if (index == config_.topics.size()) {
       errors_.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("kafka: message from unsubscribed topic {}", topic);
       return;
     }
-    const size_t index = static_cast<size_t>(it - config_.topics.begin());
+    const KafkaTopicConfig& cfg = config_.topics[index];
     const Key key{index, msg->partition};
     if (skew > 0) {
       if (const auto lane = lanes.find(key); lane != lanes.end() && !lane->second.held.empty()) {
@@ -602,8 +601,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     km.value = {static_cast<const char*>(msg->payload), msg->len};
     km.key = {static_cast<const char*>(msg->key), msg->key_len};
     km.timestamp_ms = rd_kafka_message_timestamp(msg, nullptr);
-    if (!it->node_header.empty()) {
-      km.node_header = [m = msg, name = it->node_header.c_str()]() -> std::string_view {
+    if (!cfg.node_header.empty()) {
+      km.node_header = [m = msg, name = cfg.node_header.c_str()]() -> std::string_view {
         rd_kafka_headers_t* headers = nullptr;
         const void* value = nullptr;
         size_t size = 0;
@@ -626,9 +625,11 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     const bool decoded = decoders_[index].decode(km, now, &batch);
     if (skew > 0) {
-      int64_t t = INT64_MIN;  // the message's newest record time, as the pipeline takes it
+      // The message's newest record time, as the pipeline takes it (kMaxAheadNs), so that a node
+      // whose clock runs ahead holds no partition.
+      int64_t t = INT64_MIN;
       for (size_t i = first_record; i < batch.records.size(); ++i) {
-        t = std::max(t, std::min(batch.records[i].time_ns, now + kAheadNs));
+        t = std::max(t, std::min(batch.records[i].time_ns, now + kMaxAheadNs));
       }
       if (t != INT64_MIN && beyond(t, others(key))) {
         forgetRevoked();
@@ -651,7 +652,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       // librdkafka (a lock and a lookup per message).
       if (msg->offset + 1 >= lane.high) {
         int64_t low = 0;
-        if (rd_kafka_get_watermark_offsets(rk.get(), it->name.c_str(), msg->partition, &low,
+        if (rd_kafka_get_watermark_offsets(rk.get(), cfg.name.c_str(), msg->partition, &low,
                                            &lane.high) != RD_KAFKA_RESP_ERR_NO_ERROR) {
           lane.high = -1;
         }
