@@ -24,6 +24,12 @@
 namespace faultline {
 namespace {
 
+// How long closing the consumer (the final commit and leaving the group) may take before the handle
+// is left behind: librdkafka's close waits for an unreachable coordinator up to
+// session.timeout.ms (45 s by default), past Kubernetes' grace period (30 s), which would kill the
+// pod with its decisions undrained. The partitions' next owner then reads from the last committed
+// offsets again (at-least-once, as after a crash).
+constexpr std::chrono::seconds kCloseWait{5};
 // How long destroying the consumer may take before it is left behind (HandleDeleter).
 constexpr std::chrono::seconds kDestroyWait{10};
 
@@ -774,17 +780,32 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     flush();
   }
 
-  // Auto commit runs on an interval; commit what the last batches stored before leaving.
-  const rd_kafka_resp_err_t commit = rd_kafka_commit(rk.get(), nullptr, /*async=*/0);
-  if (commit && commit != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+  // Closing commits the offsets the last batches stored (auto commit runs on an interval, and at
+  // the unassign of a close) and leaves the group; waited for kCloseWait at most.
+  const QueuePtr close_queue(rd_kafka_queue_new(rk.get()));
+  if (rd_kafka_error_t* error = rd_kafka_consumer_close_queue(rk.get(), close_queue.get())) {
     errors_.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("kafka: final commit: {}", rd_kafka_err2str(commit));
+    spdlog::warn("kafka: close: {}", rd_kafka_error_string(error));
+    rd_kafka_error_destroy(error);
   }
-  if (rd_kafka_resp_err_t e = rd_kafka_consumer_close(rk.get())) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("kafka: close: {}", rd_kafka_err2str(e));
+  const auto close_deadline = std::chrono::steady_clock::now() + kCloseWait;
+  while (!rd_kafka_consumer_closed(rk.get()) && std::chrono::steady_clock::now() < close_deadline) {
+    // Serves the close's rebalance (the unassign and its commit), as rd_kafka_consumer_close does.
+    rd_kafka_queue_poll_callback(close_queue.get(), kIdlePollMs);
   }
-  spdlog::info("kafka: consumer closed");
+  if (rd_kafka_consumer_closed(rk.get())) {
+    spdlog::info("kafka: consumer closed");
+    return;
+  }
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn(
+      "kafka: the consumer did not close (commit its offsets, leave its group) within {} s; left "
+      "behind: the partitions' next owner reads from the last committed offsets",
+      kCloseWait.count());
+  // Not destroyed: librdkafka 2.0.2 destroying a consumer whose close has not finished spins a
+  // core until it does. The handle is left to its threads until the process exits or executes
+  // anew, as HandleDeleter leaves one that is not destroyed in time.
+  static_cast<void>(rk.release());
 }
 
 }  // namespace faultline

@@ -65,7 +65,8 @@ kcat -P -b "$(cat "$tmp/bootstrap")" -t otlp_logs -p 0 "${messages[@]}" "$tmp/xi
 
 POD_NAME=faultline-new "$FAULTLINE" serve --config "$tmp/kafka.live.yaml" \
   >"$tmp/decisions.jsonl" 2>"$tmp/serve.log" &
-pids+=($!)
+serve=$!
+pids+=("$serve")
 tainted() { curl -fsS "$api/api/v1/nodes/$1" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length'; }
 for _ in $(seq 300); do [[ $(tainted gpu-6) == 1 ]] && break; sleep 0.1; done
 [[ $(tainted gpu-6) == 1 ]] ||
@@ -90,4 +91,13 @@ wait_listening "$tmp/stuck.log"
 [[ -n $(probe_port "$tmp/stuck.log") ]] || fail "no probe_listen port in stuck.log"
 [[ $(readyz "$(probe_port "$tmp/stuck.log")") == 503 ]] ||
   fail "a replica that has not caught up with Kafka is Ready"
-echo "PASS: a replica reading the retention tainted only the live fault (gpu-6); the 5 cleared ones were left alone; Ready once caught up"
+# SIGTERM while Kafka is down: the replica exits on its own within the pod's grace period (30 s,
+# deploy/base/deployment.yaml), its pipeline drained, rather than being killed waiting for the group
+# coordinator to take its final commit.
+kill "${pids[0]}" && wait "${pids[0]}" || true  # mock_kafka
+kill -TERM "$serve"
+for _ in $(seq 300); do kill -0 "$serve" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$serve" 2>/dev/null; then fail "serve still running 30 s after a SIGTERM while Kafka was down"; fi
+wait "$serve" || fail "serve exited $? after a SIGTERM while Kafka was down"
+grep -q 'stopped: ' "$tmp/serve.log" || fail "serve did not drain its pipeline on SIGTERM"
+echo "PASS: a replica reading the retention tainted only the live fault (gpu-6); the 5 cleared ones were left alone; Ready once caught up; exits on SIGTERM with Kafka down"

@@ -173,6 +173,11 @@ class MockCluster {
     rd_kafka_destroy(producer);
   }
 
+  // Closes broker `id`'s connections and refuses new ones, as if it were down.
+  void setBrokerDown(int32_t id) {
+    ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster_, id), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+
   // Metadata responses give `err` for `topic` from now on, as if it had been deleted.
   void setTopicError(const std::string& topic, rd_kafka_resp_err_t err) {
     rd_kafka_mock_topic_set_error(cluster_, topic.c_str(), err);
@@ -495,6 +500,38 @@ bool waitForErrors(const S& source, uint64_t n) {
   return true;
 }
 
+// A KafkaSource run on a detached thread, which a test that finds run() stuck leaves behind
+// (with the mock cluster it reads) instead of hanging on a join.
+struct Detached {
+  explicit Detached(const KafkaConfig& config) : source(config) {}
+  // Starts `self`'s run(), which keeps `self` alive; the future is ready when it returns.
+  static std::future<void> start(const std::shared_ptr<Detached>& self) {
+    std::future<void> future = self->returned.get_future();
+    std::thread([self] {
+      try {
+        self->source.run([&self](RecordBatch& batch) { self->read = !batch.records.empty(); },
+                         self->stop.get_token());
+        self->returned.set_value();
+      } catch (...) {
+        self->returned.set_exception(std::current_exception());
+      }
+    }).detach();
+    return future;
+  }
+  // Waits (30 s at most) for a first record; returns whether one came.
+  bool waitRead() const {
+    const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+    while (!read && steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return read;
+  }
+  KafkaSource source;
+  std::stop_source stop;
+  std::atomic<bool> read{false};
+  std::promise<void> returned;
+};
+
 // A subscribed topic deleted while the source runs: librdkafka 2.0.2 then never finishes
 // destroying the consumer (librdkafka #4187); run() returns all the same, so that SIGTERM and a
 // restart on new rules go on. Takes about 20 s: the first metadata read (kernAndGone), then the
@@ -504,35 +541,43 @@ TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
   auto cluster = std::make_unique<MockCluster>();
   const KafkaConfig config = kernAndGone(*cluster, "deleted");
 
-  struct Running {
-    explicit Running(const KafkaConfig& config) : source(config) {}
-    KafkaSource source;
-    std::stop_source stop;
-    std::atomic<bool> read{false};
-    std::promise<void> returned;
-  };
-  auto running = std::make_shared<Running>(config);
-  std::future<void> returned = running->returned.get_future();
-  std::thread([running] {
-    try {
-      running->source.run([&](RecordBatch& batch) { running->read = !batch.records.empty(); },
-                          running->stop.get_token());
-      running->returned.set_value();
-    } catch (...) {
-      running->returned.set_exception(std::current_exception());
-    }
-  }).detach();
-  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
-  while (!running->read && steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  EXPECT_TRUE(running->read);  // assigned (else the stop below still ends the thread)
+  auto running = std::make_shared<Detached>(config);
+  std::future<void> returned = Detached::start(running);
+  EXPECT_TRUE(running->waitRead());  // assigned (else the stop below still ends the thread)
   cluster->setTopicError("gone", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
   EXPECT_TRUE(waitForErrors(running->source, 2));  // it saw "gone" deleted
   running->stop.request_stop();
   if (returned.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
     static_cast<void>(cluster.release());
     FAIL() << "run() did not return within 30 s of the stop request";
+  }
+  returned.get();
+}
+
+// SIGTERM while every broker is down: librdkafka's close waits for the group coordinator up to
+// session.timeout.ms (45 s by default) to commit and leave, past Kubernetes' grace period (30 s,
+// deploy/base/deployment.yaml), after which the pod is killed with its decisions undrained.
+TEST(KafkaSource, StopReturnsWithinTheGracePeriodWhileTheBrokerIsDown) {
+  auto cluster = std::make_unique<MockCluster>();
+  cluster->createTopic("kern", 1);
+  cluster->produce("kern", {"line 0"}, "gpu-1");
+  KafkaConfig config;
+  config.brokers = cluster->bootstraps();
+  config.group_id = "down";
+  // The read's offset is stored and not yet committed: the close has a commit to make.
+  config.properties = {{"auto.commit.interval.ms", "600000"}};
+  KafkaTopicConfig kern;
+  kern.name = "kern";
+  config.topics = {kern};
+  auto running = std::make_shared<Detached>(config);
+  std::future<void> returned = Detached::start(running);
+  ASSERT_TRUE(running->waitRead());
+  cluster->setBrokerDown(1);
+  EXPECT_TRUE(waitForErrors(running->source, 1));  // it saw the broker go
+  running->stop.request_stop();
+  if (returned.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    static_cast<void>(cluster.release());
+    FAIL() << "run() did not return within 20 s of the stop request";
   }
   returned.get();
 }
