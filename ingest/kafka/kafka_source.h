@@ -120,14 +120,15 @@ class KafkaSource : public Source {
   // fetched when it ran out, or what arrived within batch_timeout_ms of its first message), is
   // decoded, passed to `handle`, and its offsets stored; auto commit sends them. Messages are taken
   // from librdkafka's queue up to 256 per call, and the time of that call is each one's receive
-  // time (KafkaDecoder::decode's `receive_ns`). On stop the partial batch is handled too, stored
-  // offsets are committed synchronously and the consumer leaves the group. otlp_proto records point
-  // into librdkafka messages that the batch holds, so a handler that moves the batch out must
-  // release it before run() returns. With max_skew_ns, partitions are read in step by event time:
-  // a partition that would run ahead of another with messages left is paused until that one has
-  // caught up; `caught_up` waits for what that holds back. Throws std::runtime_error if the
-  // consumer cannot be created or subscribed, and rethrows what `handle` throws, without storing
-  // that batch's offsets.
+  // time (KafkaDecoder::decode's `receive_ns`). On stop the partial batch is handled too, and the
+  // consumer closes (commits the stored offsets, leaves the group), waited for 5 s at most: with
+  // the brokers down it is left behind and the partitions' next owner reads from the last
+  // committed offsets. otlp_proto records point into librdkafka messages that the batch holds, so
+  // a handler that moves the batch out must release it before run() returns. With max_skew_ns,
+  // partitions are read in step by event time: a partition that would run ahead of another with
+  // messages left is paused until that one has caught up; `caught_up` waits for what that holds
+  // back. Throws std::runtime_error if the consumer cannot be created or subscribed, and rethrows
+  // what `handle` throws, without storing that batch's offsets.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   // Safe to call from any thread while run() is active.
