@@ -132,12 +132,12 @@ TEST(KafkaConfig, PropertiesMustNotSetTheGroupOrTheCommit) {
 // An in-process librdkafka mock cluster (rdkafka_mock.h of librdkafka 2.0.2).
 class MockCluster {
  public:
-  MockCluster() {
+  explicit MockCluster(int brokers = 1) {
     char err[512];
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "log_level", "3", err, sizeof(err));  // no bootstrap.servers warning
     rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (rk_ == nullptr || (cluster_ = rd_kafka_mock_cluster_new(rk_, 1)) == nullptr) {
+    if (rk_ == nullptr || (cluster_ = rd_kafka_mock_cluster_new(rk_, brokers)) == nullptr) {
       throw std::runtime_error("cannot start the mock cluster");
     }
   }
@@ -152,9 +152,10 @@ class MockCluster {
   }
 
   // Produces `values` (with header node=`node`) to `partition` (default: the partitioner's
-  // choice) and waits for every delivery.
+  // choice), stamped `timestamp_ms` (ms since the epoch; 0: now), and waits for every delivery.
   void produce(const std::string& topic, const std::vector<std::string>& values,
-               const std::string& node, int32_t partition = RD_KAFKA_PARTITION_UA) {
+               const std::string& node, int32_t partition = RD_KAFKA_PARTITION_UA,
+               int64_t timestamp_ms = 0) {
     char err[512];
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps().c_str(), err, sizeof(err)),
@@ -162,11 +163,11 @@ class MockCluster {
     rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     ASSERT_NE(producer, nullptr) << err;
     for (const std::string& v : values) {
-      EXPECT_EQ(rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic.c_str()),
-                                  RD_KAFKA_V_PARTITION(partition),
-                                  RD_KAFKA_V_VALUE(const_cast<char*>(v.data()), v.size()),
-                                  RD_KAFKA_V_HEADER("node", node.c_str(), -1),
-                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+      EXPECT_EQ(rd_kafka_producev(
+                    producer, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+                    RD_KAFKA_V_VALUE(const_cast<char*>(v.data()), v.size()),
+                    RD_KAFKA_V_HEADER("node", node.c_str(), -1), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
                 RD_KAFKA_RESP_ERR_NO_ERROR);
     }
     EXPECT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -176,6 +177,26 @@ class MockCluster {
   // Closes broker `id`'s connections and refuses new ones, as if it were down.
   void setBrokerDown(int32_t id) {
     ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster_, id), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  void setBrokerUp(int32_t id) {
+    ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster_, id), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  void setLeader(const std::string& topic, int32_t partition, int32_t broker) {
+    ASSERT_EQ(rd_kafka_mock_partition_set_leader(cluster_, topic.c_str(), partition, broker),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  // Broker `id` answers its next Fetch requests in turn after each `rtts` entry (ms).
+  void delayFetches(int32_t id, const std::vector<int>& rtts) {
+    constexpr int16_t kFetch = 1;  // the Kafka protocol's ApiKey of Fetch
+    for (const int rtt : rtts) {
+      ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(cluster_, id, kFetch, 1,
+                                                             RD_KAFKA_RESP_ERR_NO_ERROR, rtt),
+                RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+  }
+  void setGroupCoordinator(const std::string& group, int32_t broker) {
+    ASSERT_EQ(rd_kafka_mock_coordinator_set(cluster_, "group", group.c_str(), broker),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
   }
 
   // Metadata responses give `err` for `topic` from now on, as if it had been deleted.
@@ -580,6 +601,111 @@ TEST(KafkaSource, StopReturnsWithinTheGracePeriodWhileTheBrokerIsDown) {
     FAIL() << "run() did not return within 20 s of the stop request";
   }
   returned.get();
+}
+
+// Runs a KafkaSource on a thread, recording each record's line and when it was handed on.
+class TimedSource {
+ public:
+  explicit TimedSource(const KafkaConfig& config) : source_(config) {
+    thread_ = std::jthread([this](std::stop_token stop) {
+      source_.run(
+          [this](RecordBatch& batch) {
+            std::lock_guard lock(mu_);
+            for (const LogRecord& rec : batch.records) {
+              seen_.emplace_back(std::string(rec.line), steady_clock::now());
+            }
+          },
+          stop);
+    });
+  }
+  // Waits (30 s at most) until `n` records were handed on; returns whether they were.
+  bool waitSeen(size_t n) const {
+    const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+    while (steady_clock::now() < deadline) {
+      if (seen().size() >= n) {
+        return true;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return false;
+  }
+  std::vector<std::pair<std::string, steady_clock::time_point>> seen() const {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+  std::vector<std::string> lines() const {
+    std::vector<std::string> lines;
+    for (const auto& [line, when] : seen()) {
+      lines.push_back(line);
+    }
+    return lines;
+  }
+
+ private:
+  KafkaSource source_;
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::string, steady_clock::time_point>> seen_;
+  std::jthread thread_;  // last: joined before the members it uses go
+};
+
+// Topic kern: partition 0 led by broker 1, partition 1 by broker 2; group `group` coordinated
+// by broker 1; read in step within a minute.
+KafkaConfig twoLeaders(MockCluster& cluster, const std::string& group) {
+  cluster.createTopic("kern", 2);
+  cluster.setLeader("kern", 0, 1);
+  cluster.setLeader("kern", 1, 2);
+  cluster.setGroupCoordinator(group, 1);
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = group;
+  config.max_skew_ns = int64_t{60} * 1'000'000'000;
+  KafkaTopicConfig kern;
+  kern.name = "kern";
+  config.topics = {kern};
+  return config;
+}
+
+// With max_skew_ns, a partition assigned and not read yet holds the others back (its time is not
+// known), but for kStallNs (10 s) at most: here its leader is down, and the other partition's
+// message comes once that bound has passed, not before and not never. Once the leader is back, its
+// own message comes too. Takes about 15 s.
+TEST(KafkaSource, APartitionWhoseLeaderIsDownHoldsTheOthersTenSecondsAtMost) {
+  MockCluster cluster(2);
+  const KafkaConfig config = twoLeaders(cluster, "down");
+  cluster.produce("kern", {"line 0"}, "gpu-1", 0);
+  cluster.produce("kern", {"line 1"}, "gpu-2", 1);
+  cluster.setBrokerDown(2);
+  const steady_clock::time_point start = steady_clock::now();
+  TimedSource source(config);
+  ASSERT_TRUE(source.waitSeen(1))
+      << "partition 0 held for good by partition 1, whose leader is down";
+  EXPECT_EQ(source.seen()[0].first, "line 0");
+  EXPECT_GE(source.seen()[0].second - start, std::chrono::seconds(10)) << "partition 0 not held";
+  cluster.setBrokerUp(2);
+  ASSERT_TRUE(source.waitSeen(2));
+  EXPECT_EQ(source.lines(), (std::vector<std::string>{"line 0", "line 1"}));
+}
+
+// A partition read, with messages left, whose broker stops answering (its next fetch is answered
+// 25 s late) holds the others no longer once it has handed nothing on for kStallNs (10 s): the
+// hour-later message of partition 0 comes before the stalled fetch's. Takes about 30 s.
+TEST(KafkaSource, APartitionThatStallsWithMessagesLeftHoldsTheOthersTenSecondsAtMost) {
+  MockCluster cluster(2);
+  KafkaConfig config = twoLeaders(cluster, "stalled");
+  // One record batch per fetch, so that partition 1's high watermark is past its first message.
+  config.properties["max.partition.fetch.bytes"] = "1";
+  const int64_t hour_ago_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count() -
+      3'600'000;
+  cluster.produce("kern", {"two hours ago"}, "gpu-2", 1, hour_ago_ms - 3'600'000);
+  cluster.produce("kern", {"two hours ago, the next"}, "gpu-2", 1, hour_ago_ms - 3'599'000);
+  cluster.produce("kern", {"an hour ago"}, "gpu-1", 0, hour_ago_ms);
+  cluster.delayFetches(2, {0, 25'000});
+  TimedSource source(config);
+  ASSERT_TRUE(source.waitSeen(3));
+  EXPECT_EQ(source.lines(),
+            (std::vector<std::string>{"two hours ago", "an hour ago", "two hours ago, the next"}));
 }
 
 // Runs a KafkaSource on a thread. Its handler records each batch's lines and holds the first
