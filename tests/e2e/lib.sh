@@ -12,10 +12,30 @@ fail() {
   exit 1
 }
 trap 'fail "line $LINENO: command exited with $?"' ERR
+# Stops what the test started. One still running 60 s after SIGTERM (a pod's grace period is 30 s)
+# is killed and fails the test by name, rather than hanging it until ctest's timeout.
 cleanup() {
+  # Whether child $1 runs: an exited child not yet waited for is a zombie (state Z).
+  running() {
+    local stat
+    read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+  }
+  local p args stuck=0 deadline=$((SECONDS + 60))
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do
+    while running "$p" && ((SECONDS < deadline)); do sleep 0.1; done
+    if running "$p"; then
+      mapfile -d '' args <"/proc/$p/cmdline" || true
+      echo "FAIL: still running 60 s after SIGTERM, killed: ${args[*]}" >&2
+      kill -KILL "$p" 2>/dev/null || true
+      stuck=1
+    fi
+    wait "$p" 2>/dev/null || true
+  done
   rm -rf "$tmp"
+  if ((stuck)); then exit 1; fi
 }
 trap cleanup EXIT
 # The (node, rule) pairs of a decision log, sorted, one "node rule" per line.
