@@ -453,9 +453,17 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
     // A hit stamped before the fault's newest (another stream of the node arriving later, a pod's
     // line stamped in the past) came first: the quiet period still runs from the newest.
     flt.last_ns = std::max(flt.last_ns, t);
+    const int64_t quiet_due =
+        rule.quiet_ns > 0 ? flt.last_ns + rule.quiet_ns : static_cast<int64_t>(INT64_MAX);
+    // Live, a node's lines can arrive out of order (spread over partitions read within
+    // max_skew of each other): one stamped before the signal came first in replay.
+    if (flt.recovering && t < flt.recovery.time_ns &&
+        (!flt.recovery_guarded || t <= flt.recovery.time_ns - kRecoveryGuardNs)) {
+      schedule(node_name, k, flt, std::min(flt.recovery.time_ns + rule.stable_ns, quiet_due));
+      return;
+    }
     flt.recovering = false;
-    schedule(node_name, k, flt,
-             rule.quiet_ns > 0 ? flt.last_ns + rule.quiet_ns : static_cast<int64_t>(INT64_MAX));
+    schedule(node_name, k, flt, quiet_due);
   };
   // A fault that names no entity (restored after a restart: the mark names none) stands for any:
   // as its rule's recovery signal on any GPU or port clears it, its rule's hit on any holds it.
@@ -717,6 +725,7 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
     }
     flt.recovery = ev;
     flt.recovered_by = by.id;
+    flt.recovery_guarded = !state;
     if (rule.stable_ns == 0) {
       now.push_back(key);
     } else {

@@ -213,6 +213,7 @@ class Correlator {
     bool recovering = false;
     Evidence recovery;  // the recovery signal, when recovering
     std::string recovered_by;
+    bool recovery_guarded = false;  // recover()'s guard applied to that signal
   };
   struct Pending {  // an unless_followed_by hit waiting for its time to pass
     uint32_t rule = 0;
@@ -250,7 +251,9 @@ class Correlator {
 
   // If the node holds a fault under `key`, a new hit of rule ri at t (ns) holds it: no recovery
   // under way, and its quiet period counts from t, or from the fault's newest hit if that is
-  // later (a hit that arrives after a later one). So it does the rule's fault that names no
+  // later (a hit that arrives after a later one). A hit stamped before the recovery signal under
+  // way (beyond recover()'s guard, where it applies) leaves the recovery running, as replay,
+  // taking the hit first, would have started it. So it does the rule's fault that names no
   // entity (a restored one), whatever the hit's entity. Returns whether it held the one of `key`.
   bool holdFault(uint32_t ri, NodeData& node, const std::string& node_name, const std::string& key,
                  int64_t t);

@@ -879,5 +879,43 @@ TEST(CorrelatorTime, APodRulesQuietPeriodEndsByItsPodsTime) {
   EXPECT_EQ(live(10 * kMin, lines, clock), lifted);
 }
 
+// Xid 48 on gpu-1 at kT taints it (xid-fatal); the node boots at kT + 5m, which starts its 10
+// minutes of recovery; a second Xid 48, stamped `late_ns`, arrives after the boot (one node's
+// kernel lines spread over partitions, read within max_skew of each other). Replay takes that Xid
+// first: stamped more than a minute before the boot (recover()'s guard), the boot still starts
+// the recovery; within the minute, the boot recovers nothing. Live must decide the same: the late
+// Xid cancelled a recovery under way, and xid-fatal, which has no quiet period, then held the
+// taint until the next boot.
+std::vector<std::string> xidAfterTheBoot(int64_t max_lag_ns, int64_t late_ns) {
+  constexpr const char* kXid48 =
+      "NVRM: Xid (PCI:0000:a1:00): 48, pid=2222, name=python3, An uncorrectable double bit error "
+      "(DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.";
+  constexpr const char* kBoot =
+      "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
+      "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 "
+      "(2024-02-01)";
+  std::vector<Line> lines{{kT, "gpu-1", kXid48},
+                          {kT + 5 * kMin, "gpu-1", kBoot},
+                          {late_ns, "gpu-1", kXid48},
+                          {kT + 20 * kMin, "gpu-1", "systemd[1]: Started session 7."}};
+  if (max_lag_ns == 0) {  // replay: in time order
+    std::stable_sort(lines.begin(), lines.end(),
+                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  }
+  return live(max_lag_ns, lines);
+}
+
+TEST(CorrelatorTime, AHitStampedBeforeARecoverySignalLeavesTheRecoveryAsReplayWould) {
+  const std::vector<std::string> recovered{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"};
+  const std::vector<std::string> held{"gpu-1 taint xid-fatal"};
+  EXPECT_EQ(xidAfterTheBoot(0, kT + 3 * kMin + 30 * kNanosPerSecond), recovered);
+  EXPECT_EQ(xidAfterTheBoot(10 * kMin, kT + 3 * kMin + 30 * kNanosPerSecond), recovered);
+  EXPECT_EQ(xidAfterTheBoot(0, kT + 4 * kMin + 30 * kNanosPerSecond), held);
+  EXPECT_EQ(xidAfterTheBoot(10 * kMin, kT + 4 * kMin + 30 * kNanosPerSecond), held);
+  // Stamped after the boot (a new Xid of the booted GPU) it cancels the recovery either way.
+  EXPECT_EQ(xidAfterTheBoot(0, kT + 6 * kMin), held);
+  EXPECT_EQ(xidAfterTheBoot(10 * kMin, kT + 6 * kMin), held);
+}
+
 }  // namespace
 }  // namespace faultline
