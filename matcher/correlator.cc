@@ -12,6 +12,11 @@ namespace {
 // A driver load or reset report printed with the failure itself (NVIDIA/NVSentinel#155 logs
 // `NVRM: loading NVIDIA UNIX ...` 130 ms after "fallen off the bus") is not a recovery.
 constexpr int64_t kRecoveryGuardNs = 60'000'000'000;
+// Whether a recovery signal at signal_ns comes kRecoveryGuardNs or more after a hit at hit_ns
+// (record times, within Pipeline::match's range: the sum cannot overflow).
+bool pastRecoveryGuard(int64_t hit_ns, int64_t signal_ns) {
+  return signal_ns >= hit_ns + kRecoveryGuardNs;
+}
 // Newest hits kept per (node, rule) for attach, suppress, join and corroborate lookups.
 constexpr size_t kRecentPerRule = 8;
 // Evidence lines a decision carries at most (a corroborated or attached incident).
@@ -458,7 +463,7 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
     // Live, a node's lines can arrive out of order (spread over partitions read within
     // max_skew of each other): one stamped before the signal came first in replay.
     if (flt.recovering && t < flt.recovery.time_ns &&
-        (!flt.recovery_guarded || t <= flt.recovery.time_ns - kRecoveryGuardNs)) {
+        (!flt.recovery_guarded || pastRecoveryGuard(t, flt.recovery.time_ns))) {
       schedule(node_name, k, flt, std::min(flt.recovery.time_ns + rule.stable_ns, quiet_due));
       return;
     }
@@ -709,7 +714,7 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
     // rule's taint, as it corroborates none.
     if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
         (dry_run_[ri] && !dry_run_[flt.rule]) ||
-        (!state && ev.time_ns < flt.last_ns + kRecoveryGuardNs)) {
+        (!state && !pastRecoveryGuard(flt.last_ns, ev.time_ns))) {
       continue;
     }
     const auto& entity = flt.entity;  // clang 14 cannot capture a structured binding
