@@ -373,7 +373,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     // Evidence that acts only with the node's own support; once it has, its hits hold the fault
     // as any rule's do (recovery.quiet counts from the last).
     const std::string key = entityKey(ri, rule, f);
-    if (!holdFault(ri, node, node_name, key, t)) {
+    if (!holdFault(ri, node, node_name, key, ev, out)) {
       corroborate(ri, node, node_name, f, ev, out);
     }
     return;
@@ -397,7 +397,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       c.down_ns = t;
       c.down = ev;
       // Down again: no recovery yet, quiet counts from here.
-      holdFault(ri, node, node_name, key, t);
+      holdFault(ri, node, node_name, key, ev, out);
       return;
     }
     if (!has(rule.flap_up, state) || c.down_ns == INT64_MIN ||
@@ -410,7 +410,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
     pair.push_back(c.down);
   }
-  if (holdFault(ri, node, node_name, key, t)) {  // an active fault: only its timers move
+  if (holdFault(ri, node, node_name, key, ev, out)) {  // a fault's: only its timers move
     return;
   }
   if (in_burst || deduplicated(rule, c, f, t)) {
@@ -452,8 +452,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
 }
 
 bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_name,
-                           const std::string& key, int64_t t) {
+                           const std::string& key, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
+  const int64_t t = ev.time_ns;
   auto hold = [&](const std::string& k, Fault& flt) {
     // A hit stamped before the fault's newest (another stream of the node arriving later, a pod's
     // line stamped in the past) came first: the quiet period still runs from the newest.
@@ -478,11 +479,25 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
       hold(any, *flt);
     }
   }
-  Fault* flt = node.faults.find(key);
-  if (flt == nullptr) {
+  if (Fault* flt = node.faults.find(key)) {
+    hold(key, *flt);
+    return true;
+  }
+  // Live, the signal that cleared the fault may come before a hit stamped earlier (lines spread
+  // over partitions): replay took the hit first, and it held the fault.
+  const Fault* gone = node.cleared.find(key);
+  if (gone == nullptr || t >= gone->recovery.time_ns) {
     return false;
   }
-  hold(key, *flt);
+  const int64_t signal_ns = gone->recovery.time_ns;
+  if (!gone->recovery_guarded || pastRecoveryGuard(t, signal_ns)) {
+    return true;  // replay's signal cleared it all the same
+  }
+  // Within the guard replay's signal recovered nothing: the fault stands, from this hit.
+  const std::string reason =
+      gone->recovered_by + " " + duration(signal_ns - t) + " after a hit recovers nothing";
+  node.cleared.erase(key);
+  fault(ri, node, node_name, ev.fields, {ev}, signal_ns, reason, out);
   return true;
 }
 
@@ -612,6 +627,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   flt.last_ns = t;
   schedule(node_name, key, flt, rule.quiet_ns > 0 ? t + rule.quiet_ns : INT64_MAX);
   node.counters.erase(key);
+  node.cleared.erase(key);  // its hits from now on hold this fault
   bool& tainted = dry_run_[ri] ? node.dry_tainted : node.tainted;
   if (tainted) {
     return;  // one taint per node; this fault must clear too before the node is untainted
@@ -755,6 +771,9 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   Fault flt = std::move(*found);
   schedule(node_name, key, flt, INT64_MAX);
   node.faults.erase(key);
+  if (!flt.recovered_by.empty()) {
+    node.cleared[key] = flt;
+  }
   const Rule& rule = bank_->rules[flt.rule];
   if (reason.empty()) {
     reason = "recovered by " + flt.recovered_by + ": " + rule.id + describe(flt.entity) +

@@ -236,6 +236,9 @@ class Correlator {
     std::vector<Recent> recent;            // per rule that hit, in first-hit order
     FlatMap<Fault> faults;                 // key: rule index + entity
     FlatMap<std::string> alias;            // e.g. GPU UUID -> PCI address
+    // Faults a recovery signal cleared, by key, until the key faults again: a hit stamped before
+    // the signal may still arrive (holdFault).
+    FlatMap<Fault> cleared;
   };
   struct Held {
     std::string node;
@@ -249,14 +252,18 @@ class Correlator {
     int64_t event_until_ns = INT64_MIN;
   };
 
-  // If the node holds a fault under `key`, a new hit of rule ri at t (ns) holds it: no recovery
-  // under way, and its quiet period counts from t, or from the fault's newest hit if that is
-  // later (a hit that arrives after a later one). A hit stamped before the recovery signal under
-  // way (beyond recover()'s guard, where it applies) leaves the recovery running, as replay,
-  // taking the hit first, would have started it. So it does the rule's fault that names no
-  // entity (a restored one), whatever the hit's entity. Returns whether it held the one of `key`.
+  // If the node holds a fault under `key`, a new hit `ev` of rule ri, at t = ev.time_ns (ns),
+  // holds it: no recovery under way, and its quiet period counts from t, or from the fault's
+  // newest hit if that is later (a hit that arrives after a later one). A hit stamped before the
+  // recovery signal under way (beyond recover()'s guard, where it applies) leaves the recovery
+  // running, as replay, taking the hit first, would have started it. So it does the rule's fault
+  // that names no entity (a restored one), whatever the hit's entity.
+  // A hit stamped before the signal that cleared the fault of `key` (NodeData::cleared), arriving
+  // after it, held that fault in replay: it counts for nothing; within the guard, where replay's
+  // signal recovered nothing, the fault stands again, and a taint decision goes to `out`.
+  // Returns whether the hit held the fault of `key`, active or cleared.
   bool holdFault(uint32_t ri, NodeData& node, const std::string& node_name, const std::string& key,
-                 int64_t t);
+                 const Evidence& ev, std::vector<Decision>* out);
   void observeRule(uint32_t ri, NodeData& node, const std::string& node_name,
                    const std::shared_ptr<const Evidence>& ev, std::vector<Decision>* out);
   // Whether a hit of rule `rule` at t (ns since the epoch) falls inside the dedup of its key's

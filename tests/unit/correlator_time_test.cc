@@ -29,8 +29,10 @@ class Collect : public DecisionSink {
  public:
   void write(const Decision& d) override {
     got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
+    reasons.push_back(d.reason);
   }
   std::vector<std::string> got;
+  std::vector<std::string> reasons;
 };
 
 // One record per batch, as a push of one line; `job` labels a pod's record with its job.
@@ -879,6 +881,15 @@ TEST(CorrelatorTime, APodRulesQuietPeriodEndsByItsPodsTime) {
   EXPECT_EQ(live(10 * kMin, lines, clock), lifted);
 }
 
+// An Xid 48 (xid-fatal) and a node's boot (node-boot, a recovery signal of most GPU rules).
+constexpr const char* kXid48 =
+    "NVRM: Xid (PCI:0000:a1:00): 48, pid=2222, name=python3, An uncorrectable double bit error "
+    "(DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.";
+constexpr const char* kBoot =
+    "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
+    "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 "
+    "(2024-02-01)";
+
 // Xid 48 on gpu-1 at kT taints it (xid-fatal); the node boots at kT + 5m, which starts its 10
 // minutes of recovery; a second Xid 48, stamped `late_ns`, arrives after the boot (one node's
 // kernel lines spread over partitions, read within max_skew of each other). Replay takes that Xid
@@ -887,13 +898,6 @@ TEST(CorrelatorTime, APodRulesQuietPeriodEndsByItsPodsTime) {
 // Xid cancelled a recovery under way, and xid-fatal, which has no quiet period, then held the
 // taint until the next boot.
 std::vector<std::string> xidAfterTheBoot(int64_t max_lag_ns, int64_t late_ns) {
-  constexpr const char* kXid48 =
-      "NVRM: Xid (PCI:0000:a1:00): 48, pid=2222, name=python3, An uncorrectable double bit error "
-      "(DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.";
-  constexpr const char* kBoot =
-      "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
-      "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 "
-      "(2024-02-01)";
   std::vector<Line> lines{{kT, "gpu-1", kXid48},
                           {kT + 5 * kMin, "gpu-1", kBoot},
                           {late_ns, "gpu-1", kXid48},
@@ -915,6 +919,81 @@ TEST(CorrelatorTime, AHitStampedBeforeARecoverySignalLeavesTheRecoveryAsReplayWo
   // Stamped after the boot (a new Xid of the booted GPU) it cancels the recovery either way.
   EXPECT_EQ(xidAfterTheBoot(0, kT + 6 * kMin), held);
   EXPECT_EQ(xidAfterTheBoot(10 * kMin, kT + 6 * kMin), held);
+}
+
+// Three Xid 94 on gpu-1 a minute apart taint it (xid-94-repeated: 3 within 1h, recovered by a
+// boot at once, no `stable`); the node boots at kT + 10m. `late` Xid 94 lines, stamped before the
+// boot, arrive after it (one node's kernel lines spread over partitions). Replay takes them first:
+// they hold the fault, and the boot clears it unless one is stamped within a minute of it.
+std::vector<std::string> xid94AfterTheBoot(int64_t max_lag_ns, const std::vector<int64_t>& late) {
+  constexpr const char* kXid94 =
+      "NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error";
+  std::vector<Line> lines{{kT, "gpu-1", kXid94},
+                          {kT + kMin, "gpu-1", kXid94},
+                          {kT + 2 * kMin, "gpu-1", kXid94},
+                          {kT + 10 * kMin, "gpu-1", kBoot}};
+  for (int64_t at : late) {
+    lines.push_back({at, "gpu-1", kXid94});
+  }
+  lines.push_back({kT + 20 * kMin, "gpu-1", "systemd[1]: Started session 7."});
+  if (max_lag_ns == 0) {  // replay: in time order
+    std::stable_sort(lines.begin(), lines.end(),
+                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  }
+  return live(max_lag_ns, lines);
+}
+
+TEST(CorrelatorTime, HitsStampedBeforeTheSignalThatClearedTheirFaultCountForNothing) {
+  const std::vector<std::string> recovered{"gpu-1 taint xid-94-repeated",
+                                           "gpu-1 untaint xid-94-repeated"};
+  // Three, enough for a new fault had they counted.
+  const std::vector<int64_t> late{kT + 5 * kMin, kT + 6 * kMin, kT + 7 * kMin};
+  EXPECT_EQ(xid94AfterTheBoot(0, late), recovered);
+  EXPECT_EQ(xid94AfterTheBoot(10 * kMin, late), recovered);
+  // Stamped after the boot, they are a new episode either way.
+  const std::vector<int64_t> after{kT + 11 * kMin, kT + 12 * kMin, kT + 13 * kMin};
+  const std::vector<std::string> again{"gpu-1 taint xid-94-repeated",
+                                       "gpu-1 untaint xid-94-repeated",
+                                       "gpu-1 taint xid-94-repeated"};
+  EXPECT_EQ(xid94AfterTheBoot(0, after), again);
+  EXPECT_EQ(xid94AfterTheBoot(10 * kMin, after), again);
+}
+
+// So with a recovery's `stable` period over: xid-fatal's Xid 48 at kT, the boot at kT + 5m, its
+// 10 minutes over at kT + 20m, and then an Xid 48 stamped `late_ns` arrives, over 15 minutes
+// behind (max_lag 30m).
+TEST(CorrelatorTime, AFatalHitStampedBeforeTheBootArrivingAfterTheRecoveryCountsForNothing) {
+  auto decide = [](int64_t late_ns) {
+    return live(30 * kMin, {{kT, "gpu-1", kXid48},
+                            {kT + 5 * kMin, "gpu-1", kBoot},
+                            {kT + 20 * kMin, "gpu-1", "systemd[1]: Started session 7."},
+                            {late_ns, "gpu-1", kXid48}});
+  };
+  const std::vector<std::string> recovered{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"};
+  EXPECT_EQ(decide(kT + 3 * kMin), recovered);
+  EXPECT_EQ(decide(kT + 4 * kMin + 30 * kNanosPerSecond),
+            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal",
+                                      "gpu-1 taint xid-fatal"}));
+}
+
+TEST(CorrelatorTime, AHitWithinAMinuteBeforeTheSignalThatClearedItsFaultTaintsAgain) {
+  const std::vector<int64_t> late{kT + 9 * kMin + 30 * kNanosPerSecond};
+  // Replay: the boot came too soon after a hit to recover anything.
+  EXPECT_EQ(xid94AfterTheBoot(0, late), std::vector<std::string>{"gpu-1 taint xid-94-repeated"});
+  // Live lifted the taint at the boot, before the hit came: it ends where replay does.
+  EXPECT_EQ(
+      xid94AfterTheBoot(10 * kMin, late),
+      (std::vector<std::string>{"gpu-1 taint xid-94-repeated", "gpu-1 untaint xid-94-repeated",
+                                "gpu-1 taint xid-94-repeated"}));
+  // And says why.
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin);
+  p.process(one(kT, "gpu-1", kXid48));
+  p.process(one(kT + 5 * kMin, "gpu-1", kBoot));
+  p.process(one(kT + 20 * kMin, "gpu-1", "systemd[1]: Started session 7."));
+  p.process(one(kT + 4 * kMin + 30 * kNanosPerSecond, "gpu-1", kXid48));
+  ASSERT_EQ(sink.reasons.size(), 3U);
+  EXPECT_EQ(sink.reasons[2], "node-boot 30s after a hit recovers nothing on pci=0000:a1:00");
 }
 
 }  // namespace
