@@ -325,6 +325,20 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     static_cast<KafkaSource*>(opaque)->errors_.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn("kafka: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
   });
+  // Auto commits, on the interval and at the close: a refused one means the partitions' next
+  // owner reads those records again.
+  rd_kafka_conf_set_offset_commit_cb(
+      conf.get(), [](rd_kafka_t* /*rk*/, rd_kafka_resp_err_t err,
+                     rd_kafka_topic_partition_list_t* offsets, void* opaque) {
+        for (int i = 0; err == RD_KAFKA_RESP_ERR_NO_ERROR && offsets != nullptr && i < offsets->cnt;
+             ++i) {
+          err = offsets->elems[i].err;
+        }
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+          static_cast<KafkaSource*>(opaque)->errors_.fetch_add(1, std::memory_order_relaxed);
+          spdlog::warn("kafka: commit: {}", rd_kafka_err2str(err));
+        }
+      });
   rd_kafka_conf_set_stats_cb(conf.get(),
                              [](rd_kafka_t* /*rk*/, char* json, size_t size, void* opaque) {
                                static_cast<KafkaSource*>(opaque)->noteStatistics({json, size});

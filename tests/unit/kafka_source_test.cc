@@ -194,6 +194,12 @@ class MockCluster {
                 RD_KAFKA_RESP_ERR_NO_ERROR);
     }
   }
+  // The next `n` OffsetCommit requests, to any broker, are answered with `err`.
+  void refuseCommits(size_t n, rd_kafka_resp_err_t err) {
+    constexpr int16_t kOffsetCommit = 8;  // the Kafka protocol's ApiKey of OffsetCommit
+    const std::vector<rd_kafka_resp_err_t> errs(n, err);
+    rd_kafka_mock_push_request_errors_array(cluster_, kOffsetCommit, errs.size(), errs.data());
+  }
   void setGroupCoordinator(const std::string& group, int32_t broker) {
     ASSERT_EQ(rd_kafka_mock_coordinator_set(cluster_, "group", group.c_str(), broker),
               RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -601,6 +607,42 @@ TEST(KafkaSource, StopReturnsWithinTheGracePeriodWhileTheBrokerIsDown) {
     FAIL() << "run() did not return within 20 s of the stop request";
   }
   returned.get();
+}
+
+// A commit the coordinator refuses, on the interval (`interval_ms`) or at the close, is counted:
+// the partitions' next owner reads those records again. Returns the source's error count after
+// the first refused commit on the interval (none if `interval_ms` is long) and after its stop.
+std::pair<uint64_t, uint64_t> refusedCommits(const std::string& interval_ms) {
+  auto cluster = std::make_unique<MockCluster>();
+  cluster->createTopic("kern", 1);
+  cluster->produce("kern", {"line 0"}, "gpu-1");
+  KafkaConfig config;
+  config.brokers = cluster->bootstraps();
+  config.group_id = "refused";
+  config.properties = {{"auto.commit.interval.ms", interval_ms}};
+  KafkaTopicConfig kern;
+  kern.name = "kern";
+  config.topics = {kern};
+  auto running = std::make_shared<Detached>(config);
+  std::future<void> returned = Detached::start(running);
+  EXPECT_TRUE(running->waitRead());
+  EXPECT_EQ(running->source.stats().errors, 0U);
+  cluster->refuseCommits(4, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
+  if (interval_ms != "600000") {
+    EXPECT_TRUE(waitForErrors(running->source, 1));
+  }
+  const uint64_t running_errors = running->source.stats().errors;
+  running->stop.request_stop();
+  if (returned.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    static_cast<void>(cluster.release());  // the source left running still reads it
+    ADD_FAILURE() << "run() did not return within 20 s of the stop request";
+  }
+  return {running_errors, running->source.stats().errors};
+}
+
+TEST(KafkaSource, ARefusedCommitIsCounted) {
+  EXPECT_GE(refusedCommits("500").first, 1U);      // on the interval
+  EXPECT_GE(refusedCommits("600000").second, 1U);  // at the close: ten minutes never pass
 }
 
 // Runs a KafkaSource on a thread, recording each record's line and when it was handed on.
