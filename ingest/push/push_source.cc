@@ -707,8 +707,17 @@ bool PushServer::authorized(const Request& req) {
     token = token_;
   }
   const std::string& header = req.authorization;
-  return !token.empty() && header.size() == 7 + token.size() &&
-         lower(header.substr(0, 7)) == "bearer " && header.compare(7, token.size(), token) == 0;
+  if (token.empty() || header.size() != 7 + token.size() ||
+      lower(header.substr(0, 7)) != "bearer ") {
+    return false;
+  }
+  // Every byte is compared, wherever the first difference is, so that the time a refusal takes
+  // tells a client nothing of how much of the token it guessed.
+  unsigned char differ = 0;
+  for (size_t i = 0; i < token.size(); ++i) {
+    differ |= static_cast<unsigned char>(header[7 + i] ^ token[i]);
+  }
+  return differ == 0;
 }
 
 void PushServer::countRejected(const std::string& metric_reason) {

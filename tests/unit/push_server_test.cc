@@ -291,6 +291,9 @@ TEST(PushServer, BearerTokenFromAFileReReadOnChange) {
   Fixture f(1 << 20, config);
   EXPECT_EQ(f.lokiJson()->status, 401);
   EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer wrong"}})->status, 401);
+  // Of the token's length, wrong in the first byte or the last.
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer x3cret"}})->status, 401);
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer s3cres"}})->status, 401);
   EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer s3cret"}})->status, 204);
   // Rotated: a new file with a different modification time.
   std::filesystem::last_write_time(
