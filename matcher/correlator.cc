@@ -112,9 +112,10 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     for (uint32_t by : r.recovered_by) {
       recovers_[by] = true;
     }
-    // The rules findRecent() is asked about.
-    for (const std::vector<uint32_t>* rules :
-         {&r.attach_to, &r.suppressed_by, &r.corroborated_by}) {
+    // The rules findRecent() is asked about, and those whose hits fault() looks back at (a
+    // follower or a recovery signal that came before the hits it follows).
+    for (const std::vector<uint32_t>* rules : {&r.attach_to, &r.suppressed_by, &r.corroborated_by,
+                                               &r.unless_followed_by, &r.recovered_by}) {
       for (uint32_t c : *rules) {
         looked_up_[c] = true;
       }
@@ -324,7 +325,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   for (uint32_t held : cancels_[ri]) {
     const std::string key = entityKey(held, bank_->rules[held], f);
-    if (const Pending* p = node.pending.find(key)) {
+    // Not a held hit stamped after this one, which replay takes after it (one node's lines spread
+    // over partitions arrive out of order).
+    if (const Pending* p = node.pending.find(key); p != nullptr && t >= p->evidence.time_ns) {
       timers_.erase({p->due_ns, node_name, key});
       node.pending.erase(key);
     }
@@ -418,6 +421,12 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (!rule.unless_followed_by.empty()) {
+    // Its follower came first, though stamped after it (from t + 1 ns: one stamped with it, and
+    // come first, is of the state before it): replay ends it with that.
+    if (findRecent(node, rule.unless_followed_by, rule.entity, f, t + 1, 0,
+                   rule.unless_within_ns - 1) != nullptr) {
+      return;
+    }
     if (!node.pending.contains(key)) {
       const int64_t due = t + rule.unless_within_ns;
       node.pending[key] = Pending{ri, f, ev, due};
@@ -614,11 +623,58 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   if (node.faults.contains(key)) {
     return;
   }
+  const int64_t t = evidence.back().time_ns;
+  const Fault& flt = record(ri, node, node_name, key, f, t);
+  bool& tainted = dry_run_[ri] ? node.dry_tainted : node.tainted;
+  // One taint per node; a later fault must clear too before the node is untainted.
+  if (!tainted) {
+    tainted = true;
+    if (evidence.size() > kMaxEvidence) {
+      evidence.erase(evidence.begin(), evidence.end() - static_cast<std::ptrdiff_t>(kMaxEvidence));
+    }
+    Decision& d = out->emplace_back();
+    d.time_ns = at_ns;
+    d.node = node_name;
+    d.action = Decision::Action::kTaint;
+    d.taint = taint_;
+    d.rule = rule.id;
+    d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
+    d.evidence = std::move(evidence);
+    d.dry_run = dry_run_[ri];
+    noteDecided(node, d.dry_run);
+  }
+  // Live, recovery signals stamped after the fault's hits can come before them (one node's lines
+  // spread over partitions): taken again in time order, they recover it as in replay, which took
+  // them after the hits. recover() applies its usual checks, so other faults are left as they are.
+  std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> signals;
+  for (const Recent& r : node.recent) {
+    if (std::count(rule.recovered_by.begin(), rule.recovered_by.end(), r.rule)) {
+      for (const auto& h : r.hits) {
+        if (h->time_ns > t) {
+          signals.emplace_back(r.rule, h);
+        }
+      }
+    }
+  }
+  std::stable_sort(signals.begin(), signals.end(), [](const auto& a, const auto& b) {
+    return a.second->time_ns < b.second->time_ns;
+  });
+  for (const auto& [by, signal] : signals) {
+    const Fault* now = node.faults.find(key);
+    if (now == nullptr || now->recovering) {
+      break;
+    }
+    recover(by, node, node_name, signal->fields, *signal, out);
+  }
+}
+
+Correlator::Fault& Correlator::record(uint32_t ri, NodeData& node, const std::string& node_name,
+                                      const std::string& key, const Fields& f, int64_t t) {
+  const Rule& rule = bank_->rules[ri];
   if (const Pending* p = node.pending.find(key)) {  // e.g. corroborated while held: decided now
     timers_.erase({p->due_ns, node_name, key});
     node.pending.erase(key);
   }
-  const int64_t t = evidence.back().time_ns;
   Fault& flt = node.faults[key];
   flt.rule = ri;
   for (const std::string& name : rule.entity) {
@@ -628,24 +684,7 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   schedule(node_name, key, flt, rule.quiet_ns > 0 ? t + rule.quiet_ns : INT64_MAX);
   node.counters.erase(key);
   node.cleared.erase(key);  // its hits from now on hold this fault
-  bool& tainted = dry_run_[ri] ? node.dry_tainted : node.tainted;
-  if (tainted) {
-    return;  // one taint per node; this fault must clear too before the node is untainted
-  }
-  tainted = true;
-  if (evidence.size() > kMaxEvidence) {
-    evidence.erase(evidence.begin(), evidence.end() - static_cast<std::ptrdiff_t>(kMaxEvidence));
-  }
-  Decision& d = out->emplace_back();
-  d.time_ns = at_ns;
-  d.node = node_name;
-  d.action = Decision::Action::kTaint;
-  d.taint = taint_;
-  d.rule = rule.id;
-  d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
-  d.evidence = std::move(evidence);
-  d.dry_run = dry_run_[ri];
-  noteDecided(node, d.dry_run);
+  return flt;
 }
 
 void Correlator::noteDecided(NodeData& node, bool dry_run) {
@@ -671,16 +710,12 @@ std::string Correlator::restore(std::string_view node_name, std::string_view rul
     return "this process decided its taint already";
   }
   hear(node, time_ns);
-  // Tainted first, so fault() records the fault and its quiet timer without a taint decision.
   node.tainted = true;
-  Evidence mark;
-  mark.time_ns = time_ns;
-  std::vector<Decision> none;
   const std::string name(node_name);
-  fault(ri, node, name, {}, {std::move(mark)}, time_ns, "", &none);
+  const std::string key = entityKey(ri, rule, {});
+  Fault& flt = record(ri, node, name, key, {}, time_ns);
   if (rule.quiet_ns > 0 && quiet_from_ns > time_ns) {
-    const std::string key = entityKey(ri, rule, {});
-    schedule(name, key, node.faults[key], quiet_from_ns + rule.quiet_ns);
+    schedule(name, key, flt, quiet_from_ns + rule.quiet_ns);
   }
   return "";
 }
@@ -728,9 +763,11 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
                                                               rule.unless_followed_by.end(), ri);
     // A signal's rule in dry run (tried out) recovers only rules in dry run: it lifts no real
     // rule's taint, as it corroborates none.
+    // A state signal stamped before the fault's newest hit came first in replay, and that hit
+    // held the fault again.
     if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
         (dry_run_[ri] && !dry_run_[flt.rule]) ||
-        (!state && !pastRecoveryGuard(flt.last_ns, ev.time_ns))) {
+        (state ? ev.time_ns < flt.last_ns : !pastRecoveryGuard(flt.last_ns, ev.time_ns))) {
       continue;
     }
     const auto& entity = flt.entity;  // clang 14 cannot capture a structured binding

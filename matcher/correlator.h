@@ -272,12 +272,17 @@ class Correlator {
   // Counts the hit `ev`; a fault it completes is decided at event time at_ns.
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              const Evidence& ev, int64_t at_ns, std::vector<Decision>* out);
-  // Records a fault decided at event time at_ns (ns since the epoch) on this evidence.
-  // Records rule ri's fault; the node's first taints it, with `reason` (why the rule acted, in
-  // words) and `evidence`.
+  // Records rule ri's fault on the entity of `fields`, decided at event time at_ns (ns since the
+  // epoch) on `evidence` (in time order); the node's first taints it, with `reason` (why the rule
+  // acted, in words) and `evidence`. Recovery signals of the node stamped after the evidence
+  // that came before it (recent hits) are then taken, in time order, as recover() takes them.
   void fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              std::vector<Evidence> evidence, int64_t at_ns, std::string reason,
              std::vector<Decision>* out);
+  // Adds rule ri's fault under `key` (entityKey of `fields`) with its newest hit at t (ns): its
+  // quiet timer set, the key's count, cleared fault and held hit dropped. No decision.
+  Fault& record(uint32_t ri, NodeData& node, const std::string& node_name, const std::string& key,
+                const Fields& fields, int64_t t);
   // Why rule ri acted on its counted hits, in words: "3 hits within 24h", "2 flaps within 1h",
   // "2 jobs within 1d", "a fatal hit", with "no <rules> within <d>" for unless_followed_by.
   std::string counted(uint32_t ri) const;
@@ -286,6 +291,10 @@ class Correlator {
   // Numbers a taint or untaint decision of `node` (decided_), and marks the node decided by it
   // unless it is in dry run (restore(), lift()).
   void noteDecided(NodeData& node, bool dry_run);
+  // Recovery signal `ev` of rule ri (with its `fields`) starts the recovery of the node's faults
+  // whose rules it recovers, on the same entity: cleared now, or once their `stable` period
+  // passes. Not of a fault hit within recover()'s guard before it, nor, for a port's state, of
+  // one hit after it (a hit that came first though stamped later).
   void recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
                const Evidence& ev, std::vector<Decision>* out);
   void clearFault(NodeData& node, const std::string& node_name, const std::string& key,

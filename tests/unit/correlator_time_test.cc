@@ -996,5 +996,64 @@ TEST(CorrelatorTime, AHitWithinAMinuteBeforeTheSignalThatClearedItsFaultTaintsAg
   EXPECT_EQ(sink.reasons[2], "node-boot 30s after a hit recovers nothing on pci=0000:a1:00");
 }
 
+// One node's (gpu-1) kernel lines live (max_lag 10m), in the order given, as when a collector
+// spreads them over partitions, and in replay, in time order.
+struct Both {
+  std::vector<std::string> live;
+  std::vector<std::string> replay;
+};
+Both liveAndReplay(std::vector<Line> lines) {
+  Both got{live(10 * kMin, lines), {}};
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  got.replay = live(0, lines);
+  return got;
+}
+
+// ib-port-down-lasting holds a port's DOWN for 5 minutes; its ACTIVE within them ends it.
+TEST(CorrelatorTime, APortUpThatCameBeforeItsDownEndsItAsInReplay) {
+  const Both up_first = liveAndReplay(
+      {{kT + kMin, "gpu-1", kActive}, {kT, "gpu-1", kDown}, {kT + 7 * kMin, "gpu-1", "x"}});
+  EXPECT_EQ(up_first.live, std::vector<std::string>{});
+  EXPECT_EQ(up_first.replay, std::vector<std::string>{});
+  // Stamped with the DOWN and logged before it, the ACTIVE is the state the port left.
+  const Both same_stamp =
+      liveAndReplay({{kT, "gpu-1", kActive}, {kT, "gpu-1", kDown}, {kT + 7 * kMin, "gpu-1", "x"}});
+  const std::vector<std::string> tainted{"gpu-1 taint ib-port-down-lasting"};
+  EXPECT_EQ(same_stamp.live, tainted);
+  EXPECT_EQ(same_stamp.replay, tainted);
+}
+
+TEST(CorrelatorTime, APortUpStampedBeforeItsDownDoesNotEndIt) {
+  const Both got = liveAndReplay(
+      {{kT, "gpu-1", kDown}, {kT - kMin, "gpu-1", kActive}, {kT + 7 * kMin, "gpu-1", "x"}});
+  const std::vector<std::string> tainted{"gpu-1 taint ib-port-down-lasting"};
+  EXPECT_EQ(got.live, tainted);
+  EXPECT_EQ(got.replay, tainted);
+}
+
+// The boot came first, the Xid 48 it follows by five minutes after it: xid-fatal's 10 stable
+// minutes run from the boot.
+TEST(CorrelatorTime, ABootThatCameBeforeTheXidItFollowsRecoversItAsInReplay) {
+  const Both got = liveAndReplay(
+      {{kT + 5 * kMin, "gpu-1", kBoot}, {kT, "gpu-1", kXid48}, {kT + 20 * kMin, "gpu-1", "x"}});
+  const std::vector<std::string> recovered{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"};
+  EXPECT_EQ(got.live, recovered);
+  EXPECT_EQ(got.replay, recovered);
+}
+
+// A port's DOWN lasts (taint at kT + 5m); down again at kT + 10m, with an ACTIVE a second before
+// that arrives after it. Replay takes the ACTIVE first, and the DOWN ends its 30 stable minutes.
+TEST(CorrelatorTime, APortUpStampedBeforeTheFaultsNewestDownRecoversNothing) {
+  const Both got = liveAndReplay({{kT, "gpu-1", kDown},
+                                  {kT + 6 * kMin, "gpu-1", "x"},
+                                  {kT + 10 * kMin, "gpu-1", kDown},
+                                  {kT + 10 * kMin - kNanosPerSecond, "gpu-1", kActive},
+                                  {kT + 50 * kMin, "gpu-1", "x"}});
+  const std::vector<std::string> tainted{"gpu-1 taint ib-port-down-lasting"};
+  EXPECT_EQ(got.live, tainted);
+  EXPECT_EQ(got.replay, tainted);
+}
+
 }  // namespace
 }  // namespace faultline
