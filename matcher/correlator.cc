@@ -112,8 +112,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     for (uint32_t by : r.recovered_by) {
       recovers_[by] = true;
     }
-    // The rules findRecent() is asked about, and those whose hits fault() looks back at (a
-    // follower or a recovery signal that came before the hits it follows).
+    // The rules findRecent() is asked about, and the recovery signals fault() looks back at.
     for (const std::vector<uint32_t>* rules : {&r.attach_to, &r.suppressed_by, &r.corroborated_by,
                                                &r.unless_followed_by, &r.recovered_by}) {
       for (uint32_t c : *rules) {
@@ -762,9 +761,8 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
     const bool state = !rule.flap_field.empty() || std::count(rule.unless_followed_by.begin(),
                                                               rule.unless_followed_by.end(), ri);
     // A signal's rule in dry run (tried out) recovers only rules in dry run: it lifts no real
-    // rule's taint, as it corroborates none.
-    // A state signal stamped before the fault's newest hit came first in replay, and that hit
-    // held the fault again.
+    // rule's taint, as it corroborates none. A state signal stamped before the fault's newest hit
+    // came first in replay, and that hit held the fault again.
     if (!std::count(rule.recovered_by.begin(), rule.recovered_by.end(), ri) ||
         (dry_run_[ri] && !dry_run_[flt.rule]) ||
         (state ? ev.time_ns < flt.last_ns : !pastRecoveryGuard(flt.last_ns, ev.time_ns))) {
