@@ -776,8 +776,10 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
     if (!same) {
       continue;
     }
-    if (flt.recovering) {
-      continue;  // the stable period runs from the first signal, which the untaint shows
+    // The stable period runs from the earliest signal, which the untaint shows: one read later,
+    // though stamped earlier (lines spread over partitions), came first in replay.
+    if (flt.recovering && ev.time_ns >= flt.recovery.time_ns) {
+      continue;
     }
     flt.recovery = ev;
     flt.recovered_by = by.id;

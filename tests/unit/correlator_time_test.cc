@@ -30,9 +30,11 @@ class Collect : public DecisionSink {
   void write(const Decision& d) override {
     got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
     reasons.push_back(d.reason);
+    times.push_back(d.time_ns);
   }
   std::vector<std::string> got;
   std::vector<std::string> reasons;
+  std::vector<int64_t> times;
 };
 
 // One record per batch, as a push of one line; `job` labels a pod's record with its job.
@@ -1053,6 +1055,32 @@ TEST(CorrelatorTime, APortUpStampedBeforeTheFaultsNewestDownRecoversNothing) {
   const std::vector<std::string> tainted{"gpu-1 taint ib-port-down-lasting"};
   EXPECT_EQ(got.live, tainted);
   EXPECT_EQ(got.replay, tainted);
+}
+
+// Xid 48 at kT; a driver load at kT + 6m is read before a boot at kT + 5m. xid-fatal's 10 stable
+// minutes run from the boot, live as in replay, and the untaint names it.
+TEST(CorrelatorTime, TheStablePeriodRunsFromTheEarliestSignalWhicheverCameFirst) {
+  constexpr const char* kDriverLoad =
+      "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024";
+  std::vector<Line> lines{{kT, "gpu-1", kXid48},
+                          {kT + 6 * kMin, "gpu-1", kDriverLoad},
+                          {kT + 5 * kMin, "gpu-1", kBoot},
+                          {kT + 20 * kMin, "gpu-1", "x"}};
+  for (const int64_t max_lag_ns : {10 * kMin, int64_t{0}}) {
+    if (max_lag_ns == 0) {  // replay: in time order
+      std::swap(lines[1], lines[2]);
+    }
+    Collect sink;
+    Pipeline p(shippedBank(), Taint{}, {&sink}, 1, max_lag_ns);
+    for (const Line& l : lines) {
+      p.process(one(l.time_ns, l.node, l.text));
+    }
+    ASSERT_EQ(sink.got,
+              (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}))
+        << max_lag_ns;
+    EXPECT_EQ(sink.times[1], kT + 15 * kMin) << max_lag_ns;
+    EXPECT_EQ(sink.reasons[1].rfind("recovered by node-boot", 0), 0U) << sink.reasons[1];
+  }
 }
 
 }  // namespace
