@@ -471,8 +471,7 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
         rule.quiet_ns > 0 ? flt.last_ns + rule.quiet_ns : static_cast<int64_t>(INT64_MAX);
     // Live, a node's lines can arrive out of order (spread over partitions read within
     // max_skew of each other): one stamped before the signal came first in replay.
-    if (flt.recovering && t < flt.recovery.time_ns &&
-        (!flt.recovery_guarded || pastRecoveryGuard(t, flt.recovery.time_ns))) {
+    if (flt.recovering && flt.signalStands(t)) {
       schedule(node_name, k, flt, std::min(flt.recovery.time_ns + rule.stable_ns, quiet_due));
       return;
     }
@@ -497,16 +496,20 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
   if (gone == nullptr || t >= gone->recovery.time_ns) {
     return false;
   }
-  const int64_t signal_ns = gone->recovery.time_ns;
-  if (!gone->recovery_guarded || pastRecoveryGuard(t, signal_ns)) {
+  if (gone->signalStands(t)) {
     return true;  // replay's signal cleared it all the same
   }
+  const int64_t signal_ns = gone->recovery.time_ns;
   // Within the guard replay's signal recovered nothing: the fault stands, from this hit.
   const std::string reason =
       gone->recovered_by + " " + duration(signal_ns - t) + " after a hit recovers nothing";
   node.cleared.erase(key);
   fault(ri, node, node_name, ev.fields, {ev}, signal_ns, reason, out);
   return true;
+}
+
+bool Correlator::Fault::signalStands(int64_t t) const {
+  return t < recovery.time_ns && (!recovery_guarded || pastRecoveryGuard(t, recovery.time_ns));
 }
 
 bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields, int64_t t) {

@@ -214,6 +214,10 @@ class Correlator {
     Evidence recovery;  // the recovery signal, when recovering
     std::string recovered_by;
     bool recovery_guarded = false;  // recover()'s guard applied to that signal
+    // Whether a hit at t (ns), read after the recovery signal, leaves the signal's recovery
+    // standing, as replay, taking the hit first, would have: stamped before the signal, and
+    // beyond recover()'s guard where it applies.
+    bool signalStands(int64_t t) const;
   };
   struct Pending {  // an unless_followed_by hit waiting for its time to pass
     uint32_t rule = 0;
