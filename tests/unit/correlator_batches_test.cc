@@ -151,6 +151,20 @@ std::vector<std::string> replay(const std::vector<Line>& lines, uint32_t nodes, 
   return sink.got;
 }
 
+// Puts `lines` in arrival order, then adds a line on each of the `nodes` nodes three days after
+// the latest, past every window and timer of the bank.
+void inArrivalOrder(uint32_t nodes, std::vector<Line>* lines) {
+  std::stable_sort(lines->begin(), lines->end(),
+                   [](const Line& a, const Line& b) { return a.arrival_ns < b.arrival_ns; });
+  int64_t end = 0;
+  for (const Line& l : *lines) {
+    end = std::max(end, l.time_ns + int64_t{3} * 86400 * kS);
+  }
+  for (uint32_t n = 0; n < nodes; ++n) {
+    lines->push_back({end, "gpu-" + std::to_string(n), "systemd[1]: Started session 3.", end});
+  }
+}
+
 TEST(Batches, DecisionsDoNotDependOnBatchesWorkersOrThreads) {
   int differ = 0;
   size_t taints = 0;  // so that the comparisons are of decisions, not of empty lists
@@ -170,15 +184,7 @@ TEST(Batches, DecisionsDoNotDependOnBatchesWorkersOrThreads) {
             lines[i].time_ns + (lines[i].kind == StreamKind::kPod ? pod_lag : lag);
       }
     }
-    std::stable_sort(lines.begin(), lines.end(),
-                     [](const Line& a, const Line& b) { return a.arrival_ns < b.arrival_ns; });
-    int64_t end = 0;
-    for (const Line& l : lines) {
-      end = std::max(end, l.time_ns + int64_t{3} * 86400 * kS);
-    }
-    for (uint32_t n = 0; n < nodes; ++n) {
-      lines.push_back({end, "gpu-" + std::to_string(n), "systemd[1]: Started session 3.", end});
-    }
+    inArrivalOrder(nodes, &lines);
     std::vector<size_t> single;
     std::vector<size_t> random;
     for (size_t i = 1; i <= lines.size(); ++i) {
@@ -257,15 +263,7 @@ TEST(Batches, ANodesLinesSpreadOverTwoPartitionsEndItAsInReplay) {
         lines[i].arrival_ns = lines[i].time_ns + (rng() % 2 == 0 ? 0 : lag);
       }
     }
-    std::stable_sort(lines.begin(), lines.end(),
-                     [](const Line& a, const Line& b) { return a.arrival_ns < b.arrival_ns; });
-    int64_t end = 0;
-    for (const Line& l : lines) {
-      end = std::max(end, l.time_ns + int64_t{3} * 86400 * kS);
-    }
-    for (uint32_t n = 0; n < nodes; ++n) {
-      lines.push_back({end, "gpu-" + std::to_string(n), "systemd[1]: Started session 3.", end});
-    }
+    inArrivalOrder(nodes, &lines);
     Ends live_ends;
     Pipeline p(shippedBank(), Taint{}, {&live_ends}, 1, kMaxLag);
     for (size_t i = 0; i < lines.size(); ++i) {

@@ -584,65 +584,71 @@ TEST(KafkaSource, StopReturnsAfterASubscribedTopicWasDeleted) {
 // SIGTERM while every broker is down: librdkafka's close waits for the group coordinator up to
 // session.timeout.ms (45 s by default) to commit and leave, past Kubernetes' grace period (30 s,
 // deploy/base/deployment.yaml), after which the pod is killed with its decisions undrained.
-TEST(KafkaSource, StopReturnsWithinTheGracePeriodWhileTheBrokerIsDown) {
-  auto cluster = std::make_unique<MockCluster>();
-  cluster->createTopic("kern", 1);
-  cluster->produce("kern", {"line 0"}, "gpu-1");
+// Topic kern on `cluster` with one message, read by group `group`, committing every
+// `interval_ms`.
+KafkaConfig kernWithOneLine(MockCluster& cluster, const std::string& group,
+                            const std::string& interval_ms) {
+  cluster.createTopic("kern", 1);
+  cluster.produce("kern", {"line 0"}, "gpu-1");
   KafkaConfig config;
-  config.brokers = cluster->bootstraps();
-  config.group_id = "down";
-  // The read's offset is stored and not yet committed: the close has a commit to make.
-  config.properties = {{"auto.commit.interval.ms", "600000"}};
-  KafkaTopicConfig kern;
-  kern.name = "kern";
-  config.topics = {kern};
-  auto running = std::make_shared<Detached>(config);
-  std::future<void> returned = Detached::start(running);
-  ASSERT_TRUE(running->waitRead());
-  cluster->setBrokerDown(1);
-  EXPECT_TRUE(waitForErrors(running->source, 1));  // it saw the broker go
-  running->stop.request_stop();
-  if (returned.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
-    static_cast<void>(cluster.release());
-    FAIL() << "run() did not return within 20 s of the stop request";
-  }
-  returned.get();
-}
-
-// A commit the coordinator refuses, on the interval (`interval_ms`) or at the close, is counted:
-// the partitions' next owner reads those records again. Returns the source's error count after
-// the first refused commit on the interval (none if `interval_ms` is long) and after its stop.
-std::pair<uint64_t, uint64_t> refusedCommits(const std::string& interval_ms) {
-  auto cluster = std::make_unique<MockCluster>();
-  cluster->createTopic("kern", 1);
-  cluster->produce("kern", {"line 0"}, "gpu-1");
-  KafkaConfig config;
-  config.brokers = cluster->bootstraps();
-  config.group_id = "refused";
+  config.brokers = cluster.bootstraps();
+  config.group_id = group;
   config.properties = {{"auto.commit.interval.ms", interval_ms}};
   KafkaTopicConfig kern;
   kern.name = "kern";
   config.topics = {kern};
-  auto running = std::make_shared<Detached>(config);
+  return config;
+}
+
+// Requests `running`'s stop; returns whether its run() returned within 20 s. If not, `cluster`
+// is left behind for the source still reading it.
+bool stopsWithin20s(Detached& running, std::future<void>& returned,
+                    std::unique_ptr<MockCluster>& cluster) {
+  running.stop.request_stop();
+  if (returned.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    static_cast<void>(cluster.release());
+    return false;
+  }
+  returned.get();
+  return true;
+}
+
+TEST(KafkaSource, StopReturnsWithinTheGracePeriodWhileTheBrokerIsDown) {
+  auto cluster = std::make_unique<MockCluster>();
+  // The read's offset is stored and not yet committed: the close has a commit to make.
+  auto running = std::make_shared<Detached>(kernWithOneLine(*cluster, "down", "600000"));
+  std::future<void> returned = Detached::start(running);
+  ASSERT_TRUE(running->waitRead());
+  cluster->setBrokerDown(1);
+  EXPECT_TRUE(waitForErrors(running->source, 1));  // it saw the broker go
+  EXPECT_TRUE(stopsWithin20s(*running, returned, cluster))
+      << "run() did not return within 20 s of the stop request";
+}
+
+// A commit the coordinator refuses, on the interval (every 500 ms if `on_interval`) or at the
+// close (the interval ten minutes), is counted: the partitions' next owner reads those records
+// again. Returns the source's error count after the first refused commit on the interval (none
+// unless `on_interval`) and after its stop.
+std::pair<uint64_t, uint64_t> refusedCommits(bool on_interval) {
+  auto cluster = std::make_unique<MockCluster>();
+  auto running = std::make_shared<Detached>(
+      kernWithOneLine(*cluster, "refused", on_interval ? "500" : "600000"));
   std::future<void> returned = Detached::start(running);
   EXPECT_TRUE(running->waitRead());
   EXPECT_EQ(running->source.stats().errors, 0U);
   cluster->refuseCommits(4, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
-  if (interval_ms != "600000") {
+  if (on_interval) {
     EXPECT_TRUE(waitForErrors(running->source, 1));
   }
   const uint64_t running_errors = running->source.stats().errors;
-  running->stop.request_stop();
-  if (returned.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
-    static_cast<void>(cluster.release());  // the source left running still reads it
-    ADD_FAILURE() << "run() did not return within 20 s of the stop request";
-  }
+  EXPECT_TRUE(stopsWithin20s(*running, returned, cluster))
+      << "run() did not return within 20 s of the stop request";
   return {running_errors, running->source.stats().errors};
 }
 
 TEST(KafkaSource, ARefusedCommitIsCounted) {
-  EXPECT_GE(refusedCommits("500").first, 1U);      // on the interval
-  EXPECT_GE(refusedCommits("600000").second, 1U);  // at the close: ten minutes never pass
+  EXPECT_GE(refusedCommits(true).first, 1U);
+  EXPECT_GE(refusedCommits(false).second, 1U);
 }
 
 // Runs a KafkaSource on a thread, recording each record's line and when it was handed on.
