@@ -201,23 +201,26 @@ void Pipeline::keep(size_t first) {
   std::string key;
   for (size_t i = first; i < hits_.size(); ++i) {
     Hit& h = hits_[i];
-    key = h.node;
-    key += '\x1f';
-    key += std::to_string(h.signature);
-    key += '\x1f';
-    key += std::to_string(secondOf(h.time_ns));
-    key += '\x1f';
-    key += h.field(kJobField);  // two jobs' lines in one second are two events
-    key += '\x1f';
-    key += h.line;
-    if (const size_t* kept = kept_.find(key)) {
-      const Hit& k = hits_[*kept];
-      if (h.time_ns < k.time_ns || (h.time_ns == k.time_ns && h.seq < k.seq)) {
-        hits_[*kept] = std::move(h);  // the earliest, whatever the input order
+    // A state line is kept: the correlator takes none for a repeat (Signature::state).
+    if (!bank().signatures[h.signature].state) {
+      key = h.node;
+      key += '\x1f';
+      key += std::to_string(h.signature);
+      key += '\x1f';
+      key += std::to_string(secondOf(h.time_ns));
+      key += '\x1f';
+      key += h.field(kJobField);  // two jobs' lines in one second are two events
+      key += '\x1f';
+      key += h.line;
+      if (const size_t* kept = kept_.find(key)) {
+        const Hit& k = hits_[*kept];
+        if (h.time_ns < k.time_ns || (h.time_ns == k.time_ns && h.seq < k.seq)) {
+          hits_[*kept] = std::move(h);  // the earliest, whatever the input order
+        }
+        continue;
       }
-      continue;
+      kept_[key] = out;
     }
-    kept_[key] = out;
     if (out != i) {
       hits_[out] = std::move(h);
     }

@@ -101,7 +101,9 @@ class Pipeline {
   // node at one time are taken in that order, and in the input's own order within one input.
   // Memory stays bounded under a flood: identical hits (node, signature, pod job, line without
   // its timestamp envelope) in one second of event time are kept once (the earliest), as the
-  // correlator would take the others for repeats anyway (Correlator), live as in replay.
+  // correlator would take the others for repeats anyway (Correlator), live as in replay; a state
+  // signature's (Signature::state) are all kept, as the correlator takes none for a repeat (the
+  // matcher still folds a line printed many times in a row: Hit::repeats).
   void collect(const RecordBatch& batch, uint32_t input);
   // Replay: takes the hits `other` collected (from other files, on another thread), as if this
   // pipeline had collected them; `other` is left empty. Results do not depend on which pipeline

@@ -720,6 +720,14 @@ void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* proble
       }
     }
   }
+  for (const Rule& rule : bank->rules) {
+    if (!rule.flap_field.empty() || !rule.unless_followed_by.empty()) {
+      bank->signatures[rule.signature].state = true;
+    }
+    for (const uint32_t follower : rule.unless_followed_by) {
+      bank->signatures[bank->rules[follower].signature].state = true;
+    }
+  }
   for (const RuleRefs& r : refs) {
     if (r.key != "entity") {
       continue;

@@ -56,6 +56,10 @@ struct Signature {
   // match's own text starts where this one's leftmost match does, not at the line's start
   // (quotesProcessText). Null for other patterns.
   std::unique_ptr<RE2> body;
+  // Its lines report a state (a port DOWN, ACTIVE): a `flap` or `unless_followed_by` rule, or such
+  // a rule's follower, reads it. None of its lines is a repeat of one in the same second
+  // (Correlator): DOWN, ACTIVE, DOWN in one second is the state changing twice.
+  bool state = false;
 
   bool appliesTo(StreamKind k) const { return (streams & (1U << static_cast<unsigned>(k))) != 0; }
 };

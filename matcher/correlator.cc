@@ -21,6 +21,9 @@ bool pastRecoveryGuard(int64_t hit_ns, int64_t signal_ns) {
 constexpr size_t kRecentPerRule = 8;
 // Evidence lines a decision carries at most (a corroborated or attached incident).
 constexpr size_t kMaxEvidence = 8;
+// Hits read while one is held that a held hit keeps, the earliest stamped (Pending::later): a
+// flood of a port's DOWN lines keeps no more.
+constexpr size_t kLaterPerHeld = 8;
 // Distinct lines kept per node for telling repeats, beyond those of the node's latest second.
 constexpr size_t kSeenPerNode = 16;
 // How often, in event time, advance() looks for nodes to forget (forgetSilent).
@@ -208,15 +211,20 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
       node.seen.clear();  // a bound: lines of earlier seconds are no longer repeats
     }
   }
-  repeatKey(hit);
-  if (int64_t* seen = node.seen.find(repeat_key_)) {
-    if (*seen == second) {
-      ++stats_.repeats;
-      return;
+  // A state line (a port's DOWN, ACTIVE) is never a repeat: DOWN, ACTIVE, DOWN in one second is
+  // the state changing twice, and live may read the second DOWN before the ACTIVE. The rules
+  // take a state line again as nothing new (a DOWN while one is held, an ACTIVE while recovering).
+  if (!bank_->signatures[hit.signature].state) {
+    repeatKey(hit);
+    if (int64_t* seen = node.seen.find(repeat_key_)) {
+      if (*seen == second) {
+        ++stats_.repeats;
+        return;
+      }
+      *seen = second;  // a line seen before, in another second: a flood reuses its key
+    } else {
+      node.seen[repeat_key_] = second;
     }
-    *seen = second;  // a line seen before, in another second: a flood reuses its key
-  } else {
-    node.seen[repeat_key_] = second;
   }
   advance(hit.time_ns, out);
   const Signature& sig = bank_->signatures[hit.signature];
@@ -326,9 +334,24 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     const std::string key = entityKey(held, bank_->rules[held], f);
     // Not a held hit stamped after this one, which replay takes after it (one node's lines spread
     // over partitions arrive out of order).
-    if (const Pending* p = node.pending.find(key); p != nullptr && t >= p->evidence.time_ns) {
+    if (Pending* p = node.pending.find(key); p != nullptr && t >= p->evidence.time_ns) {
       timers_.erase({p->due_ns, node_name, key});
+      std::vector<Evidence> later = std::move(p->later);
       node.pending.erase(key);
+      // Replay reads those after this follower: the first that no follower ends is held.
+      for (auto e = later.begin(); e != later.end(); ++e) {
+        const Rule& hr = bank_->rules[held];
+        if (e->time_ns > t && !followed(hr, node, e->fields, e->time_ns)) {
+          Pending next{held,
+                       e->fields,
+                       {},
+                       e->time_ns + hr.unless_within_ns,
+                       {std::make_move_iterator(e + 1), std::make_move_iterator(later.end())}};
+          next.evidence = std::move(*e);
+          hold(node, node_name, key, std::move(next));
+          break;
+        }
+      }
     }
   }
   // A hit attached to a cause or suppressed by one is that incident's: it counts for nothing and
@@ -420,16 +443,32 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (!rule.unless_followed_by.empty()) {
-    // Its follower came first, though stamped after it (from t + 1 ns: one stamped with it, and
-    // come first, is of the state before it): replay ends it with that.
-    if (findRecent(node, rule.unless_followed_by, rule.entity, f, t + 1, 0,
-                   rule.unless_within_ns - 1) != nullptr) {
+    if (followed(rule, node, f, t)) {  // its follower came first: replay ends it with that
       return;
     }
-    if (!node.pending.contains(key)) {
-      const int64_t due = t + rule.unless_within_ns;
-      node.pending[key] = Pending{ri, f, ev, due};
-      timers_.emplace(due, node_name, key);
+    Pending* p = node.pending.find(key);
+    if (p == nullptr) {
+      hold(node, node_name, key, Pending{ri, f, ev, t + rule.unless_within_ns, {}});
+    } else if (t < p->evidence.time_ns) {
+      // Stamped before the held hit, read after it: replay holds this one, and reads that one
+      // while this one is held.
+      Pending earlier{ri, f, ev, t + rule.unless_within_ns, std::move(p->later)};
+      earlier.later.insert(earlier.later.begin(), std::move(p->evidence));
+      if (earlier.later.size() > kLaterPerHeld) {
+        earlier.later.pop_back();
+      }
+      timers_.erase({p->due_ns, node_name, key});
+      node.pending.erase(key);
+      hold(node, node_name, key, std::move(earlier));
+    } else if (t > p->evidence.time_ns && t < p->due_ns &&
+               (p->later.size() < kLaterPerHeld || t < p->later.back().time_ns)) {
+      const auto at =
+          std::upper_bound(p->later.begin(), p->later.end(), t,
+                           [](int64_t time, const Evidence& e) { return time < e.time_ns; });
+      p->later.insert(at, ev);
+      if (p->later.size() > kLaterPerHeld) {
+        p->later.pop_back();
+      }
     }
     return;
   }
@@ -463,6 +502,9 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
                            const std::string& key, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const int64_t t = ev.time_ns;
+  // Returns whether the hit ended a recovery under way. A recovery signal stamped after the hit
+  // may have come before it, as the one it ended did: replay took that after the hit, and it
+  // recovers the fault again (recoverAfter).
   auto hold = [&](const std::string& k, Fault& flt) {
     // A hit stamped before the fault's newest (another stream of the node arriving later, a pod's
     // line stamped in the past) came first: the quiet period still runs from the newest.
@@ -473,21 +515,25 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
     // max_skew of each other): one stamped before the signal came first in replay.
     if (flt.recovering && flt.signalStands(t)) {
       schedule(node_name, k, flt, std::min(flt.recovery.time_ns + rule.stable_ns, quiet_due));
-      return;
+      return false;
     }
-    flt.recovering = false;
+    const bool ended = std::exchange(flt.recovering, false);
     schedule(node_name, k, flt, quiet_due);
+    return ended;
   };
   // A fault that names no entity (restored after a restart: the mark names none) stands for any:
   // as its rule's recovery signal on any GPU or port clears it, its rule's hit on any holds it.
   if (!rule.entity.empty() && !node.faults.empty()) {
     const std::string any = entityKey(ri, rule, {});
-    if (Fault* flt = any != key ? node.faults.find(any) : nullptr) {
-      hold(any, *flt);
+    if (Fault* flt = any != key ? node.faults.find(any) : nullptr;
+        flt != nullptr && hold(any, *flt)) {
+      recoverAfter(ri, node, node_name, any, t, out);
     }
   }
   if (Fault* flt = node.faults.find(key)) {
-    hold(key, *flt);
+    if (hold(key, *flt)) {
+      recoverAfter(ri, node, node_name, key, t, out);
+    }
     return true;
   }
   // Live, the signal that cleared the fault may come before a hit stamped earlier (lines spread
@@ -516,10 +562,13 @@ bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields
   if (!rule.distinct_jobs) {
     // Compared, not subtracted: times 1717 and 2222 (Pipeline::match) are further apart than
     // int64 holds, and a wrapped difference took every later hit for a repeat.
-    if (c.last_counted_ns != INT64_MIN && t < c.last_counted_ns + rule.dedup_ns) {
+    // No dedup, no repeat: a hit stamped before the last counted one came late (one node's lines
+    // spread over partitions), and replay counts it.
+    if (rule.dedup_ns > 0 && c.last_counted_ns != INT64_MIN &&
+        t < c.last_counted_ns + rule.dedup_ns) {
       return true;
     }
-    c.last_counted_ns = t;
+    c.last_counted_ns = std::max(c.last_counted_ns, t);
     return false;
   }
   // Per job: one job's prints must not hide another job's episode on the node, which is what
@@ -645,9 +694,12 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
     d.dry_run = dry_run_[ri];
     noteDecided(node, d.dry_run);
   }
-  // Live, recovery signals stamped after the fault's hits can come before them (one node's lines
-  // spread over partitions): taken again in time order, they recover it as in replay, which took
-  // them after the hits. recover() applies its usual checks, so other faults are left as they are.
+  recoverAfter(ri, node, node_name, key, t, out);
+}
+
+void Correlator::recoverAfter(uint32_t ri, NodeData& node, const std::string& node_name,
+                              const std::string& key, int64_t t, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[ri];
   std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> signals;
   for (const Recent& r : node.recent) {
     if (std::count(rule.recovered_by.begin(), rule.recovered_by.end(), r.rule)) {
@@ -1064,6 +1116,19 @@ void Correlator::note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate
       }
     }
   }
+}
+
+bool Correlator::followed(const Rule& rule, const NodeData& node, const Fields& fields,
+                          int64_t t) const {
+  // From t + 1 ns: a follower stamped with the hit, and read before it, is of the state before it.
+  return findRecent(node, rule.unless_followed_by, rule.entity, fields, t + 1, 0,
+                    rule.unless_within_ns - 1) != nullptr;
+}
+
+void Correlator::hold(NodeData& node, const std::string& node_name, const std::string& key,
+                      Pending pending) {
+  timers_.emplace(pending.due_ns, node_name, key);
+  node.pending[key] = std::move(pending);
 }
 
 const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uint32_t> rules,

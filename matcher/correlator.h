@@ -26,7 +26,9 @@ namespace faultline {
 // fields of the hit (the GPU's PCI address, an HCA port, an NVSwitch link, ...):
 //   - a hit whose node, signature, line and job equal those of a hit already observed in the same
 //     second of event time (secondOf) is a repeat and changes nothing: a line printed many times
-//     at once is one event (replay keeps one of them: Pipeline::collect);
+//     at once is one event (replay keeps one of them: Pipeline::collect), but for a state line
+//     (a port's DOWN, ACTIVE: Signature::state), which the rules take again as nothing new, and
+//     of which DOWN, ACTIVE, DOWN in one second is the state changing twice;
 //   - a hit carries the fields of its signature's tables (the Xid catalog's action and class:
 //     Hit) and gets, through `alias` rules, a PCI address for a GPU UUID; `joins` fills a
 //     continuation line's missing fields from its head line;
@@ -224,6 +226,10 @@ class Correlator {
     Fields fields;
     Evidence evidence;
     int64_t due_ns = 0;
+    // The rule's hits on the key read while this one is held, stamped after it and before due_ns,
+    // in time order, the earliest kLaterPerHeld: when a follower ends this one, replay, which read
+    // them after that follower, would hold the first of them stamped after it.
+    std::vector<Evidence> later;
   };
   struct NodeData {
     bool tainted = false;
@@ -273,6 +279,13 @@ class Correlator {
   // Whether a hit of rule `rule` at t (ns since the epoch) falls inside the dedup of its key's
   // last counted hit (for distinct_jobs rules, of its job's); if not, it is noted as counted.
   static bool deduplicated(const Rule& rule, Counter& c, const Fields& fields, int64_t t);
+  // Whether an unless_followed_by rule's hit at t (ns since the epoch) on `fields` has its
+  // follower among the node's recent hits, stamped after it and within unless_within: the
+  // follower came first, though stamped later (one node's lines spread over partitions), and
+  // replay, reading it after the hit, ends the hit with it.
+  bool followed(const Rule& rule, const NodeData& node, const Fields& fields, int64_t t) const;
+  // Holds `pending` under `key` (no hit held there yet) until its due_ns.
+  void hold(NodeData& node, const std::string& node_name, const std::string& key, Pending pending);
   // Counts the hit `ev`; a fault it completes is decided at event time at_ns.
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              const Evidence& ev, int64_t at_ns, std::vector<Decision>* out);
@@ -283,6 +296,13 @@ class Correlator {
   void fault(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              std::vector<Evidence> evidence, int64_t at_ns, std::string reason,
              std::vector<Decision>* out);
+  // Live: takes the node's recent hits of rule ri's recovery signals stamped after t (ns since
+  // the epoch), in time order, through recover(), until the fault under `key` recovers or is gone.
+  // One node's lines spread over partitions can bring such a signal before a hit of the fault
+  // stamped earlier (the fault's first hits, or one that ended the recovery the signal started):
+  // replay took it after that hit.
+  void recoverAfter(uint32_t ri, NodeData& node, const std::string& node_name,
+                    const std::string& key, int64_t t, std::vector<Decision>* out);
   // Adds rule ri's fault under `key` (entityKey of `fields`) with its newest hit at t (ns): its
   // quiet timer set, the key's count, cleared fault and held hit dropped. No decision.
   Fault& record(uint32_t ri, NodeData& node, const std::string& node_name, const std::string& key,

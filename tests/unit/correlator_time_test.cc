@@ -20,6 +20,14 @@ constexpr int64_t kHour = 60 * kMin;
 constexpr int64_t kT = 1'739'509'200 * kNanosPerSecond;
 constexpr const char* kDown = "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN";
 constexpr const char* kActive = "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE";
+// An Xid 48 (xid-fatal) and a node's boot (node-boot, a recovery signal of most GPU rules).
+constexpr const char* kXid48 =
+    "NVRM: Xid (PCI:0000:a1:00): 48, pid=2222, name=python3, An uncorrectable double bit error "
+    "(DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.";
+constexpr const char* kBoot =
+    "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
+    "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 "
+    "(2024-02-01)";
 // A PyTorch watchdog timeout (pytorch-nccl-watchdog-timeout: a cluster rule of distinct jobs).
 constexpr const char* kWatchdog =
     "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
@@ -320,9 +328,9 @@ TEST(CorrelatorTime, RepeatsAreCountedInOneBatchAsInSeveral) {
     RecordBatch b;
     for (int i = 0; i < 3; ++i) {
       if (one_batch) {
-        b.records.push_back({kT + i, b.copy("n1"), b.copy(kDown), 0, 0, StreamKind::kKernel});
+        b.records.push_back({kT + i, b.copy("n1"), b.copy(kXid48), 0, 0, StreamKind::kKernel});
       } else {
-        p.process(one(kT + i, "n1", kDown));
+        p.process(one(kT + i, "n1", kXid48));
       }
     }
     if (one_batch) {
@@ -883,15 +891,6 @@ TEST(CorrelatorTime, APodRulesQuietPeriodEndsByItsPodsTime) {
   EXPECT_EQ(live(10 * kMin, lines, clock), lifted);
 }
 
-// An Xid 48 (xid-fatal) and a node's boot (node-boot, a recovery signal of most GPU rules).
-constexpr const char* kXid48 =
-    "NVRM: Xid (PCI:0000:a1:00): 48, pid=2222, name=python3, An uncorrectable double bit error "
-    "(DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.";
-constexpr const char* kBoot =
-    "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
-    "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 "
-    "(2024-02-01)";
-
 // Xid 48 on gpu-1 at kT taints it (xid-fatal); the node boots at kT + 5m, which starts its 10
 // minutes of recovery; a second Xid 48, stamped `late_ns`, arrives after the boot (one node's
 // kernel lines spread over partitions, read within max_skew of each other). Replay takes that Xid
@@ -1032,6 +1031,100 @@ TEST(CorrelatorTime, APortUpStampedBeforeItsDownDoesNotEndIt) {
   const std::vector<std::string> tainted{"gpu-1 taint ib-port-down-lasting"};
   EXPECT_EQ(got.live, tainted);
   EXPECT_EQ(got.replay, tainted);
+}
+
+// A port's state lines within one second: the DOWN after an ACTIVE after a DOWN is the port's
+// state, not a repeat of the first DOWN, and so is the ACTIVE after a DOWN after an ACTIVE.
+TEST(CorrelatorTime, APortStateLineAfterAnotherStateInItsSecondIsNoRepeat) {
+  constexpr int64_t kMs = 1'000'000;
+  const std::vector<Line> down{{kT, "gpu-1", kDown},
+                               {kT + 2 * kMs, "gpu-1", kActive},
+                               {kT + 3 * kMs, "gpu-1", kDown},
+                               {kT + 10 * kMin, "gpu-1", "x"}};
+  for (const int64_t max_lag_ns : {10 * kMin, int64_t{0}}) {
+    EXPECT_EQ(live(max_lag_ns, down), std::vector<std::string>{"gpu-1 taint ib-port-down-lasting"})
+        << max_lag_ns;
+  }
+  const std::vector<Line> up{{kT, "gpu-1", kActive},
+                             {kT + 2 * kMs, "gpu-1", kDown},
+                             {kT + 3 * kMs, "gpu-1", kActive},
+                             {kT + 10 * kMin, "gpu-1", "x"}};
+  for (const int64_t max_lag_ns : {10 * kMin, int64_t{0}}) {
+    EXPECT_EQ(live(max_lag_ns, up), std::vector<std::string>{}) << max_lag_ns;
+  }
+  // A state line printed twice in a row is still one event: the matcher folds the second.
+  RecordBatch twice = one(kT, "gpu-1", kDown);
+  twice.records.push_back(twice.records[0]);
+  twice.records[1].time_ns += kMs;
+  Pipeline p(shippedBank(), Taint{}, {});
+  p.process(twice);
+  EXPECT_EQ(p.correlatorStats().repeats, 1U);
+  // Replay keeps such a line (Pipeline::collect).
+  auto replayed = [](const std::vector<Line>& lines) {
+    Collect sink;
+    Pipeline p(shippedBank(), Taint{}, {&sink});
+    for (const Line& l : lines) {
+      p.collect(one(l.time_ns, l.node, l.text), 0);
+    }
+    p.finishReplay();
+    return sink.got;
+  };
+  EXPECT_EQ(replayed(down), std::vector<std::string>{"gpu-1 taint ib-port-down-lasting"});
+  EXPECT_EQ(replayed(up), std::vector<std::string>{});
+}
+
+// ib-port-down-lasting taints at kT + 5m; ACTIVE at kT + 8m starts its 30 stable minutes; the port
+// goes DOWN at kT + 20m and ACTIVE a second later, and that ACTIVE comes first. Replay: the DOWN
+// ends the recovery, and the ACTIVE after it starts it again.
+TEST(CorrelatorTime, AHitThatEndsARecoveryLeavesTheSignalStampedAfterItToStartItAgain) {
+  const Both got = liveAndReplay({{kT, "gpu-1", kDown},
+                                  {kT + 8 * kMin, "gpu-1", kActive},
+                                  {kT + 20 * kMin + kNanosPerSecond, "gpu-1", kActive},
+                                  {kT + 20 * kMin, "gpu-1", kDown},
+                                  {kT + 60 * kMin, "gpu-1", "x"}});
+  const std::vector<std::string> recovered{"gpu-1 taint ib-port-down-lasting",
+                                           "gpu-1 untaint ib-port-down-lasting"};
+  EXPECT_EQ(got.live, recovered);
+  EXPECT_EQ(got.replay, recovered);
+}
+
+// Two DOWNs of one port, the later read first: replay holds the earlier one, and the port's 5
+// minutes run from it.
+TEST(CorrelatorTime, AnEarlierPortDownReadWhileALaterIsHeldIsHeldInItsPlace) {
+  std::vector<Line> lines{
+      {kT + 2 * kMin, "gpu-1", kDown}, {kT, "gpu-1", kDown}, {kT + 10 * kMin, "gpu-1", "x"}};
+  for (const int64_t max_lag_ns : {10 * kMin, int64_t{0}}) {
+    if (max_lag_ns == 0) {  // replay: in time order
+      std::swap(lines[0], lines[1]);
+    }
+    Collect sink;
+    Pipeline p(shippedBank(), Taint{}, {&sink}, 1, max_lag_ns);
+    for (const Line& l : lines) {
+      p.process(one(l.time_ns, l.node, l.text));
+    }
+    ASSERT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint ib-port-down-lasting"}) << max_lag_ns;
+    EXPECT_EQ(sink.times[0], kT + 5 * kMin) << max_lag_ns;
+  }
+}
+
+// Replay: the DOWN at kT is held, the ACTIVE at kT + 1m ends it, and the DOWN at kT + 2m is held
+// and lasts. Live read that second DOWN while the first was held, and the ACTIVE after both.
+TEST(CorrelatorTime, APortDownReadWhileAnotherIsHeldIsHeldOnceAnUpBetweenEndsThatOne) {
+  const Both got = liveAndReplay({{kT, "gpu-1", kDown},
+                                  {kT + 2 * kMin, "gpu-1", kDown},
+                                  {kT + kMin, "gpu-1", kActive},
+                                  {kT + 10 * kMin, "gpu-1", "x"}});
+  const std::vector<std::string> tainted{"gpu-1 taint ib-port-down-lasting"};
+  EXPECT_EQ(got.live, tainted);
+  EXPECT_EQ(got.replay, tainted);
+  // An ACTIVE after the second DOWN, read before the one between, ends both, live as in replay.
+  const Both ended = liveAndReplay({{kT, "gpu-1", kDown},
+                                    {kT + 2 * kMin, "gpu-1", kDown},
+                                    {kT + 3 * kMin, "gpu-1", kActive},
+                                    {kT + kMin, "gpu-1", kActive},
+                                    {kT + 10 * kMin, "gpu-1", "x"}});
+  EXPECT_EQ(ended.live, std::vector<std::string>{});
+  EXPECT_EQ(ended.replay, std::vector<std::string>{});
 }
 
 // The boot came first, the Xid 48 it follows by five minutes after it: xid-fatal's 10 stable
