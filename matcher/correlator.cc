@@ -339,8 +339,8 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       std::vector<Evidence> later = std::move(p->later);
       node.pending.erase(key);
       // Replay reads those after this follower: the first that no follower ends is held.
+      const Rule& hr = bank_->rules[held];
       for (auto e = later.begin(); e != later.end(); ++e) {
-        const Rule& hr = bank_->rules[held];
         if (e->time_ns > t && !followed(hr, node, e->fields, e->time_ns)) {
           Pending next{held,
                        e->fields,
@@ -348,7 +348,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
                        e->time_ns + hr.unless_within_ns,
                        {std::make_move_iterator(e + 1), std::make_move_iterator(later.end())}};
           next.evidence = std::move(*e);
-          hold(node, node_name, key, std::move(next));
+          holdPending(node, node_name, key, std::move(next));
           break;
         }
       }
@@ -448,7 +448,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
     Pending* p = node.pending.find(key);
     if (p == nullptr) {
-      hold(node, node_name, key, Pending{ri, f, ev, t + rule.unless_within_ns, {}});
+      holdPending(node, node_name, key, Pending{ri, f, ev, t + rule.unless_within_ns, {}});
     } else if (t < p->evidence.time_ns) {
       // Stamped before the held hit, read after it: replay holds this one, and reads that one
       // while this one is held.
@@ -459,7 +459,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       }
       timers_.erase({p->due_ns, node_name, key});
       node.pending.erase(key);
-      hold(node, node_name, key, std::move(earlier));
+      holdPending(node, node_name, key, std::move(earlier));
     } else if (t > p->evidence.time_ns && t < p->due_ns &&
                (p->later.size() < kLaterPerHeld || t < p->later.back().time_ns)) {
       const auto at =
@@ -1125,8 +1125,8 @@ bool Correlator::followed(const Rule& rule, const NodeData& node, const Fields& 
                     rule.unless_within_ns - 1) != nullptr;
 }
 
-void Correlator::hold(NodeData& node, const std::string& node_name, const std::string& key,
-                      Pending pending) {
+void Correlator::holdPending(NodeData& node, const std::string& node_name, const std::string& key,
+                             Pending pending) {
   timers_.emplace(pending.due_ns, node_name, key);
   node.pending[key] = std::move(pending);
 }

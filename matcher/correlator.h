@@ -285,7 +285,8 @@ class Correlator {
   // replay, reading it after the hit, ends the hit with it.
   bool followed(const Rule& rule, const NodeData& node, const Fields& fields, int64_t t) const;
   // Holds `pending` under `key` (no hit held there yet) until its due_ns.
-  void hold(NodeData& node, const std::string& node_name, const std::string& key, Pending pending);
+  void holdPending(NodeData& node, const std::string& node_name, const std::string& key,
+                   Pending pending);
   // Counts the hit `ev`; a fault it completes is decided at event time at_ns.
   void count(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
              const Evidence& ev, int64_t at_ns, std::vector<Decision>* out);
