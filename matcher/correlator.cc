@@ -87,6 +87,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   corroborates_.resize(n);
   corroborated_by_.resize(n);
   cancels_.resize(n);
+  suppresses_.resize(n);
   recovers_.assign(n, false);
   looked_up_.assign(n, false);
   held_.resize(n);
@@ -105,6 +106,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     }
     for (uint32_t c : r.unless_followed_by) {
       cancels_[c].push_back(i);
+    }
+    for (uint32_t c : r.suppressed_by) {
+      suppresses_[c].push_back(i);
     }
     if (!r.alias_from.empty()) {
       alias_rules_.push_back(i);
@@ -277,7 +281,15 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
     if (recovers_[ri]) {
       recovering_.emplace_back(ri, used);
     }
+    if (!suppresses_[ri].empty()) {
+      suppressing_.emplace_back(ri, used);
+    }
   }
+  // After the cause's own fault formed: the node stays tainted by it.
+  for (const auto& [ri, e] : suppressing_) {
+    suppressLate(ri, node, hit.node, *e, out);
+  }
+  suppressing_.clear();
   // Recovery signals after every rule of the hit, whatever their order in the bank: the up hit
   // that completes a flap fault is also that fault's first recovery signal.
   for (const auto& [ri, e] : recovering_) {
@@ -509,6 +521,7 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
     // A hit stamped before the fault's newest (another stream of the node arriving later, a pod's
     // line stamped in the past) came first: the quiet period still runs from the newest.
     flt.last_ns = std::max(flt.last_ns, t);
+    flt.first_ns = std::min(flt.first_ns, t);
     const int64_t quiet_due =
         rule.quiet_ns > 0 ? flt.last_ns + rule.quiet_ns : static_cast<int64_t>(INT64_MAX);
     // Live, a node's lines can arrive out of order (spread over partitions read within
@@ -675,7 +688,8 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
     return;
   }
   const int64_t t = evidence.back().time_ns;
-  const Fault& flt = record(ri, node, node_name, key, f, t);
+  Fault& flt = record(ri, node, node_name, key, f, t);
+  flt.first_ns = evidence.front().time_ns;
   bool& tainted = dry_run_[ri] ? node.dry_tainted : node.tainted;
   // One taint per node; a later fault must clear too before the node is untainted.
   if (!tainted) {
@@ -735,6 +749,7 @@ Correlator::Fault& Correlator::record(uint32_t ri, NodeData& node, const std::st
     flt.entity.emplace_back(name, std::string(fieldOf(f, name)));
   }
   flt.last_ns = t;
+  flt.first_ns = t;
   schedule(node_name, key, flt, rule.quiet_ns > 0 ? t + rule.quiet_ns : INT64_MAX);
   node.counters.erase(key);
   node.cleared.erase(key);  // its hits from now on hold this fault
@@ -1168,6 +1183,34 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
     }
   }
   return best;
+}
+
+void Correlator::suppressLate(uint32_t ri, NodeData& node, const std::string& node_name,
+                              const Evidence& cause, std::vector<Decision>* out) {
+  const Rule& cr = bank_->rules[ri];
+  const int64_t c = cause.time_ns;
+  for (const uint32_t er : suppresses_[ri]) {
+    const Rule& rule = bank_->rules[er];
+    const std::string key = entityKey(er, rule, cause.fields);
+    Fault* flt = node.faults.find(key);
+    // Every hit of the fault after the cause and within its window, and no recovery of the
+    // cause's between them: replay suppressed each (suppressedBy).
+    if (flt == nullptr || flt->first_ns <= c || flt->last_ns > c + rule.suppress_within_ns ||
+        findRecent(node, cr.recovered_by, cr.entity, cause.fields, flt->last_ns, flt->last_ns - c,
+                   0) != nullptr) {
+      continue;
+    }
+    ++stats_.suppressed;
+    flt->recovered_by.clear();  // no recovery cleared it: a late hit of it is no repeat
+    const size_t decided = out->size();
+    clearFault(node, node_name, key, c,
+               rule.id + describe(flt->entity) + " suppressed by " + cr.id + " " +
+                   duration(flt->first_ns - c) + " before it",
+               out);
+    if (out->size() > decided) {
+      out->back().evidence.push_back(cause);
+    }
+  }
 }
 
 bool Correlator::suppressedBy(const NodeData& node, const Rule& rule, const Fields& fields,

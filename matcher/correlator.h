@@ -209,6 +209,7 @@ class Correlator {
   struct Fault {
     uint32_t rule = 0;
     Fields entity;
+    int64_t first_ns = 0;  // its earliest hit
     int64_t last_ns = 0;
     int64_t due_ns = INT64_MAX;  // recovery (stable) or quiet timer; INT64_MAX: none
     Timers::iterator timer;      // its entry in timers_, while due_ns is not INT64_MAX
@@ -355,6 +356,12 @@ class Correlator {
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns,
                              Fate least = Fate::kDropped) const;
+  // Live: rule ri's hit `cause` came after the hits of a fault that its window suppresses,
+  // though stamped before them (one node's lines spread over partitions): replay read it first
+  // and suppressed each (suppressedBy). Clears that fault; if it was the node's last, the untaint
+  // decision, naming the cause as evidence, goes to `out`.
+  void suppressLate(uint32_t ri, NodeData& node, const std::string& node_name,
+                    const Evidence& cause, std::vector<Decision>* out);
   // Whether a hit of `rule` with `fields` at time_ns is dropped by its `suppressed_by`: a hit of
   // one of those rules within its window, with no hit of that rule's `recovery.by` rules since (a
   // boot or a driver reload between them ends that incident).
@@ -371,9 +378,10 @@ class Correlator {
   // rule -> the rules whose hits corroborate it: its corroborated_by but, for a rule not in dry
   // run, those in dry run (a rule tried out taints no node for real, through another rule neither)
   std::vector<std::vector<uint32_t>> corroborated_by_;
-  std::vector<std::vector<uint32_t>> cancels_;  // rule -> rules whose pending hits it ends
-  std::vector<bool> recovers_;                  // rule is named in some recovery.by
-  std::vector<bool> dry_run_;                   // rule is in dry run
+  std::vector<std::vector<uint32_t>> cancels_;     // rule -> rules whose pending hits it ends
+  std::vector<std::vector<uint32_t>> suppresses_;  // rule -> rules it is in the suppressed_by of
+  std::vector<bool> recovers_;                     // rule is named in some recovery.by
+  std::vector<bool> dry_run_;                      // rule is in dry run
   // rule is named in some attach_to, suppressed_by, joins or corroborated_by, or is corroborated
   std::vector<bool> looked_up_;
   std::vector<uint32_t> alias_rules_;
@@ -398,6 +406,8 @@ class Correlator {
   std::string repeat_key_;  // reused: a hit builds no string to look itself up
   // observe(): the hit's rules in some recovery.by, with the evidence each saw; reused
   std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> recovering_;
+  // observe(): the hit's rules in some suppressed_by, with the evidence each saw; reused
+  std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> suppressing_;
   // A signature's `where` conditions by field, each field once: a hit looks each field up once and
   // gets a bit per rule (rules_by_signature_ order), not a test per rule and condition (the 8
   // rules of nvidia-xid all test `class`). A rule's bit is set for a value that every condition

@@ -1088,6 +1088,43 @@ TEST(CorrelatorTime, AHitThatEndsARecoveryLeavesTheSignalStampedAfterItToStartIt
   EXPECT_EQ(got.replay, recovered);
 }
 
+// A fatal CPER record stamped a minute after a boot, read before it: cper-fatal's suppressed_by
+// (node-boot within 5m) takes it for the firmware's record of the crash the reboot was for.
+// Replay decides nothing; live taints when it comes and lifts the taint when the boot does.
+TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesLiftsItsTaint) {
+  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
+  std::vector<Line> lines{
+      {kT + kMin, "gpu-1", kCperFatal}, {kT, "gpu-1", kBoot}, {kT + 30 * kMin, "gpu-1", "x"}};
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin);
+  for (const Line& l : lines) {
+    p.process(one(l.time_ns, l.node, l.text));
+  }
+  ASSERT_EQ(sink.got,
+            (std::vector<std::string>{"gpu-1 taint cper-fatal", "gpu-1 untaint cper-fatal"}));
+  EXPECT_EQ(sink.reasons[1], "cper-fatal suppressed by node-boot 1m before it");
+  EXPECT_EQ(sink.times[1], kT);
+  EXPECT_EQ(liveAndReplay(lines).replay, std::vector<std::string>{});
+}
+
+// The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
+// replay takes it for that Xid's incident (suppressed_by xid-fatal), and xid-fatal's fault clears
+// 10 minutes after a driver load. Live tainted with the line's own rule, which only a boot
+// recovers; the Xid clears that fault, and the driver load lifts the taint as in replay.
+TEST(CorrelatorTime, AnXidReadAfterTheLineItSuppressesTakesItsFaultOver) {
+  constexpr const char* kOffTheBus = "NVRM: GPU 0000:a1:00.0: GPU has fallen off the bus.";
+  constexpr const char* kDriverLoad =
+      "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024";
+  const Both got = liveAndReplay({{kT + kNanosPerSecond, "gpu-1", kOffTheBus},
+                                  {kT, "gpu-1", kXid48},
+                                  {kT + 5 * kMin, "gpu-1", kDriverLoad},
+                                  {kT + 30 * kMin, "gpu-1", "x"}});
+  EXPECT_EQ(got.live, (std::vector<std::string>{"gpu-1 taint gpu-fallen-off-bus",
+                                                "gpu-1 untaint xid-fatal"}));
+  EXPECT_EQ(got.replay,
+            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}));
+}
+
 // Two DOWNs of one port, the later read first: replay holds the earlier one, and the port's 5
 // minutes run from it.
 TEST(CorrelatorTime, AnEarlierPortDownReadWhileALaterIsHeldIsHeldInItsPlace) {
