@@ -28,6 +28,9 @@ constexpr const char* kBoot =
     "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) "
     "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 "
     "(2024-02-01)";
+// A driver load (nvidia-driver-load: recovers xid-fatal, not the rules only a boot recovers).
+constexpr const char* kDriverLoad =
+    "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024";
 // A PyTorch watchdog timeout (pytorch-nccl-watchdog-timeout: a cluster rule of distinct jobs).
 constexpr const char* kWatchdog =
     "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
@@ -65,15 +68,21 @@ struct Line {
   std::string job;
 };
 
-// The decisions of a live pipeline over the shipped bank with max_lag_ns, fed `lines` in order,
-// one per batch.
-std::vector<std::string> live(int64_t max_lag_ns, const std::vector<Line>& lines,
-                              std::function<int64_t()> clock = {}) {
-  Collect sink;
-  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, max_lag_ns, std::move(clock));
+// A live pipeline over the shipped bank with max_lag_ns, fed `lines` in order, one per batch:
+// its decisions go to `sink`.
+void decide(int64_t max_lag_ns, const std::vector<Line>& lines, Collect* sink,
+            std::function<int64_t()> clock = {}) {
+  Pipeline p(shippedBank(), Taint{}, {sink}, 1, max_lag_ns, std::move(clock));
   for (const Line& l : lines) {
     p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
   }
+}
+
+// The decisions of decide().
+std::vector<std::string> live(int64_t max_lag_ns, const std::vector<Line>& lines,
+                              std::function<int64_t()> clock = {}) {
+  Collect sink;
+  decide(max_lag_ns, lines, &sink, std::move(clock));
   return sink.got;
 }
 
@@ -1003,12 +1012,14 @@ struct Both {
   std::vector<std::string> live;
   std::vector<std::string> replay;
 };
-Both liveAndReplay(std::vector<Line> lines) {
-  Both got{live(10 * kMin, lines), {}};
+// `lines` as replay takes them: sorted by time, lines of one time in the order given.
+std::vector<Line> inTimeOrder(std::vector<Line> lines) {
   std::stable_sort(lines.begin(), lines.end(),
                    [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
-  got.replay = live(0, lines);
-  return got;
+  return lines;
+}
+Both liveAndReplay(const std::vector<Line>& lines) {
+  return {live(10 * kMin, lines), live(0, inTimeOrder(lines))};
 }
 
 // ib-port-down-lasting holds a port's DOWN for 5 minutes; its ACTIVE within them ends it.
@@ -1093,18 +1104,15 @@ TEST(CorrelatorTime, AHitThatEndsARecoveryLeavesTheSignalStampedAfterItToStartIt
 // Replay decides nothing; live taints when it comes and lifts the taint when the boot does.
 TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesLiftsItsTaint) {
   constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
-  std::vector<Line> lines{
+  const std::vector<Line> lines{
       {kT + kMin, "gpu-1", kCperFatal}, {kT, "gpu-1", kBoot}, {kT + 30 * kMin, "gpu-1", "x"}};
   Collect sink;
-  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin);
-  for (const Line& l : lines) {
-    p.process(one(l.time_ns, l.node, l.text));
-  }
+  decide(10 * kMin, lines, &sink);
   ASSERT_EQ(sink.got,
             (std::vector<std::string>{"gpu-1 taint cper-fatal", "gpu-1 untaint cper-fatal"}));
   EXPECT_EQ(sink.reasons[1], "cper-fatal suppressed by node-boot 1m before it");
   EXPECT_EQ(sink.times[1], kT);
-  EXPECT_EQ(liveAndReplay(lines).replay, std::vector<std::string>{});
+  EXPECT_EQ(live(0, inTimeOrder(lines)), std::vector<std::string>{});
 }
 
 // The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
@@ -1113,8 +1121,6 @@ TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesLiftsItsTaint) {
 // recovers; the Xid clears that fault, and the driver load lifts the taint as in replay.
 TEST(CorrelatorTime, AnXidReadAfterTheLineItSuppressesTakesItsFaultOver) {
   constexpr const char* kOffTheBus = "NVRM: GPU 0000:a1:00.0: GPU has fallen off the bus.";
-  constexpr const char* kDriverLoad =
-      "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024";
   const Both got = liveAndReplay({{kT + kNanosPerSecond, "gpu-1", kOffTheBus},
                                   {kT, "gpu-1", kXid48},
                                   {kT + 5 * kMin, "gpu-1", kDriverLoad},
@@ -1128,17 +1134,11 @@ TEST(CorrelatorTime, AnXidReadAfterTheLineItSuppressesTakesItsFaultOver) {
 // Two DOWNs of one port, the later read first: replay holds the earlier one, and the port's 5
 // minutes run from it.
 TEST(CorrelatorTime, AnEarlierPortDownReadWhileALaterIsHeldIsHeldInItsPlace) {
-  std::vector<Line> lines{
+  const std::vector<Line> lines{
       {kT + 2 * kMin, "gpu-1", kDown}, {kT, "gpu-1", kDown}, {kT + 10 * kMin, "gpu-1", "x"}};
   for (const int64_t max_lag_ns : {10 * kMin, int64_t{0}}) {
-    if (max_lag_ns == 0) {  // replay: in time order
-      std::swap(lines[0], lines[1]);
-    }
-    Collect sink;
-    Pipeline p(shippedBank(), Taint{}, {&sink}, 1, max_lag_ns);
-    for (const Line& l : lines) {
-      p.process(one(l.time_ns, l.node, l.text));
-    }
+    Collect sink;  // replay (max_lag 0): in time order
+    decide(max_lag_ns, max_lag_ns == 0 ? inTimeOrder(lines) : lines, &sink);
     ASSERT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint ib-port-down-lasting"}) << max_lag_ns;
     EXPECT_EQ(sink.times[0], kT + 5 * kMin) << max_lag_ns;
   }
@@ -1190,21 +1190,13 @@ TEST(CorrelatorTime, APortUpStampedBeforeTheFaultsNewestDownRecoversNothing) {
 // Xid 48 at kT; a driver load at kT + 6m is read before a boot at kT + 5m. xid-fatal's 10 stable
 // minutes run from the boot, live as in replay, and the untaint names it.
 TEST(CorrelatorTime, TheStablePeriodRunsFromTheEarliestSignalWhicheverCameFirst) {
-  constexpr const char* kDriverLoad =
-      "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024";
-  std::vector<Line> lines{{kT, "gpu-1", kXid48},
-                          {kT + 6 * kMin, "gpu-1", kDriverLoad},
-                          {kT + 5 * kMin, "gpu-1", kBoot},
-                          {kT + 20 * kMin, "gpu-1", "x"}};
+  const std::vector<Line> lines{{kT, "gpu-1", kXid48},
+                                {kT + 6 * kMin, "gpu-1", kDriverLoad},
+                                {kT + 5 * kMin, "gpu-1", kBoot},
+                                {kT + 20 * kMin, "gpu-1", "x"}};
   for (const int64_t max_lag_ns : {10 * kMin, int64_t{0}}) {
-    if (max_lag_ns == 0) {  // replay: in time order
-      std::swap(lines[1], lines[2]);
-    }
-    Collect sink;
-    Pipeline p(shippedBank(), Taint{}, {&sink}, 1, max_lag_ns);
-    for (const Line& l : lines) {
-      p.process(one(l.time_ns, l.node, l.text));
-    }
+    Collect sink;  // replay (max_lag 0): in time order
+    decide(max_lag_ns, max_lag_ns == 0 ? inTimeOrder(lines) : lines, &sink);
     ASSERT_EQ(sink.got,
               (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}))
         << max_lag_ns;
