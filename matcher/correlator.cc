@@ -208,6 +208,7 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   }
   NodeData& node = nodeOf(hit.node);
   hear(node, hit.time_ns, hit.stream == StreamKind::kPod);
+  const Signature& sig = bank_->signatures[hit.signature];
   const int64_t second = secondOf(hit.time_ns);
   if (second != node.second) {
     node.second = second;
@@ -218,7 +219,7 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
   // A state line (a port's DOWN, ACTIVE) is never a repeat: DOWN, ACTIVE, DOWN in one second is
   // the state changing twice, and live may read the second DOWN before the ACTIVE. The rules
   // take a state line again as nothing new (a DOWN while one is held, an ACTIVE while recovering).
-  if (!bank_->signatures[hit.signature].state) {
+  if (!sig.state) {
     repeatKey(hit);
     if (int64_t* seen = node.seen.find(repeat_key_)) {
       if (*seen == second) {
@@ -231,7 +232,6 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
     }
   }
   advance(hit.time_ns, out);
-  const Signature& sig = bank_->signatures[hit.signature];
   // The hit's evidence, shared by its rules and the node's recent hits; only a rule that joins a
   // head line copies it.
   auto built = std::make_shared<Evidence>(
