@@ -576,7 +576,8 @@ int runCli(int argc, char** argv) {
   rp->add_option("files", ra.files, "Archive files; none: the embedded sample");
   rp->add_option("--format", ra.format,
                  "Force a format: dmesg, syslog, journal-json, otlp-json, loki-jsonl");
-  rp->add_option("--node", ra.node, "Node of dmesg files (default: file name up to its first dot)");
+  rp->add_option("--node", ra.node,
+                 "Node of dmesg files (default: file name without extensions, log words, dates)");
   rp->add_option("--boot-time", ra.boot_time,
                  "Boot time (RFC 3339) for dmesg [uptime] stamps; default: first line = epoch");
   rp->add_option("--year", ra.year,

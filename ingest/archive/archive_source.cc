@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
+#include <vector>
 
 #include "ingest/archive/decompress.h"
 
@@ -45,11 +47,49 @@ std::shared_ptr<Chunk> acquire(std::vector<std::shared_ptr<Chunk>>* pool, size_t
   return *free;
 }
 
+// A name part that says what the file holds, not whose it is: "dmesg", "log", and with
+// logrotate's dateext "log-20261128".
+bool logWord(std::string_view part) {
+  static constexpr std::string_view kWords[] = {"log",     "txt",  "out",      "dmesg",
+                                                "kmsg",    "kern", "kernel",   "syslog",
+                                                "journal", "json", "messages", "jsonl"};
+  const std::string_view word = part.substr(0, part.find('-'));
+  const std::string_view date = part.substr(std::min(word.size() + 1, part.size()));
+  return std::ranges::find(kWords, word) != std::end(kWords) &&
+         std::ranges::all_of(date, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool digits(std::string_view part) {
+  return !part.empty() && std::ranges::all_of(part, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A date as archives name them: 20261128, 2026-11-28 (eight digits or more, with '-').
+bool date(std::string_view part) {
+  return std::ranges::count_if(part, [](char c) { return c >= '0' && c <= '9'; }) >= 8 &&
+         std::ranges::all_of(part, [](char c) { return (c >= '0' && c <= '9') || c == '-'; });
+}
+
 }  // namespace
 
 std::string nodeFromFileName(const std::string& path) {
   const std::string base = std::filesystem::path(path).filename().string();
-  return base.substr(0, base.find('.'));
+  std::vector<std::string_view> parts;
+  for (size_t at = 0; at <= base.size();) {
+    const size_t dot = std::min(base.find('.', at), base.size());
+    parts.emplace_back(std::string_view(base).substr(at, dot - at));
+    at = dot + 1;
+  }
+  size_t n = parts.size();
+  if (n > 1 && (parts[n - 1] == "gz" || parts[n - 1] == "zst" || parts[n - 1] == "zstd")) {
+    --n;
+  }
+  if (n > 2 && digits(parts[n - 1]) && logWord(parts[n - 2])) {  // rotated: kern.log.1
+    --n;
+  }
+  while (n > 1 && (logWord(parts[n - 1]) || date(parts[n - 1]))) {
+    --n;
+  }
+  return base.substr(0, static_cast<size_t>(parts[n - 1].end() - base.data()));
 }
 
 ArchiveSource::ArchiveSource(std::vector<ArchiveInput> inputs, ArchiveOptions options)

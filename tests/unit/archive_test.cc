@@ -281,6 +281,23 @@ TEST(Archive, ABatchHoldsAFewChunksWhateverTheLines) {
 TEST(Archive, NodeFromFileName) {
   EXPECT_EQ(nodeFromFileName("/var/log/gpu-node-7.dmesg.zst"), "gpu-node-7");
   EXPECT_EQ(nodeFromFileName("n1"), "n1");
+  EXPECT_EQ(nodeFromFileName("gpu-1.dmesg.log.gz"), "gpu-1");
+}
+
+// Kubernetes node names hold dots (EKS: ip-10-0-1-23.ec2.internal); replay --apply taints the
+// node it names, so the name must be the node's whole, and only what tools add is dropped.
+TEST(Archive, NodeFromFileNameKeepsANodeNameWithDots) {
+  EXPECT_EQ(nodeFromFileName("/logs/ip-10-0-1-23.ec2.internal.dmesg.1.gz"),
+            "ip-10-0-1-23.ec2.internal");
+  EXPECT_EQ(nodeFromFileName("ip-10-0-1-23.us-west-2.compute.internal.log"),
+            "ip-10-0-1-23.us-west-2.compute.internal");
+  EXPECT_EQ(nodeFromFileName("ip-10-0-1-23.ec2.internal"), "ip-10-0-1-23.ec2.internal");
+  EXPECT_EQ(nodeFromFileName("gpu-node-7.2026-11-28.dmesg.zst"), "gpu-node-7");
+  EXPECT_EQ(nodeFromFileName("gpu-node-7.kern.log-20261128.zst"), "gpu-node-7");
+  EXPECT_EQ(nodeFromFileName("10.0.1.23.log"), "10.0.1.23");
+  EXPECT_EQ(nodeFromFileName("10.0.1.23"), "10.0.1.23");  // no rotation number without a log word
+  EXPECT_EQ(nodeFromFileName("dmesg.log"), "dmesg");      // the first part always stays
+  EXPECT_EQ(nodeFromFileName("node.gz"), "node");
 }
 
 // A record that names no node is dropped and counted malformed, as live (push, Kafka) drops it
