@@ -97,21 +97,44 @@ std::string dumpText(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// Drops the end of `text` if it is a UTF-8 character cut short: a lead byte in the last three
+// bytes that announces more bytes than follow it (RFC 3629 section 3). Bytes that are no UTF-8
+// stay, for dumpText to replace.
+void dropCutCharacter(std::string* text) {
+  for (size_t back = 1; back <= std::min<size_t>(3, text->size()); ++back) {
+    const auto c = static_cast<unsigned char>((*text)[text->size() - back]);
+    if ((c & 0xC0) == 0x80) {
+      continue;  // a continuation byte: its lead is further back
+    }
+    const size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (length > back) {
+      text->resize(text->size() - back);
+    }
+    return;
+  }
+}
+
 // An Event's or condition's message as kubectl shows it, cut to kMaxMessage bytes. Control bytes
 // (an evidence line's process name, which any pod sets; the \n joining a /dev/kmsg record's lines)
 // are spelled \xNN, as dmesg spells them: kubectl describe prints them as they are, where an
-// escape sequence acts on the operator's terminal and a newline breaks the table.
+// escape sequence acts on the operator's terminal and a newline breaks the table. The cut falls
+// before a \xNN or a UTF-8 character it would split (a split character showed as U+FFFD).
 std::string readableMessage(std::string_view message) {
   std::string out;
-  for (const char ch : message.substr(0, kMaxMessage)) {
+  for (const char ch : message) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
+    const bool control = c < 0x20 || c == 0x7f;
+    if (out.size() + (control ? 4 : 1) > kMaxMessage) {
+      dropCutCharacter(&out);
+      break;
+    }
+    if (control) {
       out += fmt::format("\\x{:02x}", c);
     } else {
       out += ch;
     }
   }
-  return out.substr(0, kMaxMessage);
+  return out;
 }
 
 std::string evidenceText(const Decision& d) {

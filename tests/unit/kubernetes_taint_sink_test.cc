@@ -456,6 +456,56 @@ TEST_F(TaintSinkTest, ControlBytesOfEvidenceAreSpelledOutInTheEventAndCondition)
     })) << message;
   }
 }
+
+// Messages are cut to 1,000 bytes. The cut fell anywhere: inside a UTF-8 character (which then
+// showed as U+FFFD) or inside a \xNN spelling ("\x0" of "\x01"). With the evidence shifted by
+// 0 to 3 bytes, every place of a 2-byte character and of a 4-byte escape meets the cut once.
+TEST_F(TaintSinkTest, ALongMessageIsCutBetweenCharactersAndEscapes) {
+  std::vector<Decision> decisions;
+  std::vector<std::pair<std::string, std::string>> ends;  // node, what its message must end with
+  for (int shift = 0; shift < 4; ++shift) {
+    for (const std::string& unit : {std::string("\xc3\xa9"), std::string("\x01")}) {
+      const std::string node = "n" + std::to_string(shift) + "-" + std::to_string(unit.size());
+      createNode(node);
+      Decision& d = decisions.emplace_back(decision(node));
+      d.evidence.back().line = "NVRM: " + std::string(shift, 'a');
+      for (int i = 0; i < 600; ++i) {
+        d.evidence.back().line += unit;
+      }
+      ends.emplace_back(node, unit == "\x01" ? "\\x01" : unit);
+    }
+  }
+  TaintSink sink(config(), options());
+  for (const Decision& d : decisions) {
+    sink.write(d);
+  }
+  sink.flush();
+
+  const std::vector<json> events = server_.objects("events");
+  ASSERT_EQ(events.size(), ends.size());
+  for (const auto& [node, end] : ends) {
+    std::vector<std::string> messages;
+    for (const json& e : events) {
+      if (e["involvedObject"]["name"] == node) {
+        messages.push_back(e["message"]);
+      }
+    }
+    const json object = server_.node(node);
+    for (const json& c : object["status"]["conditions"]) {
+      if (c["type"] == "FaultlineFaulty") {
+        messages.push_back(c["message"]);
+      }
+    }
+    ASSERT_EQ(messages.size(), 2U) << node;
+    for (const std::string& message : messages) {
+      EXPECT_LE(message.size(), 1000U) << node;
+      EXPECT_GE(message.size(), 997U) << node;
+      EXPECT_EQ(message.find("\xef\xbf\xbd"), std::string::npos) << node << ": " << message;
+      EXPECT_TRUE(message.ends_with(end)) << node << ": " << message.substr(990);
+    }
+  }
+}
+
 TEST_F(TaintSinkTest, RepeatedEventIsAggregated) {
   createNode("n1", json::array(), {{"faultline.dev/opt-out", "true"}});
   TaintSink sink(config(), options(), hooks());
