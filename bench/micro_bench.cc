@@ -671,6 +671,10 @@ std::vector<std::string> rawLines(Format format, size_t n) {
         out.push_back(otlpJson(entries.data(), entries.size()));
         break;
       }
+      case Format::kContainer:
+        // A CRI log file under /var/log/pods, stamped as containerd stamps it.
+        out.push_back(formatRfc3339(us * 1000 + gen.num(0, 999)) + " stdout F " + msgs[i]);
+        break;
     }
   }
   return out;
@@ -732,6 +736,11 @@ void BM_LokiJsonlParse(benchmark::State& state) {
   runParser(state, Format::kLokiJsonl);
 }
 BENCHMARK(BM_LokiJsonlParse)->Unit(benchmark::kMillisecond);
+
+void BM_ContainerParse(benchmark::State& state) {
+  runParser(state, Format::kContainer);
+}
+BENCHMARK(BM_ContainerParse)->Unit(benchmark::kMillisecond);
 
 // Kafka messages of one topic as the shippers produce them, decoded as KafkaSource does, into
 // batches handed on every 10000 records, without the broker. Kernel entries of 16 nodes, 1 ms

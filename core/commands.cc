@@ -575,9 +575,11 @@ int runCli(int argc, char** argv) {
       "replay", "Replay archived logs (plain, .gz, .zst; - for stdin) through the engine");
   rp->add_option("files", ra.files, "Archive files; none: the embedded sample");
   rp->add_option("--format", ra.format,
-                 "Force a format: dmesg, syslog, journal-json, otlp-json, loki-jsonl");
-  rp->add_option("--node", ra.node,
-                 "Node of dmesg files (default: file name without extensions, log words, dates)");
+                 "Force a format: dmesg, syslog, journal-json, otlp-json, loki-jsonl, container");
+  rp->add_option(
+      "--node", ra.node,
+      "Node of dmesg and container files (dmesg default: file name without extensions, log "
+      "words, dates)");
   rp->add_option("--boot-time", ra.boot_time,
                  "Boot time (RFC 3339) for dmesg [uptime] stamps; default: first line = epoch");
   rp->add_option("--year", ra.year,

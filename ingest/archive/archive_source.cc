@@ -124,6 +124,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   // A loki-jsonl input's order: the time of its first record, and whether the first record of
   // another time went back (newest first, logcli's default) or on.
   bool loki = false;
+  bool nodeless = false;  // a container log without --node
   std::optional<int64_t> first_time;
   std::optional<bool> newest_first;
   // A record that names no node (no node label or attribute) is dropped and counted malformed, as
@@ -198,6 +199,12 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         }
         throw std::runtime_error(input.name + ": unknown log format (use --format)");
       }
+      if (*format == Format::kContainer && options_.parse.node.empty()) {
+        // A container's output names no node, and its file is named after the pod or the
+        // container's restart count (/var/log/pods/NS_POD_UID/CONTAINER/0.log), never the node.
+        parse.node.clear();
+        nodeless = true;
+      }
       parser = makeParser(*format, parse);
       loki = *format == Format::kLokiJsonl;
     }
@@ -259,6 +266,11 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   }
   // A file of which no line counted (a `--format` it is not in, a Loki export without node
   // labels) would otherwise add "no decision" to the replay's outcome, as a healthy node's would.
+  if (nodeless) {
+    throw std::runtime_error(input.name +
+                             ": a container's log names no node (kubectl logs, /var/log/pods): "
+                             "give it with --node");
+  }
   if (stats_.lines > lines_before && stats_.records == records_before) {
     throw std::runtime_error(input.name + ": none of its " +
                              std::to_string(stats_.lines - lines_before) +

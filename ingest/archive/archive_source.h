@@ -21,7 +21,8 @@ struct ArchiveInput {
 
 struct ArchiveOptions {
   std::optional<Format> format;  // force one format for every file; default: detect per file
-  ParseOptions parse;            // parse.node empty: dmesg files take the node from their name
+  ParseOptions parse;            // parse.node empty: dmesg files take the node from their name,
+                                 // container files have none (an error)
   size_t batch_records = 8192;
 };
 

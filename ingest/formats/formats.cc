@@ -8,12 +8,13 @@
 namespace faultline {
 namespace {
 
-constexpr std::array<std::pair<Format, std::string_view>, 5> kNames = {{
+constexpr std::array<std::pair<Format, std::string_view>, 6> kNames = {{
     {Format::kDmesg, "dmesg"},
     {Format::kSyslog, "syslog"},
     {Format::kJournalJson, "journal-json"},
     {Format::kOtlpJson, "otlp-json"},
     {Format::kLokiJsonl, "loki-jsonl"},
+    {Format::kContainer, "container"},
 }};
 
 // Which format one line looks like. JSON formats are told apart by their keys.
@@ -30,6 +31,9 @@ std::optional<Format> lineFormat(std::string_view line) {
       return Format::kLokiJsonl;
     }
     return std::nullopt;
+  }
+  if (isContainerStamp(line)) {
+    return Format::kContainer;
   }
   if (looksLikeDmesg(line)) {
     return Format::kDmesg;
@@ -73,6 +77,14 @@ std::optional<Format> detectFormat(std::string_view head) {
       ++votes[static_cast<size_t>(*f)];
     }
   }
+  // Go drops a stamp's trailing zeros, so a container's line stamped to the 100 ms
+  // ("...:02.1Z epoch 3 loss: 0.1") can read as syslog; one stamp of over 6 fraction digits
+  // shows the file is no syslog writer's (isContainerStamp).
+  const auto container = static_cast<size_t>(Format::kContainer);
+  if (votes[container] > 0) {
+    votes[container] += votes[static_cast<size_t>(Format::kSyslog)];
+    votes[static_cast<size_t>(Format::kSyslog)] = 0;
+  }
   size_t best = 0;
   for (size_t i = 1; i < votes.size(); ++i) {
     if (votes[i] > votes[best]) {
@@ -95,6 +107,8 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
       return makeJournalJsonParser(options);
     case Format::kOtlpJson:
       return makeOtlpJsonParser(options);
+    case Format::kContainer:
+      return makeContainerParser(options);
     case Format::kLokiJsonl:
       break;
   }

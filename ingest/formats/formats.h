@@ -21,9 +21,12 @@ enum class Format : uint8_t {
   kOtlpJson,     // one OTLP ExportLogsServiceRequest (JSON mapping) per line, as the collector's
                  // file exporter writes it
   kLokiJsonl,    // `logcli query --output=jsonl`: {"labels":{..},"line":"..","timestamp":".."}
+  kContainer,    // a container's output: `kubectl logs --timestamps` and the CRI log files of
+                 // /var/log/pods (`STAMP stdout F msg`); pod streams of ParseOptions::node
 };
 
-// "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl"; false for anything else.
+// "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl" | "container"; false for
+// anything else.
 bool parseFormatName(std::string_view name, Format* f);
 
 // Guesses the format from the first lines of a file (up to ~64 KiB of text is plenty), each read
@@ -31,7 +34,8 @@ bool parseFormatName(std::string_view name, Format* f);
 std::optional<Format> detectFormat(std::string_view head);
 
 struct ParseOptions {
-  std::string node;                     // dmesg: the node; others take it from the line
+  std::string node;                     // dmesg, container: the node; others take it from
+                                        // the line
   std::optional<int64_t> boot_time_ns;  // dmesg: boot time for `[uptime]` stamps; else the first
                                         // stamp of the file is taken as time 0 (the epoch)
   int year = 1970;                      // syslog: the year of a file's first `Mon DD` line

@@ -13,9 +13,15 @@ std::unique_ptr<LineParser> makeSyslogParser(const ParseOptions& options);
 std::unique_ptr<LineParser> makeJournalJsonParser(const ParseOptions& options);
 std::unique_ptr<LineParser> makeOtlpJsonParser(const ParseOptions& options);
 std::unique_ptr<LineParser> makeLokiJsonlParser(const ParseOptions& options);
+std::unique_ptr<LineParser> makeContainerParser(const ParseOptions& options);
 
 bool looksLikeDmesg(std::string_view line);
 bool looksLikeSyslog(std::string_view line);
+// Whether `line` starts with an RFC 3339 stamp of more than 6 fraction digits and a space: Go's
+// time.RFC3339Nano, as kubectl and the container runtimes write it. No syslog or journal writer
+// stamps finer than microseconds (rsyslog, syslog-ng, journalctl short-iso-precise), so such a
+// line is a container's output, never a syslog record.
+bool isContainerStamp(std::string_view line);
 
 // Skips ASCII spaces and tabs.
 inline std::string_view trimLeft(std::string_view s) {

@@ -86,7 +86,10 @@ bool parseLine(std::string_view line, Parsed* p) {
   if (parseBsdStamp(line, &bsd, &used)) {
     p->bsd = bsd;
   } else {
-    if (!parseRfc3339(line, &p->ns, &used) || used >= line.size() || line[used] != ' ') {
+    // A finer stamp is a container's (isContainerStamp): its text is a pod's own, whose
+    // `gpu-3 kernel: NVRM: Xid ...` would pass for gpu-3's kernel.
+    if (!parseRfc3339(line, &p->ns, &used) || used >= line.size() || line[used] != ' ' ||
+        isContainerStamp(line)) {
       return false;
     }
     ++used;

@@ -81,4 +81,22 @@ done >"$tmp/rollover.syslog"
 "$FAULTLINE" replay --year 2025 --decisions "$tmp/rollover.jsonl" "$tmp/rollover.syslog" 2>>"$tmp/replay.log"
 [[ "$(jq -r '"\(.time) \(.node) \(.action)"' "$tmp/rollover.jsonl")" == "2026-01-01T01:00:00.000000000Z gpu-n1 taint" ]] ||
   fail "rollover: $(cat "$tmp/rollover.jsonl")"
+
+# A pod's output as `kubectl logs --timestamps` prints it. Read as syslog, the line the pod printed
+# as gpu-3's kernel tainted gpu-3; as a container's log it is the pod stream of --node, and
+# without --node the file is an error that says to give it.
+{
+  echo "2026-11-28T10:00:00.123456789Z epoch 3 loss: 0.1"
+  echo "2026-11-28T10:00:01.223456789Z gpu-3 kernel: NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU has fallen off the bus."
+  echo "2026-11-28T10:00:02.1Z step 5"
+} >"$tmp/trainer-0.log"
+"$FAULTLINE" replay --node gpu-7 --decisions "$tmp/pod.jsonl" "$tmp/trainer-0.log" 2>"$tmp/pod.err" ||
+  fail "kubectl logs with --node: $(cat "$tmp/pod.err")"
+grep -q "3 lines (0 malformed)" "$tmp/pod.err" || fail "kubectl logs with --node: $(cat "$tmp/pod.err")"
+[[ ! -s $tmp/pod.jsonl ]] || fail "a pod's line tainted: $(cat "$tmp/pod.jsonl")"
+rc=0
+"$FAULTLINE" replay --decisions "$tmp/pod.jsonl" "$tmp/trainer-0.log" 2>"$tmp/pod.err" || rc=$?
+[[ $rc == 2 ]] || fail "kubectl logs without --node: exit code $rc, want 2"
+grep -qF "trainer-0.log: a container's log names no node (kubectl logs, /var/log/pods): give it with --node" \
+  "$tmp/pod.err" || fail "kubectl logs without --node: $(cat "$tmp/pod.err")"
 echo "PASS"

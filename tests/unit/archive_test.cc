@@ -300,6 +300,29 @@ TEST(Archive, NodeFromFileNameKeepsANodeNameWithDots) {
   EXPECT_EQ(nodeFromFileName("node.gz"), "node");
 }
 
+// A container's log (kubectl logs --timestamps, /var/log/pods) names no node, and its file is
+// named after the pod: its node is --node alone. Without it the file is an error saying so, not
+// records of a node named after the pod.
+TEST(Archive, AContainerLogTakesItsNodeFromTheOptionAlone) {
+  const std::string text =
+      "2026-11-28T10:00:01.223456789Z gpu-3 kernel: NVRM: Xid (PCI:0000:44:00): 79, x\n"
+      "2026-11-28T10:00:02.1Z epoch 3 loss: 0.1\n";
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  EXPECT_TRUE(replay({{"/logs/trainer-0.log", text, true}}, &stats, &errors).empty());
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].message,
+            "/logs/trainer-0.log: a container's log names no node (kubectl logs, "
+            "/var/log/pods): give it with --node");
+  EXPECT_EQ(stats.malformed, 2U);
+
+  ArchiveOptions options;
+  options.parse.node = "gpu-7";
+  EXPECT_EQ(replay({{"/logs/trainer-0.log", text, true}}, &stats, nullptr, options),
+            (std::vector<std::string>{"gpu-7|gpu-3 kernel: NVRM: Xid (PCI:0000:44:00): 79, x",
+                                      "gpu-7|epoch 3 loss: 0.1"}));
+}
+
 // A record that names no node is dropped and counted malformed, as live (push, Kafka) drops it
 // (README: "Replay decides as the live service"): decided, it was a fault of a node "", every
 // such record of every machine one node.

@@ -213,9 +213,12 @@ TEST(Syslog, AHeldRecordOutlivesItsLine) {
 
 TEST(Syslog, OnlyALevelMayStandBeforeTheTag) {
   // A container runtime's log read as syslog: "F kernel" is a pod's own text, not the kernel tag.
+  // Stamped to the microsecond, as no runtime stamps, it is read as syslog; to the nanosecond it
+  // is no syslog line at all (isContainerStamp).
   const RecordBatch b = parseAll(
       Format::kSyslog,
-      {"2024-02-14T05:03:41.123456789Z stdout F kernel: NVRM: Xid (PCI:0000:44:00): 79, x",
+      {"2024-02-14T05:03:41.123456Z stdout F kernel: NVRM: Xid (PCI:0000:44:00): 79, x",
+       "2024-02-14T05:03:41.123456789Z stdout F kernel: NVRM: Xid (PCI:0000:44:00): 79, x",
        "Apr  9 21:05:38.106121 sw-1 NOTICE kernel: igb 0000:00:14.0 eth0: NIC Link is Down"});
   ASSERT_EQ(b.records.size(), 2U);
   EXPECT_EQ(b.records[0].stream, StreamKind::kOther);
@@ -290,6 +293,59 @@ TEST(DetectFormat, TellsEachFormatApart) {
   EXPECT_EQ(detectFormat(R"({"resourceLogs":[]})"), Format::kOtlpJson);
   EXPECT_EQ(detectFormat(R"({"labels":{},"line":"l","timestamp":"1"})"), Format::kLokiJsonl);
   EXPECT_EQ(detectFormat("just some words\nand more\n"), std::nullopt);
+  EXPECT_EQ(detectFormat("2026-11-28T10:00:00.123456789Z epoch 3\n"), Format::kContainer);
+  EXPECT_EQ(detectFormat("2026-11-28T10:00:00.12345678Z stdout F epoch 3\n"), Format::kContainer);
+  // Microseconds are a syslog writer's (journalctl short-iso-precise, rsyslog RFC 3339).
+  EXPECT_EQ(detectFormat("2024-02-14T05:03:41.123456+00:00 h kernel: x\n"), Format::kSyslog);
+}
+
+// `kubectl logs --timestamps` prints a pod's output after a Go RFC3339Nano stamp. Read as syslog,
+// a line the pod printed as "gpu-3 kernel: NVRM: Xid ..." was gpu-3's kernel record, and replay
+// tainted gpu-3 on it. The format's records are the pod's stream of the node --node gives.
+TEST(Container, APodLineThatReadsAsAKernelLineIsThePods) {
+  const std::string forged =
+      "2026-11-28T10:00:01.223456789Z gpu-3 kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has "
+      "fallen off the bus.";
+  ASSERT_EQ(detectFormat(forged + "\n2026-11-28T10:00:02.1Z epoch 3 loss: 0.1\n"),
+            Format::kContainer);
+  ParseOptions o;
+  o.node = "gpu-7";
+  const RecordBatch b =
+      parseAll(Format::kContainer, {forged, "2026-11-28T10:00:02.1Z epoch 3 loss: 0.1"}, o);
+  ASSERT_EQ(b.records.size(), 2U);
+  for (const LogRecord& r : b.records) {
+    EXPECT_EQ(r.stream, StreamKind::kPod);
+    EXPECT_EQ(r.node, "gpu-7");
+  }
+  EXPECT_EQ(b.records[0].line,
+            "gpu-3 kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus.");
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2026, 11, 28, 10, 0, 1, 223456789));
+  EXPECT_EQ(b.records[1].line, "epoch 3 loss: 0.1");
+  EXPECT_EQ(b.records[1].time_ns, civilToNanos(2026, 11, 28, 10, 0, 2, 100000000));
+
+  // Forced as syslog, the line is refused rather than read as gpu-3's kernel.
+  EXPECT_TRUE(parseAll(Format::kSyslog, {forged}).records.empty());
+}
+
+// The CRI log files under /var/log/pods: `STAMP STREAM TAG msg`, a line the runtime cut written
+// as P parts ended by an F part (kubernetes/cri-api, "CRI container log format").
+TEST(Container, ReadsCriLinesAndJoinsTheirParts) {
+  const RecordBatch b = parseAll(
+      Format::kContainer, {"2026-11-28T10:00:00.100000001Z stdout F one",
+                           "2026-11-28T10:00:00.200000002Z stderr P [Rank 0] Watchdog ",
+                           "2026-11-28T10:00:00.200000003Z stderr P caught collective ",
+                           "2026-11-28T10:00:00.200000004Z stderr F operation timeout",
+                           "2026-11-28T10:00:00.300000005Z stdout F ", "not a line of the format",
+                           "2026-11-28T10:00:00.400000006Z stdout P cut at the end"});
+  ASSERT_EQ(b.records.size(), 4U);
+  EXPECT_EQ(b.records[0].line, "one");
+  EXPECT_EQ(b.records[1].line, "[Rank 0] Watchdog caught collective operation timeout");
+  EXPECT_EQ(b.records[1].time_ns, civilToNanos(2026, 11, 28, 10, 0, 0, 200000002));
+  EXPECT_EQ(b.records[2].line, "");
+  EXPECT_EQ(b.records[3].line, "cut at the end");
+  for (const LogRecord& r : b.records) {
+    EXPECT_EQ(r.stream, StreamKind::kPod);
+  }
 }
 
 }  // namespace

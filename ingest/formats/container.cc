@@ -1,0 +1,121 @@
+// A container's output as `kubectl logs --timestamps` prints it (`2026-11-28T10:00:00.123456789Z
+// msg`) and as the kubelet's container runtime writes it under /var/log/pods (the CRI log format,
+// kubernetes/cri-api: `2026-11-28T10:00:00.123456789Z stdout F msg`, a line cut at the runtime's
+// buffer size written as `P` parts and ended by an `F` one). Both stamp with Go's
+// time.RFC3339Nano, whose fraction has up to 9 digits, trailing zeros dropped.
+//
+// Every record is a pod stream: the text is the container's own, so a line that reads as a
+// kernel's (`gpu-3 kernel: NVRM: Xid ...`) is the pod's text. Before this format such a file was
+// read as syslog and that line as gpu-3's kernel. The node is ParseOptions::node alone (--node):
+// neither kubectl's output nor the runtime's file names it.
+#include <algorithm>
+#include <string>
+
+#include "core/time.h"
+#include "ingest/formats/parsers.h"
+
+namespace faultline {
+namespace {
+
+// The digits of the fraction of the RFC 3339 stamp `stamp` (0 without one).
+size_t fractionDigits(std::string_view stamp) {
+  const size_t dot = stamp.find_first_of(".,");
+  if (dot == std::string_view::npos) {
+    return 0;
+  }
+  size_t n = 0;
+  while (dot + 1 + n < stamp.size() && stamp[dot + 1 + n] >= '0' && stamp[dot + 1 + n] <= '9') {
+    ++n;
+  }
+  return n;
+}
+
+struct Parsed {
+  int64_t ns = 0;
+  std::string_view msg;
+  bool partial = false;  // a CRI `P` line: its text goes on in the next line
+};
+
+// "STAMP msg" or "STAMP stdout|stderr F|P msg".
+bool parseLine(std::string_view line, Parsed* p) {
+  size_t used = 0;
+  if (!parseRfc3339(line, &p->ns, &used) || used >= line.size() || line[used] != ' ') {
+    return false;
+  }
+  std::string_view rest = line.substr(used + 1);
+  for (const std::string_view stream : {"stdout ", "stderr "}) {
+    if (rest.starts_with(stream) && rest.size() >= stream.size() + 1 &&
+        (rest[stream.size()] == 'F' || rest[stream.size()] == 'P') &&
+        (rest.size() == stream.size() + 1 || rest[stream.size() + 1] == ' ')) {
+      p->partial = rest[stream.size()] == 'P';
+      rest.remove_prefix(std::min(stream.size() + 2, rest.size()));
+      break;
+    }
+  }
+  p->msg = rest;
+  return true;
+}
+
+class ContainerParser : public LineParser {
+ public:
+  explicit ContainerParser(const ParseOptions& o) : node_(o.node) {}
+
+  bool parse(std::string_view line, RecordBatch* batch) override {
+    Parsed p;
+    if (!parseLine(line, &p)) {
+      return false;
+    }
+    if (p.partial || !joined_.empty()) {
+      if (joined_.empty()) {
+        first_ns_ = p.ns;
+      }
+      joined_.append(p.msg);
+      if (p.partial) {
+        return true;
+      }
+      p.ns = first_ns_;
+      p.msg = batch->copy(joined_);
+      joined_.clear();
+    }
+    emit(p, batch);
+    return true;
+  }
+
+  // A file that ends inside a cut line: its parts so far.
+  void finish(RecordBatch* batch) override {
+    if (!joined_.empty()) {
+      emit({first_ns_, batch->copy(joined_), false}, batch);
+      joined_.clear();
+    }
+  }
+
+ private:
+  void emit(const Parsed& p, RecordBatch* batch) {
+    const std::string_view node = batch->copy(node_);
+    LogRecord& r = batch->records.emplace_back();
+    r.time_ns = p.ns;
+    r.node = node;
+    r.line = p.msg;
+    r.stream = StreamKind::kPod;
+    r.labels_begin = r.labels_end = static_cast<uint32_t>(batch->labels.size());
+  }
+
+  std::string node_;
+  std::string joined_;  // the parts of a cut line read so far
+  int64_t first_ns_ = 0;
+};
+
+}  // namespace
+
+bool isContainerStamp(std::string_view line) {
+  int64_t ns = 0;
+  size_t used = 0;
+  return parseRfc3339(line, &ns, &used) && used < line.size() && line[used] == ' ' &&
+         fractionDigits(line.substr(0, used)) > 6;
+}
+
+std::unique_ptr<LineParser> makeContainerParser(const ParseOptions& options) {
+  return std::make_unique<ContainerParser>(options);
+}
+
+}  // namespace faultline
