@@ -17,19 +17,6 @@
 namespace faultline {
 namespace {
 
-// The digits of the fraction of the RFC 3339 stamp `stamp` (0 without one).
-size_t fractionDigits(std::string_view stamp) {
-  const size_t dot = stamp.find_first_of(".,");
-  if (dot == std::string_view::npos) {
-    return 0;
-  }
-  size_t n = 0;
-  while (dot + 1 + n < stamp.size() && stamp[dot + 1 + n] >= '0' && stamp[dot + 1 + n] <= '9') {
-    ++n;
-  }
-  return n;
-}
-
 struct Parsed {
   int64_t ns = 0;
   std::string_view msg;
@@ -107,11 +94,21 @@ class ContainerParser : public LineParser {
 
 }  // namespace
 
+bool finerThanMicroseconds(std::string_view stamp) {
+  const size_t dot = stamp.find_first_of(".,");
+  size_t digits = 0;
+  while (dot != std::string_view::npos && dot + 1 + digits < stamp.size() &&
+         stamp[dot + 1 + digits] >= '0' && stamp[dot + 1 + digits] <= '9') {
+    ++digits;
+  }
+  return digits > 6;
+}
+
 bool isContainerStamp(std::string_view line) {
   int64_t ns = 0;
   size_t used = 0;
   return parseRfc3339(line, &ns, &used) && used < line.size() && line[used] == ' ' &&
-         fractionDigits(line.substr(0, used)) > 6;
+         finerThanMicroseconds(line.substr(0, used));
 }
 
 std::unique_ptr<LineParser> makeContainerParser(const ParseOptions& options) {

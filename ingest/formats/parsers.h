@@ -22,6 +22,8 @@ bool looksLikeSyslog(std::string_view line);
 // stamps finer than microseconds (rsyslog, syslog-ng, journalctl short-iso-precise), so such a
 // line is a container's output, never a syslog record.
 bool isContainerStamp(std::string_view line);
+// Whether the RFC 3339 stamp `stamp` (the stamp alone) has more than 6 fraction digits.
+bool finerThanMicroseconds(std::string_view stamp);
 
 // Skips ASCII spaces and tabs.
 inline std::string_view trimLeft(std::string_view s) {

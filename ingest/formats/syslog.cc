@@ -89,7 +89,7 @@ bool parseLine(std::string_view line, Parsed* p) {
     // A finer stamp is a container's (isContainerStamp): its text is a pod's own, whose
     // `gpu-3 kernel: NVRM: Xid ...` would pass for gpu-3's kernel.
     if (!parseRfc3339(line, &p->ns, &used) || used >= line.size() || line[used] != ' ' ||
-        isContainerStamp(line)) {
+        finerThanMicroseconds(line.substr(0, used))) {
       return false;
     }
     ++used;
