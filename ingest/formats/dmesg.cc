@@ -18,7 +18,8 @@ bool isDigit(char c) {
   return c >= '0' && c <= '9';
 }
 
-// "12345.678901" (seconds, optional fraction) to ns. Leading spaces allowed.
+}  // namespace
+
 bool parseSeconds(std::string_view s, int64_t* ns) {
   s = trimLeft(s);
   int64_t sec = 0;
@@ -47,6 +48,8 @@ bool parseSeconds(std::string_view s, int64_t* ns) {
   *ns = sec * kNanosPerSecond + frac;
   return true;
 }
+
+namespace {
 
 // "Fri Apr  5 21:29:39 2024" (dmesg -T, ctime(3) layout) to ns, read as UTC.
 bool parseCtime(std::string_view s, int64_t* ns) {

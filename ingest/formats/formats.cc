@@ -35,6 +35,9 @@ std::optional<Format> lineFormat(std::string_view line) {
   if (isContainerStamp(line)) {
     return Format::kContainer;
   }
+  if (isMonotonicJournal(line)) {
+    return Format::kSyslog;
+  }
   if (looksLikeDmesg(line)) {
     return Format::kDmesg;
   }

@@ -16,7 +16,8 @@ namespace faultline {
 enum class Format : uint8_t {
   kDmesg,        // kernel ring buffer: `[12345.678901] msg`, `dmesg -T`, `<6>[..]`, /dev/kmsg
                  // `6,1234,5678,-;msg`, `dmesg --time-format iso` with or without --decode
-  kSyslog,       // `Mon DD HH:MM:SS host tag: msg` and `journalctl -o short-iso`
+  kSyslog,       // `Mon DD HH:MM:SS host tag: msg` and `journalctl -o short-iso`,
+                 // `short-iso-precise`, `short-monotonic`
   kJournalJson,  // `journalctl -o json`, one entry per line
   kOtlpJson,     // one OTLP ExportLogsServiceRequest (JSON mapping) per line, as the collector's
                  // file exporter writes it
@@ -36,7 +37,8 @@ std::optional<Format> detectFormat(std::string_view head);
 struct ParseOptions {
   std::string node;                     // dmesg, container: the node; others take it from
                                         // the line
-  std::optional<int64_t> boot_time_ns;  // dmesg: boot time for `[uptime]` stamps; else the first
+  std::optional<int64_t> boot_time_ns;  // dmesg, syslog: boot time for `[uptime]` stamps (dmesg,
+                                        // journalctl -o short-monotonic); else the first
                                         // stamp of the file is taken as time 0 (the epoch)
   int year = 1970;                      // syslog: the year of a file's first `Mon DD` line
   StreamRules streams;                  // which labels name the node and the stream kind

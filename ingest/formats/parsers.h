@@ -1,6 +1,7 @@
 // Internal: one constructor per format, and the line tests detectFormat() uses.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -24,6 +25,15 @@ bool looksLikeSyslog(std::string_view line);
 bool isContainerStamp(std::string_view line);
 // Whether the RFC 3339 stamp `stamp` (the stamp alone) has more than 6 fraction digits.
 bool finerThanMicroseconds(std::string_view stamp);
+
+// "12345.678901" (seconds since boot, optional fraction, leading spaces allowed) to ns; false for
+// anything else, or over 9 digits of seconds.
+bool parseSeconds(std::string_view s, int64_t* ns);
+
+// Whether `line` is one of `journalctl -o short-monotonic`: "[  12.345678] HOST IDENT[PID]: msg"
+// or "[  12.345678] HOST kernel: msg". Read as dmesg, its every line was the kernel's, a process's
+// too; a dmesg message never starts with a word and then `ident[pid]:` or `kernel:`.
+bool isMonotonicJournal(std::string_view line);
 
 // Skips ASCII spaces and tabs.
 inline std::string_view trimLeft(std::string_view s) {

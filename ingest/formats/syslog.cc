@@ -1,7 +1,9 @@
 // Syslog text as rsyslog writes /var/log/syslog (RFC 3164 `Mon DD HH:MM:SS host tag: msg`, also
-// with fractional seconds) and as `journalctl -o short-iso` / `short-iso-precise` print it
-// (`2024-02-14T05:03:41+0000 host tag[pid]: msg`; the further lines of a multi-line message,
-// which journalctl indents, are joined to it with newlines).
+// with fractional seconds) and as `journalctl -o short-iso` / `short-iso-precise` /
+// `short-monotonic` print it (`2024-02-14T05:03:41+0000 host tag[pid]: msg`,
+// `[  12.345678] host tag[pid]: msg`; the further lines of a multi-line message, which
+// journalctl indents, are joined to it with newlines). A `short-monotonic` stamp is seconds since
+// boot, as dmesg's: ParseOptions::boot_time_ns is added, else the file's first stamp is time 0.
 //
 // `Mon DD` stamps carry no year: ParseOptions::year is the year of a file's first such stamp, and
 // a later stamp whose month is over 6 months before the previous one's (Dec -> Jan) starts the
@@ -73,7 +75,8 @@ bool isLevel(std::string_view word) {
 }
 
 struct Parsed {
-  std::optional<BsdStamp> bsd;  // a `Mon DD` stamp, whose year the parser sets; else ns is set
+  std::optional<BsdStamp> bsd;  // a `Mon DD` stamp, whose year the parser sets
+  bool uptime = false;          // a `[seconds]` stamp: ns is since boot, which the parser adds
   int64_t ns = 0;
   std::string_view host;
   std::string_view tag;
@@ -85,6 +88,16 @@ bool parseLine(std::string_view line, Parsed* p) {
   BsdStamp bsd;
   if (parseBsdStamp(line, &bsd, &used)) {
     p->bsd = bsd;
+  } else if (!line.empty() && line.front() == '[') {
+    // Only the shape isMonotonicJournal() tells from dmesg: a dmesg line forced as syslog
+    // ("[ 1.0] NVRM: Xid ...") is malformed, not a record of a host "NVRM:".
+    if (!isMonotonicJournal(line)) {
+      return false;
+    }
+    const size_t close = line.find(']');
+    parseSeconds(line.substr(1, close - 1), &p->ns);
+    p->uptime = true;
+    used = close + 2;
   } else {
     // A finer stamp is a container's (isContainerStamp): its text is a pod's own, whose
     // `gpu-3 kernel: NVRM: Xid ...` would pass for gpu-3's kernel.
@@ -127,7 +140,7 @@ bool parseLine(std::string_view line, Parsed* p) {
 
 class SyslogParser : public LineParser {
  public:
-  explicit SyslogParser(const ParseOptions& o) : year_(o.year) {}
+  explicit SyslogParser(const ParseOptions& o) : year_(o.year), boot_ns_(o.boot_time_ns) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     Parsed p;
@@ -144,7 +157,19 @@ class SyslogParser : public LineParser {
       keepHeld();
       return false;
     }
-    if (p.bsd) {
+    if (p.uptime) {
+      if (boot_ns_) {
+        if (__builtin_add_overflow(*boot_ns_, p.ns, &p.ns)) {
+          keepHeld();
+          return false;  // past the year 2262: not a real uptime
+        }
+      } else {
+        if (!first_uptime_ns_) {
+          first_uptime_ns_ = p.ns;
+        }
+        p.ns -= *first_uptime_ns_;
+      }
+    } else if (p.bsd) {
       const BsdStamp& t = *p.bsd;
       int year = year_;
       if (last_month_ != 0 && t.month < last_month_ - 6) {
@@ -201,16 +226,45 @@ class SyslogParser : public LineParser {
     owned_ = true;
   }
 
-  int year_;                    // of the last `Mon DD` stamp read
-  int last_month_ = 0;          // of the last `Mon DD` stamp read; 0 before the first
-  std::optional<Parsed> held_;  // the last record, held back for its continuation lines
-  std::string joined_;          // its message with them, once it has any (or once it is kept)
-  bool owned_ = false;          // host_ and tag_ hold its host and tag
+  int year_;  // of the last `Mon DD` stamp read
+  std::optional<int64_t> boot_ns_;
+  std::optional<int64_t> first_uptime_ns_;  // without boot_ns_: the first `[seconds]` stamp
+  int last_month_ = 0;                      // of the last `Mon DD` stamp read; 0 before the first
+  std::optional<Parsed> held_;              // the last record, held back for its continuation lines
+  std::string joined_;  // its message with them, once it has any (or once it is kept)
+  bool owned_ = false;  // host_ and tag_ hold its host and tag
   std::string host_;
   std::string tag_;
 };
 
 }  // namespace
+
+bool isMonotonicJournal(std::string_view line) {
+  const size_t close = line.find(']');
+  int64_t ns = 0;
+  if (line.empty() || line.front() != '[' || close == std::string_view::npos ||
+      close + 1 >= line.size() || line[close + 1] != ' ' ||
+      !parseSeconds(line.substr(1, close - 1), &ns)) {
+    return false;
+  }
+  const std::string_view rest = line.substr(close + 2);
+  const size_t sp = rest.find(' ');
+  const std::string_view host = rest.substr(0, sp);
+  if (sp == std::string_view::npos || host.empty() ||
+      host.find_first_of(":[") != std::string_view::npos) {
+    return false;
+  }
+  const std::string_view ident = rest.substr(sp + 1, rest.find(' ', sp + 1) - sp - 1);
+  if (ident == "kernel:") {
+    return true;
+  }
+  // IDENT[PID]:
+  const size_t open = ident.find('[');
+  return open != std::string_view::npos && open > 0 && ident.size() > open + 3 &&
+         ident.ends_with("]:") &&
+         std::all_of(ident.begin() + static_cast<std::ptrdiff_t>(open) + 1, ident.end() - 2,
+                     isDigit);
+}
 
 bool looksLikeSyslog(std::string_view line) {
   Parsed p;

@@ -99,4 +99,18 @@ rc=0
 [[ $rc == 2 ]] || fail "kubectl logs without --node: exit code $rc, want 2"
 grep -qF "trainer-0.log: a container's log names no node (kubectl logs, /var/log/pods): give it with --node" \
   "$tmp/pod.err" || fail "kubectl logs without --node: $(cat "$tmp/pod.err")"
+
+# `journalctl -o short-monotonic`: a process's line (python3[1234]) is no kernel record.
+{
+  echo "[    5.123456] gpu-4 kernel: Linux version 6.1.0"
+  echo "[   15.123456] gpu-4 python3[1234]: NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU has fallen off the bus."
+} >"$tmp/gpu-4.journal"
+"$FAULTLINE" replay --decisions "$tmp/mono.jsonl" "$tmp/gpu-4.journal" 2>"$tmp/mono.err" ||
+  fail "short-monotonic: $(cat "$tmp/mono.err")"
+[[ ! -s $tmp/mono.jsonl ]] || fail "a process's line tainted: $(cat "$tmp/mono.jsonl")"
+echo "[   16.0] gpu-4 kernel: NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU has fallen off the bus." >>"$tmp/gpu-4.journal"
+"$FAULTLINE" replay --decisions "$tmp/mono.jsonl" "$tmp/gpu-4.journal" 2>"$tmp/mono.err" ||
+  fail "short-monotonic: $(cat "$tmp/mono.err")"
+[[ $(jq -r '"\(.node) \(.action)"' "$tmp/mono.jsonl") == "gpu-4 taint" ]] ||
+  fail "short-monotonic kernel line: $(cat "$tmp/mono.jsonl")"
 echo "PASS"

@@ -225,6 +225,47 @@ TEST(Syslog, OnlyALevelMayStandBeforeTheTag) {
   EXPECT_EQ(b.records[1].stream, StreamKind::kKernel);
 }
 
+// `journalctl -o short-monotonic` was detected as dmesg, so every line was the kernel's: a
+// process that printed an Xid line tainted the node. It is syslog with a `[seconds]` stamp: the
+// host names the node, the `kernel` tag alone makes a kernel record.
+TEST(Syslog, ReadsJournalctlShortMonotonic) {
+  const std::vector<std::string> lines = {
+      "[    5.123456] gpu-1 kernel: Linux version 6.1.0",
+      "[   15.123456] gpu-1 python3[1234]: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off "
+      "the bus.",
+      "[   16.000000] gpu-1 kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus.",
+      "-- Boot 1c9c1fcd5a6e4e5e9d0f7f5b0a0c8a51 --"};
+  std::string text;
+  for (const std::string& l : lines) {
+    text += l + "\n";
+  }
+  ASSERT_EQ(detectFormat(text), Format::kSyslog);
+  RecordBatch b = parseAll(Format::kSyslog, lines);
+  ASSERT_EQ(b.records.size(), 3U);
+  EXPECT_EQ(b.records[0].node, "gpu-1");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[0].time_ns, 0);  // without a boot time the first stamp is time 0
+  EXPECT_EQ(b.records[1].stream, StreamKind::kOther);
+  EXPECT_EQ(b.records[1].line, "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus.");
+  EXPECT_EQ(b.records[1].time_ns, 10 * kNanosPerSecond);
+  EXPECT_EQ(b.records[2].stream, StreamKind::kKernel);
+
+  ParseOptions o;
+  o.boot_time_ns = civilToNanos(2025, 1, 1, 0, 0, 0);
+  b = parseAll(Format::kSyslog, lines, o);
+  ASSERT_EQ(b.records.size(), 3U);
+  EXPECT_EQ(b.records[2].time_ns, civilToNanos(2025, 1, 1, 0, 0, 16));
+
+  // dmesg's own lines stay dmesg's, and are no syslog records when forced.
+  EXPECT_EQ(detectFormat("[    3.100000] systemd[1]: Started Journal Service.\n"
+                         "[    2.200000] hub 1-0:1.0: USB hub found\n"
+                         "[    9.000000] usb 1-1: new high-speed USB device number 2\n"),
+            Format::kDmesg);
+  EXPECT_TRUE(parseAll(Format::kSyslog, {"[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, x",
+                                         "[ 9.0] usb 1-1: new high-speed USB device number 2"})
+                  .records.empty());
+}
+
 TEST(JournalJson, KernelOnlyWhereJournaldSaysSo) {
   const RecordBatch b = parseAll(
       Format::kJournalJson,
