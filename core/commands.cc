@@ -63,6 +63,46 @@ struct ReplayArgs {
   unsigned threads = 0;  // 0: one per core
 };
 
+// The archives `files` name: a file as given ("-" too); a directory's regular files, in its
+// subdirectories too, sorted, but for hidden ones (.DS_Store, a checkout's .git) and those of
+// hidden directories. Throws std::runtime_error naming a directory that cannot be listed, or
+// holds no such file: read in part, or not at all, it would decide as if the files it hides were
+// healthy nodes'.
+std::vector<ArchiveInput> archiveInputs(const std::vector<std::string>& files) {
+  namespace fs = std::filesystem;
+  std::vector<ArchiveInput> inputs;
+  for (const std::string& f : files) {
+    std::error_code ec;
+    if (f == "-" || !fs::is_directory(f, ec)) {
+      inputs.push_back({f, "", false});
+      continue;
+    }
+    std::vector<std::string> found;
+    try {
+      for (auto it = fs::recursive_directory_iterator(f); it != fs::recursive_directory_iterator();
+           ++it) {
+        if (it->path().filename().string().starts_with('.')) {
+          if (it->is_directory()) {
+            it.disable_recursion_pending();
+          }
+        } else if (it->is_regular_file()) {
+          found.push_back(it->path().string());
+        }
+      }
+    } catch (const fs::filesystem_error& e) {
+      throw std::runtime_error("cannot list " + e.path1().string() + ": " + e.code().message());
+    }
+    if (found.empty()) {
+      throw std::runtime_error(f + ": a directory without files to replay");
+    }
+    std::sort(found.begin(), found.end());
+    for (std::string& name : found) {
+      inputs.push_back({std::move(name), "", false});
+    }
+  }
+  return inputs;
+}
+
 // Splits inputs into `n` shares of about equal bytes (largest first to the lightest share), so
 // that each thread of a replay reads and matches its own files.
 std::vector<std::vector<ArchiveInput>> shareInputs(std::vector<ArchiveInput> inputs, size_t n) {
@@ -163,11 +203,8 @@ int replay(const ReplayArgs& a) {
     taints = std::make_unique<TaintSink>(*kube, sink_options, std::move(hooks));
     sinks.push_back(taints.get());
   }
-  std::vector<ArchiveInput> inputs;
-  for (const std::string& f : a.files) {
-    inputs.push_back({f, "", false});
-  }
-  if (inputs.empty()) {
+  std::vector<ArchiveInput> inputs = archiveInputs(a.files);
+  if (a.files.empty()) {
     inputs = embeddedSample();
     spdlog::info("no archive given: replaying the embedded sample ({} files)", inputs.size());
   }
@@ -573,7 +610,9 @@ int runCli(int argc, char** argv) {
   ReplayArgs ra;
   CLI::App* rp = app.add_subcommand(
       "replay", "Replay archived logs (plain, .gz, .zst; - for stdin) through the engine");
-  rp->add_option("files", ra.files, "Archive files; none: the embedded sample");
+  rp->add_option("files", ra.files,
+                 "Archive files, and directories of them (hidden files skipped); none: the "
+                 "embedded sample");
   rp->add_option("--format", ra.format,
                  "Force a format: dmesg, syslog, journal-json, otlp-json, loki-jsonl, container");
   rp->add_option(

@@ -100,6 +100,24 @@ rc=0
 grep -qF "trainer-0.log: a container's log names no node (kubectl logs, /var/log/pods): give it with --node" \
   "$tmp/pod.err" || fail "kubectl logs without --node: $(cat "$tmp/pod.err")"
 
+# A directory is replayed as its files, in its subdirectories too, but for hidden ones; one
+# without any is an error, as is a missing file.
+mkdir -p "$tmp/dir/node-7" "$tmp/dir/.git" "$tmp/empty-dir"
+xid 100.0 >"$tmp/dir/node-7/gpu-h.dmesg"
+xid 100.0 | gzip >"$tmp/dir/gpu-i.dmesg.gz"
+printf 'not a log\n' >"$tmp/dir/.git/HEAD"
+printf 'not a log\n' >"$tmp/dir/.DS_Store"
+"$FAULTLINE" replay --decisions "$tmp/dir.jsonl" "$tmp/dir" 2>"$tmp/dir.err" ||
+  fail "a directory: $(cat "$tmp/dir.err")"
+[[ $(jq -r '.node' "$tmp/dir.jsonl" | sort | paste -sd ' ') == "gpu-h gpu-i" ]] ||
+  fail "a directory: $(cat "$tmp/dir.jsonl")"
+grep -q "replayed 2 files" "$tmp/dir.err" || fail "a directory: $(cat "$tmp/dir.err")"
+rc=0
+"$FAULTLINE" replay --decisions "$tmp/dir.jsonl" "$tmp/empty-dir" 2>"$tmp/dir.err" || rc=$?
+[[ $rc == 2 ]] || fail "an empty directory: exit code $rc, want 2"
+grep -qF "empty-dir: a directory without files to replay" "$tmp/dir.err" ||
+  fail "an empty directory: $(cat "$tmp/dir.err")"
+
 # `journalctl -o short-monotonic`: a process's line (python3[1234]) is no kernel record.
 {
   echo "[    5.123456] gpu-4 kernel: Linux version 6.1.0"
