@@ -620,7 +620,8 @@ int runCli(int argc, char** argv) {
       "Node of dmesg and container files (dmesg default: file name without extensions, log "
       "words, dates)");
   rp->add_option("--boot-time", ra.boot_time,
-                 "Boot time (RFC 3339) for dmesg [uptime] stamps; default: first line = epoch");
+                 "Boot time (RFC 3339) for [uptime] stamps (dmesg, journalctl -o short-monotonic); "
+                 "default: first line = epoch");
   rp->add_option("--year", ra.year,
                  "Year of each file's first syslog 'Mon DD' stamp, 1678..2261 (default: the "
                  "current year); a later stamp whose month goes back over 6 months (Dec -> Jan) "
