@@ -583,6 +583,12 @@ struct PushServer::ProbeListener {
 
 namespace {
 
+// "host:port" as `listen` takes it: an IPv6 host in brackets ("[::]:3100").
+std::string hostPort(const std::string& host, int port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
 // Opens `acceptor` on host:port. Throws std::runtime_error naming the address and `what`.
 void listenOn(tcp::acceptor& acceptor, const std::string& host, int port, const std::string& what) {
   beast::error_code ec;
@@ -599,8 +605,8 @@ void listenOn(tcp::acceptor& acceptor, const std::string& host, int port, const 
     }
   }
   if (ec) {
-    throw std::runtime_error("http: cannot listen on " + host + ":" + std::to_string(port) + what +
-                             ": " + ec.message());
+    throw std::runtime_error("http: cannot listen on " + hostPort(host, port) + what + ": " +
+                             ec.message());
   }
 }
 
@@ -619,14 +625,14 @@ void PushServer::start() {
     probe_->thread = std::thread([this] { probe_->io.run(); });
     probe_->ready_thread = std::thread([this] { probe_->ready_io.run(); });
     // Before the push endpoints' line, which tests wait for.
-    spdlog::info("http: health and metrics endpoints on {}:{} (probe_listen)", config_.probe_host,
-                 bound_probe_port_);
+    spdlog::info("http: health and metrics endpoints on {} (probe_listen)",
+                 hostPort(config_.probe_host, bound_probe_port_));
   }
   listener_->accept(*this);
   for (size_t i = 0; i < config_.threads; ++i) {
     threads_.emplace_back([this] { listener_->io.run(); });
   }
-  spdlog::info("http: push endpoints listening on {}:{}", config_.host, bound_port_);
+  spdlog::info("http: push endpoints listening on {}", hostPort(config_.host, bound_port_));
 }
 
 void PushServer::stop() {

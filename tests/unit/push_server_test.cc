@@ -715,6 +715,25 @@ TEST(PushConfig, ThreadsAndTheirErrors) {
   }
 }
 
+// An address is named as `listen` takes it: an IPv6 host in brackets. 2001:db8::/32 is for
+// documentation (RFC 3849): no host has it, with IPv6 or without.
+TEST(PushServer, AnAddressItCannotListenOnIsNamedAsListenTakesIt) {
+  BatchQueue queue(1 << 20);
+  Metrics metrics;
+  PushConfig config;
+  config.host = "2001:db8::1";
+  config.port = 0;
+  PushServer server(config, &queue, &metrics, [] { return true; });
+  try {
+    server.start();
+    ADD_FAILURE() << "listened on 2001:db8::1";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("http: cannot listen on [2001:db8::1]:0: "),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PushConfig, ProbeListen) {
   EXPECT_EQ(PushConfig::fromYaml(YAML::Load("{}")).probe_port, -1);
   const PushConfig config = PushConfig::fromYaml(YAML::Load(R"({probe_listen: "[::]:8081"})"));
