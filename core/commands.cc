@@ -65,7 +65,8 @@ struct ReplayArgs {
 
 // The archives `files` name: a file as given ("-" too); a directory's regular files, in its
 // subdirectories too, sorted, but for hidden ones (.DS_Store, a checkout's .git) and those of
-// hidden directories; a link to a directory in it is not followed, with a warning. Throws
+// hidden directories; anything else in it (a link to a directory, a dangling link, a FIFO) is
+// skipped with a warning. Throws
 // std::runtime_error naming a directory that cannot be listed, or holds no such file: read in part,
 // or not at all, it would decide as if the files it hides were healthy nodes'.
 std::vector<ArchiveInput> archiveInputs(const std::vector<std::string>& files) {
@@ -87,10 +88,13 @@ std::vector<ArchiveInput> archiveInputs(const std::vector<std::string>& files) {
           }
         } else if (it->is_regular_file()) {
           found.push_back(it->path().string());
-        } else if (it->is_symlink() && it->is_directory()) {
-          // Not followed: a link back up would read the tree again and again.
-          spdlog::warn("replay: not following {}, a link to a directory: give its target",
-                       it->path().string());
+        } else if (it->is_symlink() || !it->is_directory()) {
+          // A link to a directory is not followed: a link back up would read the tree again and
+          // again. A dangling link, a FIFO or a socket holds no archive.
+          spdlog::warn(
+              "replay: skipping {}: not a regular file (links to directories are not "
+              "followed)",
+              it->path().string());
         }
       }
     } catch (const fs::filesystem_error& e) {

@@ -100,18 +100,21 @@ rc=0
 grep -qF "trainer-0.log: a container's log names no node (kubectl logs, /var/log/pods): give it with --node" \
   "$tmp/pod.err" || fail "kubectl logs without --node: $(cat "$tmp/pod.err")"
 
-# A directory is replayed as its files, in its subdirectories too, but for hidden ones and
-# links to directories (a warning); one without any is an error.
+# A directory is replayed as its files, in its subdirectories too, but for hidden ones; links to
+# directories and dangling ones are named in a warning; a directory without files is an error.
 mkdir -p "$tmp/dir/node-7" "$tmp/dir/.git" "$tmp/empty-dir"
 xid 100.0 >"$tmp/dir/node-7/gpu-h.dmesg"
 xid 100.0 | gzip >"$tmp/dir/gpu-i.dmesg.gz"
 printf 'not a log\n' >"$tmp/dir/.git/HEAD"
 printf 'not a log\n' >"$tmp/dir/.DS_Store"
 ln -s .. "$tmp/dir/up"
+ln -s gone.dmesg "$tmp/dir/dangling"
 "$FAULTLINE" replay --decisions "$tmp/dir.jsonl" "$tmp/dir" 2>"$tmp/dir.err" ||
   fail "a directory: $(cat "$tmp/dir.err")"
-grep -qF "not following $tmp/dir/up, a link to a directory: give its target" "$tmp/dir.err" ||
-  fail "a link to a directory: $(cat "$tmp/dir.err")"
+for f in up dangling; do
+  grep -qF "skipping $tmp/dir/$f: not a regular file (links to directories are not followed)" \
+    "$tmp/dir.err" || fail "$f in a directory: $(cat "$tmp/dir.err")"
+done
 [[ $(jq -r '.node' "$tmp/dir.jsonl" | sort | paste -sd ' ') == "gpu-h gpu-i" ]] ||
   fail "a directory: $(cat "$tmp/dir.jsonl")"
 grep -q "replayed 2 files" "$tmp/dir.err" || fail "a directory: $(cat "$tmp/dir.err")"
