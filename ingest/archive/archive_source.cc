@@ -55,18 +55,17 @@ bool logWord(std::string_view part) {
                                                 "journal", "json", "messages", "jsonl"};
   const std::string_view word = part.substr(0, part.find('-'));
   const std::string_view date = part.substr(std::min(word.size() + 1, part.size()));
-  return std::ranges::find(kWords, word) != std::end(kWords) &&
-         std::ranges::all_of(date, [](char c) { return c >= '0' && c <= '9'; });
+  return std::ranges::find(kWords, word) != std::end(kWords) && std::ranges::all_of(date, isDigit);
 }
 
 bool digits(std::string_view part) {
-  return !part.empty() && std::ranges::all_of(part, [](char c) { return c >= '0' && c <= '9'; });
+  return !part.empty() && std::ranges::all_of(part, isDigit);
 }
 
 // A date as archives name them: 20261128, 2026-11-28 (eight digits or more, with '-').
 bool date(std::string_view part) {
-  return std::ranges::count_if(part, [](char c) { return c >= '0' && c <= '9'; }) >= 8 &&
-         std::ranges::all_of(part, [](char c) { return (c >= '0' && c <= '9') || c == '-'; });
+  return std::ranges::count_if(part, isDigit) >= 8 &&
+         std::ranges::all_of(part, [](char c) { return isDigit(c) || c == '-'; });
 }
 
 }  // namespace

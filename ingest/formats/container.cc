@@ -98,7 +98,7 @@ bool finerThanMicroseconds(std::string_view stamp) {
   const size_t dot = stamp.find_first_of(".,");
   size_t digits = 0;
   while (dot != std::string_view::npos && dot + 1 + digits < stamp.size() &&
-         stamp[dot + 1 + digits] >= '0' && stamp[dot + 1 + digits] <= '9') {
+         isDigit(stamp[dot + 1 + digits])) {
     ++digits;
   }
   return digits > 6;

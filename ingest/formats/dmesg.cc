@@ -12,13 +12,6 @@
 #include "ingest/formats/parsers.h"
 
 namespace faultline {
-namespace {
-
-bool isDigit(char c) {
-  return c >= '0' && c <= '9';
-}
-
-}  // namespace
 
 bool parseSeconds(std::string_view s, int64_t* ns) {
   s = trimLeft(s);

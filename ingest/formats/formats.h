@@ -89,10 +89,16 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
 // decodeLokiJson (ingest/push/loki.h).
 inline constexpr size_t kJsonPadding = 64;
 
+// Whether `c` is an ASCII digit ('0'..'9'): for stamps and file names, where a locale's
+// std::isdigit has no say.
+inline bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+
 // The value of the hex digit `c` in either case, -1 if `c` is none: for the escapes of
 // /dev/kmsg records and of Loki's selectors.
 inline int hexDigit(char c) {
-  if (c >= '0' && c <= '9') {
+  if (isDigit(c)) {
     return c - '0';
   }
   if (c >= 'a' && c <= 'f') {

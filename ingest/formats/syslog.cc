@@ -21,10 +21,6 @@
 namespace faultline {
 namespace {
 
-bool isDigit(char c) {
-  return c >= '0' && c <= '9';
-}
-
 // A `Mon DD HH:MM:SS[.ffffff]` stamp, without its year.
 struct BsdStamp {
   int month = 0;
@@ -74,6 +70,35 @@ bool isLevel(std::string_view word) {
   return std::find(std::begin(kLevels), std::end(kLevels), word) != std::end(kLevels);
 }
 
+// The `[  12.345678] ` stamp of a `journalctl -o short-monotonic` line (isMonotonicJournal):
+// if the host and tag after it have that format's shape, returns true with *ns (since boot) and
+// *used (the stamp and its space) set; else false, *ns changed.
+bool parseMonotonicStamp(std::string_view line, int64_t* ns, size_t* used) {
+  const size_t close = line.find(']');
+  if (line.empty() || line.front() != '[' || close == std::string_view::npos ||
+      close + 1 >= line.size() || line[close + 1] != ' ' ||
+      !parseSeconds(line.substr(1, close - 1), ns)) {
+    return false;
+  }
+  const std::string_view rest = line.substr(close + 2);
+  const size_t sp = rest.find(' ');
+  const std::string_view host = rest.substr(0, sp);
+  if (sp == std::string_view::npos || host.empty() ||
+      host.find_first_of(":[") != std::string_view::npos) {
+    return false;
+  }
+  const std::string_view ident = rest.substr(sp + 1, rest.find(' ', sp + 1) - sp - 1);
+  const size_t open = ident.find('[');  // IDENT[PID]:
+  if (ident != "kernel:" && (open == std::string_view::npos || open == 0 ||
+                             ident.size() <= open + 3 || !ident.ends_with("]:") ||
+                             !std::all_of(ident.begin() + static_cast<std::ptrdiff_t>(open) + 1,
+                                          ident.end() - 2, isDigit))) {
+    return false;
+  }
+  *used = close + 2;
+  return true;
+}
+
 struct Parsed {
   std::optional<BsdStamp> bsd;  // a `Mon DD` stamp, whose year the parser sets
   bool uptime = false;          // a `[seconds]` stamp: ns is since boot, which the parser adds
@@ -91,13 +116,10 @@ bool parseLine(std::string_view line, Parsed* p) {
   } else if (!line.empty() && line.front() == '[') {
     // Only the shape isMonotonicJournal() tells from dmesg: a dmesg line forced as syslog
     // ("[ 1.0] NVRM: Xid ...") is malformed, not a record of a host "NVRM:".
-    if (!isMonotonicJournal(line)) {
+    if (!parseMonotonicStamp(line, &p->ns, &used)) {
       return false;
     }
-    const size_t close = line.find(']');
-    parseSeconds(line.substr(1, close - 1), &p->ns);
     p->uptime = true;
-    used = close + 2;
   } else {
     // A finer stamp is a container's (isContainerStamp): its text is a pod's own, whose
     // `gpu-3 kernel: NVRM: Xid ...` would pass for gpu-3's kernel.
@@ -240,30 +262,9 @@ class SyslogParser : public LineParser {
 }  // namespace
 
 bool isMonotonicJournal(std::string_view line) {
-  const size_t close = line.find(']');
   int64_t ns = 0;
-  if (line.empty() || line.front() != '[' || close == std::string_view::npos ||
-      close + 1 >= line.size() || line[close + 1] != ' ' ||
-      !parseSeconds(line.substr(1, close - 1), &ns)) {
-    return false;
-  }
-  const std::string_view rest = line.substr(close + 2);
-  const size_t sp = rest.find(' ');
-  const std::string_view host = rest.substr(0, sp);
-  if (sp == std::string_view::npos || host.empty() ||
-      host.find_first_of(":[") != std::string_view::npos) {
-    return false;
-  }
-  const std::string_view ident = rest.substr(sp + 1, rest.find(' ', sp + 1) - sp - 1);
-  if (ident == "kernel:") {
-    return true;
-  }
-  // IDENT[PID]:
-  const size_t open = ident.find('[');
-  return open != std::string_view::npos && open > 0 && ident.size() > open + 3 &&
-         ident.ends_with("]:") &&
-         std::all_of(ident.begin() + static_cast<std::ptrdiff_t>(open) + 1, ident.end() - 2,
-                     isDigit);
+  size_t used = 0;
+  return parseMonotonicStamp(line, &ns, &used);
 }
 
 bool looksLikeSyslog(std::string_view line) {
