@@ -353,6 +353,13 @@ expect "$tmp/push.collector.json" "push collector: otlphttp to the Service on 43
 expect "$tmp/push.collector.json" "push collector: otlphttp sends the push token from its env" \
   '[.exporters | to_entries[] | select(.key | startswith("otlphttp")) | .value.headers.Authorization]
    == ["Bearer ${env:FAULTLINE_PUSH_TOKEN}"]'
+# faultline answers 413 to a body over max_body_bytes, and the exporter drops a batch on 413
+# without retrying: batches must be cut by bytes below it (a batch processor counts records).
+expect "$tmp/push.collector.json" "push collector: batches cut by bytes under faultline's max_body_bytes ($body)" \
+  "[.exporters | to_entries[] | select(.key | startswith(\"otlphttp\")) | .value.sending_queue.batch]
+   | length > 0 and all(.sizer == \"bytes\" and .max_size > 0 and .max_size <= $body)"
+expect "$tmp/push.collector.json" "push collector: no batch processor (it cuts by record count)" \
+  '[.service.pipelines[].processors[] | select(test("^batch(/|$)"))] | length == 0'
 
 # --- the binary accepts what the manifests mount (optional: needs a build) ---
 fl="${FL_BUILD:-}/faultline"
