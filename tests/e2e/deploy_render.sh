@@ -275,14 +275,19 @@ expect "$kcol" "kafka collector: exporters send otlp_proto, keyed by resource at
 # The key hashes all resource attributes: every pipeline into Kafka must cut the resource down to
 # the node, or one node's pods land in many partitions; first the records take the resource's
 # attributes, or pod records would lose k8s.pod.name (and the pod rules).
-expect "$kcol" "kafka collector: every Kafka pipeline keys by the node alone, last before batch" \
+expect "$kcol" "kafka collector: every Kafka pipeline keys by the node alone, last" \
   '[.processors | to_entries[] | select(.value.log_statements // [] | map(
        if .context == "log" and .statements == ["merge_maps(attributes, resource.attributes, \"insert\")"] then "copy"
        elif .context == "resource" and .statements == ["keep_keys(attributes, [\"k8s.node.name\"])"] then "cut"
        else "other" end) == ["copy", "cut"])
      | .key] as $keyers
    | [.service.pipelines[] | select(any(.exporters[]; test("^kafka(/|$)")))]
-   | length > 0 and all(.processors | (.[-1] == "batch") and (.[-2] | IN($keyers[])))'
+   | length > 0 and all(.processors | .[-1] | IN($keyers[]))'
+# A record over the producer's max_message_bytes is refused and dropped: batches must be cut by
+# bytes below it (a batch processor counts records).
+expect "$kcol" "kafka collector: batches cut by bytes under the producer's max_message_bytes" \
+  "$kafka_exporters | length > 0 and all(. as \$e | .value.sending_queue.batch | .sizer == \"bytes\"
+     and .max_size > 0 and .max_size < (\$e.value.producer.max_message_bytes // 1000000))"
 
 # push: Service with Loki push 3100 and OTLP/HTTP 4318 onto the one listener (port http, 8080).
 p="$tmp/push.json"
