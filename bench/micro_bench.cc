@@ -675,6 +675,14 @@ std::vector<std::string> rawLines(Format format, size_t n) {
         // A CRI log file under /var/log/pods, stamped as containerd stamps it.
         out.push_back(formatRfc3339(us * 1000 + gen.num(0, 999)) + " stdout F " + msgs[i]);
         break;
+      case Format::kJson:
+        // Vector's journald source as its file or aws_s3 sink writes it (encoding.codec: json).
+        out.push_back(
+            "{\"SYSLOG_IDENTIFIER\":\"kernel\",\"_TRANSPORT\":\"kernel\",\"host\":"
+            "\"gpu-node-01\",\"message\":\"" +
+            jsonEscape(msgs[i]) + "\",\"source_type\":\"journald\",\"timestamp\":\"" +
+            formatRfc3339(us * 1000) + "\"}");
+        break;
     }
   }
   return out;
@@ -741,6 +749,11 @@ void BM_ContainerParse(benchmark::State& state) {
   runParser(state, Format::kContainer);
 }
 BENCHMARK(BM_ContainerParse)->Unit(benchmark::kMillisecond);
+
+void BM_JsonParse(benchmark::State& state) {
+  runParser(state, Format::kJson);
+}
+BENCHMARK(BM_JsonParse)->Unit(benchmark::kMillisecond);
 
 // Kafka messages of one topic as the shippers produce them, decoded as KafkaSource does, into
 // batches handed on every 10000 records, without the broker. Kernel entries of 16 nodes, 1 ms

@@ -186,6 +186,28 @@ int replay(const ReplayArgs& a) {
     if (rules_dir.empty()) {
       rules_dir = cfg.rules_dir;
     }
+    // The json format reads records as the config's Kafka json topics do: an archive of such a
+    // topic then replays as the service read it.
+    const KafkaTopicConfig* json_topic = nullptr;
+    if (cfg.kafka) {
+      for (const KafkaTopicConfig& t : cfg.kafka->topics) {
+        if (t.encoding != KafkaEncoding::kJson) {
+          continue;
+        }
+        if (json_topic != nullptr &&
+            (t.fields != json_topic->fields || t.stream != json_topic->stream)) {
+          std::cerr << "faultline: " << a.config << ": kafka topics " << json_topic->name << " and "
+                    << t.name << " read json with different fields or stream: replay "
+                    << "each topic's archive with a config of its own\n";
+          return 2;
+        }
+        json_topic = &t;
+      }
+    }
+    if (json_topic != nullptr) {
+      opts.parse.json_fields = json_topic->fields;
+      opts.parse.json_stream = json_topic->stream;
+    }
   }
   if (!a.kube.server.empty()) {
     kube = a.kube;  // the flags name the whole connection
@@ -622,11 +644,12 @@ int runCli(int argc, char** argv) {
                  "Archive files, and directories of them (hidden files skipped); none: the "
                  "embedded sample");
   rp->add_option("--format", ra.format,
-                 "Force a format: dmesg, syslog, journal-json, otlp-json, loki-jsonl, container");
+                 "Force a format: dmesg, syslog, journal-json, otlp-json, loki-jsonl, container, "
+                 "json");
   rp->add_option(
       "--node", ra.node,
-      "Node of dmesg and container files (dmesg default: file name without extensions, log "
-      "words, dates)");
+      "Node of dmesg and container files, and of json records naming none (dmesg default: file "
+      "name without extensions, log words, dates)");
   rp->add_option("--boot-time", ra.boot_time,
                  "Boot time (RFC 3339) for [uptime] stamps (dmesg, journalctl -o short-monotonic); "
                  "default: first line = epoch");
@@ -645,7 +668,9 @@ int runCli(int argc, char** argv) {
   rp->add_option("--kube-server", ra.kube.server, "API server URL (default: in-cluster)");
   rp->add_option("--kube-token-file", ra.kube.token_file, "Bearer token file");
   rp->add_option("--kube-ca-file", ra.kube.ca_file, "CA bundle to verify the API server");
-  rp->add_option("--config", ra.config, "Service config for taint and kubernetes settings");
+  rp->add_option("--config", ra.config,
+                 "Service config for taint and kubernetes settings, and its Kafka json topics' "
+                 "fields and stream for the json format");
   rp->add_option("--threads", ra.threads,
                  "Threads reading and matching files (default 0: one per core, at most one per "
                  "file); decisions do not depend on it");

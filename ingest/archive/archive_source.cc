@@ -184,7 +184,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     if (!parser) {
       std::optional<Format> format = options_.format;
       if (!format) {
-        format = detectFormat(whole);
+        format = detectFormat(whole, options_.parse.json_fields.line);
       }
       if (!format) {
         if (!eof && (whole.empty() || chunk->filled < kChunkBytes)) {

@@ -8,27 +8,37 @@
 namespace faultline {
 namespace {
 
-constexpr std::array<std::pair<Format, std::string_view>, 6> kNames = {{
+constexpr std::array<std::pair<Format, std::string_view>, 7> kNames = {{
     {Format::kDmesg, "dmesg"},
     {Format::kSyslog, "syslog"},
     {Format::kJournalJson, "journal-json"},
     {Format::kOtlpJson, "otlp-json"},
     {Format::kLokiJsonl, "loki-jsonl"},
     {Format::kContainer, "container"},
+    {Format::kJson, "json"},
 }};
 
-// Which format one line looks like. JSON formats are told apart by their keys.
-std::optional<Format> lineFormat(std::string_view line) {
+// Which format one line looks like. JSON formats are told apart by their keys; `json_keys` are
+// the json format's line keys, quoted.
+std::optional<Format> lineFormat(std::string_view line, const std::vector<std::string>& json_keys) {
   if (!line.empty() && line.front() == '{') {
     if (line.find("\"resourceLogs\"") != std::string_view::npos) {
       return Format::kOtlpJson;
     }
-    if (line.find("\"__REALTIME_TIMESTAMP\"") != std::string_view::npos ||
+    // journalctl writes both; Vector's journald source renames MESSAGE to message, and Fluent
+    // Bit's systemd input drops __REALTIME_TIMESTAMP for its own time key: shippers' records.
+    if (line.find("\"__REALTIME_TIMESTAMP\"") != std::string_view::npos &&
         line.find("\"MESSAGE\"") != std::string_view::npos) {
       return Format::kJournalJson;
     }
     if (line.find("\"line\"") != std::string_view::npos) {
       return Format::kLokiJsonl;
+    }
+    // A quote inside a JSON string is escaped, so `"key"` is found only as a key or a whole value.
+    for (const std::string& key : json_keys) {
+      if (line.find(key) != std::string_view::npos) {
+        return Format::kJson;
+      }
     }
     return std::nullopt;
   }
@@ -59,7 +69,15 @@ bool parseFormatName(std::string_view name, Format* f) {
   return false;
 }
 
-std::optional<Format> detectFormat(std::string_view head) {
+std::optional<Format> detectFormat(std::string_view head,
+                                   const std::vector<std::string>& json_lines) {
+  std::vector<std::string> json_keys;
+  for (const std::string& path : json_lines) {
+    json_keys.push_back('"' + path + '"');
+    if (const size_t dot = path.find('.'); dot != std::string::npos) {
+      json_keys.push_back('"' + path.substr(0, dot) + '"');
+    }
+  }
   std::array<int, kNames.size()> votes{};
   int lines = 0;
   while (!head.empty() && lines < 200) {
@@ -76,7 +94,7 @@ std::optional<Format> detectFormat(std::string_view head) {
       continue;
     }
     ++lines;
-    if (const auto f = lineFormat(line)) {
+    if (const auto f = lineFormat(line, json_keys)) {
       ++votes[static_cast<size_t>(*f)];
     }
   }
@@ -112,6 +130,8 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
       return makeOtlpJsonParser(options);
     case Format::kContainer:
       return makeContainerParser(options);
+    case Format::kJson:
+      return makeJsonRecordParser(options);
     case Format::kLokiJsonl:
       break;
   }

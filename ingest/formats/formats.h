@@ -7,8 +7,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/record.h"
+#include "ingest/formats/json_record.h"
 #include "ingest/formats/labels.h"
 
 namespace faultline {
@@ -24,24 +26,34 @@ enum class Format : uint8_t {
   kLokiJsonl,    // `logcli query --output=jsonl`: {"labels":{..},"line":"..","timestamp":".."}
   kContainer,    // a container's output: `kubectl logs --timestamps` and the CRI log files of
                  // /var/log/pods (`STAMP stdout F msg`); pod streams of ParseOptions::node
+  kJson,         // one JSON object per line as Vector, Fluent Bit or rsyslog write them (the
+                 // Kafka source's json encoding): JsonRecordDecoder (json_record.h)
 };
 
-// "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl" | "container"; false for
-// anything else.
+// "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl" | "container" | "json"; false
+// for anything else.
 bool parseFormatName(std::string_view name, Format* f);
 
 // Guesses the format from the first lines of a file (up to ~64 KiB of text is plenty), each read
-// without the NUL bytes that start it. Returns nullopt when no format fits any of them.
-std::optional<Format> detectFormat(std::string_view head);
+// without the NUL bytes that start it. A JSON object is a json record if it has a key of one of
+// `json_lines` (ParseOptions::json_fields.line: a path's first part, or the whole path as a flat
+// key). Returns nullopt when no format fits any of them.
+std::optional<Format> detectFormat(
+    std::string_view head, const std::vector<std::string>& json_lines = JsonRecordFields().line);
 
 struct ParseOptions {
-  std::string node;                     // dmesg, container: the node; others take it from
-                                        // the line
+  std::string node;                     // dmesg, container: the node; json: the node of a
+                                        // record that names none; others take it from the line
   std::optional<int64_t> boot_time_ns;  // dmesg, syslog: boot time for `[uptime]` stamps (dmesg,
                                         // journalctl -o short-monotonic); else the first
                                         // stamp of the file is taken as time 0 (the epoch)
   int year = 1970;                      // syslog: the year of a file's first `Mon DD` line
   StreamRules streams;                  // which labels name the node and the stream kind
+  JsonRecordFields json_fields;         // json: the field paths (a Kafka json topic's `fields`);
+                                        // a record without a time field is malformed
+  StreamKind json_stream = StreamKind::kOther;  // json: the stream of a record that no field
+                                                // makes a pod's, the kernel's or a process's
+                                                // (a Kafka json topic's `stream`)
 };
 
 class LineParser {

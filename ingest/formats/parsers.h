@@ -15,6 +15,7 @@ std::unique_ptr<LineParser> makeJournalJsonParser(const ParseOptions& options);
 std::unique_ptr<LineParser> makeOtlpJsonParser(const ParseOptions& options);
 std::unique_ptr<LineParser> makeLokiJsonlParser(const ParseOptions& options);
 std::unique_ptr<LineParser> makeContainerParser(const ParseOptions& options);
+std::unique_ptr<LineParser> makeJsonRecordParser(const ParseOptions& options);
 
 bool looksLikeDmesg(std::string_view line);
 bool looksLikeSyslog(std::string_view line);

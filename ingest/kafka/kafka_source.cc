@@ -195,7 +195,7 @@ KafkaTopicConfig topicFromYaml(const YAML::Node& node, const std::string& path) 
   if (const YAML::Node fields = node["fields"]) {
     const std::string fpath = path + ".fields";
     checkKeys(fields, fpath + ".", {"line", "node", "time", "pod", "job"});
-    KafkaJsonFields& f = topic.fields;
+    JsonRecordFields& f = topic.fields;
     for (auto [key, list] :
          {std::pair{"line", &f.line}, std::pair{"node", &f.node}, std::pair{"time", &f.time},
           std::pair{"pod", &f.pod}, std::pair{"job", &f.job}}) {

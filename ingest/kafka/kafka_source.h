@@ -74,7 +74,7 @@ struct KafkaConfig {
   //       stream: kernel               # kernel | pod | other (default other)
   //       node_header: node            # "" disables
   //       fields: {line: [..], node: [..], time: [..], pod: [..], job: [..]}  # json only;
-  //                                    # each replaces its defaults (KafkaJsonFields)
+  //                                    # each replaces its defaults (JsonRecordFields)
   // Throws std::runtime_error naming the offending key (e.g. "kafka.topics[1].encoding").
   // Properties are checked against librdkafka here, so an unknown one fails at load time.
   static KafkaConfig fromYaml(const YAML::Node& node);

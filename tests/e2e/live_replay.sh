@@ -28,7 +28,8 @@
 #               delay, so these services all start before the push scenarios run and are read
 #               when those are done. A mock partition keeps only its last 5 MB or so, so a
 #               scenario of more than 3 MiB of messages (xid95-flood-800k, on its turn) goes over
-#               loki_json.
+#               loki_json. The messages of each such topic are also replayed as an archive of
+#               it (kafka_json_archive: the json format, the same decoder).
 # Each record keeps its nanosecond time, node and stream kind (kernel, pod with its job, or a
 # host service) on every carrier. The protobuf and OTLP bodies are made by tests/e2e/node/
 # encode.js from the Loki JSON requests with the real clients' encoders (winston-loki's
@@ -251,9 +252,16 @@ for name in "${kafka[@]}"; do
   kill -TERM "${kafka_pid[$name]}"
   wait "${kafka_pid[$name]}" || fail "$name: serve exited non-zero after SIGTERM"
   compare "$name" kafka_json "$tmp/$name.live.jsonl"
+  # The topic's messages as an archive keeps them (Vector's file or aws_s3 sink, one object a
+  # line): replay's json format reads them with the Kafka source's decoder, to the same decisions.
+  "$FAULTLINE" replay --decisions "$tmp/$name.archive.jsonl" "$tmp/$name.kafka.jsonl" \
+    2>"$tmp/replay.log" || fail "$name: replay of its topic's messages exited $?"
+  compare "$name" kafka_json_archive "$tmp/$name.archive.jsonl"
 done
 
-echo "scenarios: $n, decisions compared: $decisions"
-for carrier in "${carriers[@]}"; do echo "$carrier: ${carried[$carrier]:-0} scenarios"; done
+echo "comparisons with replay: $n, decisions compared: $decisions"
+for carrier in "${carriers[@]}" kafka_json_archive; do
+  echo "$carrier: ${carried[$carrier]:-0} scenarios"
+done
 [[ ${#failed[@]} == 0 ]] || fail "replay and live differ: ${failed[*]}"
 echo "PASS"

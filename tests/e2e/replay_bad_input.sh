@@ -137,4 +137,31 @@ echo "[   16.0] gpu-4 kernel: NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU
   fail "short-monotonic: $(cat "$tmp/mono.err")"
 [[ $(jq -r '"\(.node) \(.action)"' "$tmp/mono.jsonl") == "gpu-4 taint" ]] ||
   fail "short-monotonic kernel line: $(cat "$tmp/mono.jsonl")"
+
+# A Kafka json topic's archive replays with the topic's fields and stream from --config; topics
+# reading json two ways leave replay no way to choose, an error.
+cat >"$tmp/json.yaml" <<YAML
+kafka:
+  brokers: 127.0.0.1:1
+  topics:
+    - {name: kern, encoding: json, stream: kernel, fields: {line: [text], node: [origin], time: [at]}}
+YAML
+printf '{"origin":"gpu-j","text":"NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU has fallen off the bus.","at":1764324002}\n' \
+  >"$tmp/kern.jsonl"
+"$FAULTLINE" replay --config "$tmp/json.yaml" --decisions "$tmp/json.out" "$tmp/kern.jsonl" \
+  2>"$tmp/json.err" || fail "a json topic's archive: $(cat "$tmp/json.err")"
+[[ $(jq -r '"\(.node) \(.action)"' "$tmp/json.out") == "gpu-j taint" ]] ||
+  fail "a json topic's archive: $(cat "$tmp/json.out") $(cat "$tmp/json.err")"
+rc=0
+"$FAULTLINE" replay --decisions "$tmp/json-default.out" "$tmp/kern.jsonl" 2>"$tmp/json.err" ||
+  rc=$?
+[[ $rc == 2 && ! -s $tmp/json-default.out ]] ||
+  fail "a json archive without its topic's fields: exit code $rc, $(cat "$tmp/json-default.out")"
+echo '    - {name: pods, encoding: json}' >>"$tmp/json.yaml"
+rc=0
+"$FAULTLINE" replay --config "$tmp/json.yaml" --decisions "$tmp/json.out" "$tmp/kern.jsonl" \
+  2>"$tmp/json.err" || rc=$?
+[[ $rc == 2 ]] || fail "two json topics with different fields: exit code $rc, want 2"
+grep -qF "kafka topics kern and pods read json with different fields or stream" "$tmp/json.err" ||
+  fail "two json topics with different fields: $(cat "$tmp/json.err")"
 echo "PASS"

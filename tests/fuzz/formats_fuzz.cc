@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)faultline::detectFormat(text);
-  for (int f = 0; f <= static_cast<int>(faultline::Format::kContainer); ++f) {
+  for (int f = 0; f <= static_cast<int>(faultline::Format::kJson); ++f) {
     faultline::ParseOptions opts;
     opts.node = "n";
     auto parser = faultline::makeParser(static_cast<faultline::Format>(f), opts);

@@ -338,6 +338,97 @@ TEST(DetectFormat, TellsEachFormatApart) {
   EXPECT_EQ(detectFormat("2026-11-28T10:00:00.12345678Z stdout F epoch 3\n"), Format::kContainer);
   // Microseconds are a syslog writer's (journalctl short-iso-precise, rsyslog RFC 3339).
   EXPECT_EQ(detectFormat("2024-02-14T05:03:41.123456+00:00 h kernel: x\n"), Format::kSyslog);
+  // Shippers' records: Vector's journald source (MESSAGE renamed message, __REALTIME_TIMESTAMP
+  // kept), Fluent Bit's systemd input (MESSAGE, its own time key), Fluent Bit's tail (log).
+  EXPECT_EQ(detectFormat(R"({"__REALTIME_TIMESTAMP":"1","message":"m","host":"h"})"),
+            Format::kJson);
+  EXPECT_EQ(detectFormat(R"({"date":1.5,"MESSAGE":"m","_HOSTNAME":"h"})"), Format::kJson);
+  EXPECT_EQ(detectFormat(R"({"log":"m\n","kubernetes":{"host":"h"}})"), Format::kJson);
+  EXPECT_EQ(detectFormat(R"({"level":"info","note":"a \"message\" quoted"})"), std::nullopt);
+}
+
+// Replay's json format reads a topic's archive (Vector's file or aws_s3 sink, Fluent Bit's s3
+// output) with the Kafka source's json decoder: a pod's record is the pod's, whatever its line
+// says, and the journal's kernel records are the kernel's.
+TEST(Json, ReadsShippersRecordsAsTheKafkaSourceDoes) {
+  const std::string pod =
+      R"({"kubernetes":{"pod_name":"train-0","pod_namespace":"ml","pod_node_name":"gpu-7",)"
+      R"("pod_labels":{"job-name":"train"}},"message":"gpu-3 kernel: NVRM: Xid (PCI:0000:44:00): )"
+      R"(79, GPU has fallen off the bus.","stream":"stderr","timestamp":"2026-11-28T10:00:00.1Z"})";
+  const std::string kernel =
+      R"({"host":"gpu-7","message":"NVRM: Xid (PCI:0000:44:00): 79","_TRANSPORT":"kernel",)"
+      R"("SYSLOG_IDENTIFIER":"kernel","timestamp":"2026-11-28T10:00:01Z"})";
+  const std::string fluent_bit_tail =
+      R"({"date":1764324002.5,"@timestamp":1764324002.5,"log":"epoch 3\n",)"
+      R"("kubernetes":{"host":"gpu-8","pod_name":"p","namespace_name":"ml"}})";
+  const RecordBatch b = parseAll(Format::kJson, {pod, kernel, fluent_bit_tail});
+  ASSERT_EQ(b.records.size(), 3U);
+  EXPECT_EQ(b.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(b.records[0].node, "gpu-7");
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2026, 11, 28, 10, 0, 0, 100000000));
+  std::string job;
+  for (uint32_t i = b.records[0].labels_begin; i < b.records[0].labels_end; ++i) {
+    if (b.labels[i].name == "k8s.job.name") {
+      job = b.labels[i].value;
+    }
+  }
+  EXPECT_EQ(job, "train");
+  EXPECT_EQ(b.records[1].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[1].line, "NVRM: Xid (PCI:0000:44:00): 79");
+  EXPECT_EQ(b.records[1].time_ns, civilToNanos(2026, 11, 28, 10, 0, 1));
+  EXPECT_EQ(b.records[2].stream, StreamKind::kPod);
+  EXPECT_EQ(b.records[2].node, "gpu-8");
+  EXPECT_EQ(b.records[2].line, "epoch 3");
+  EXPECT_EQ(b.records[2].time_ns, 1764324002500000000);
+}
+
+// Replay has no message time to fall back on: a record without a time is malformed, not placed
+// at the epoch. One without a node is --node's; a pod naming two nodes is refused.
+TEST(Json, ARecordWithoutATimeIsMalformedAndOneWithoutANodeIsTheOptions) {
+  ParseOptions o;
+  o.node = "gpu-9";
+  auto p = makeParser(Format::kJson, o);
+  RecordBatch b;
+  EXPECT_FALSE(p->parse(R"({"host":"gpu-7","message":"NVRM: Xid 79"})", &b));
+  EXPECT_FALSE(p->parse(R"({"host":"gpu-7","message":"x","timestamp":"yesterday"})", &b));
+  EXPECT_FALSE(p->parse(R"(["not", "an object"])", &b));
+  EXPECT_FALSE(p->parse(R"({"host":"gpu-7","timestamp":"2026-11-28T10:00:00Z"})", &b));
+  EXPECT_FALSE(p->parse(
+      R"({"kubernetes":{"pod_name":"p","pod_node_name":"gpu-1","host":"gpu-2"},"message":"x",)"
+      R"("timestamp":"2026-11-28T10:00:00Z"})",
+      &b));
+  EXPECT_TRUE(p->parse(R"({"message":"x","timestamp":"2026-11-28T10:00:00Z"})", &b));
+  ASSERT_EQ(b.records.size(), 1U);
+  EXPECT_EQ(b.records[0].node, "gpu-9");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kOther);
+}
+
+// With --config, the json format reads records as the config's Kafka json topic does: its field
+// paths, and its stream for records that nothing marks (a kernel-only topic), a process's record
+// (a facility other than kern) staying other.
+TEST(Json, TakesATopicsFieldsAndStream) {
+  ParseOptions o;
+  o.json_fields.line = {"text"};
+  o.json_fields.node = {"origin.node"};
+  o.json_fields.time = {"at"};
+  o.json_stream = StreamKind::kKernel;
+  const RecordBatch b =
+      parseAll(Format::kJson,
+               {R"({"origin":{"node":"gpu-4"},"text":"NVRM: Xid 79","at":1764324002})",
+                R"({"origin":{"node":"gpu-4"},"text":"x","at":1764324003,"SYSLOG_FACILITY":"3"})",
+                R"({"host":"gpu-4","message":"not this topic's fields","timestamp":1764324004})"},
+               o);
+  // Detection knows the topic's line field, as a key or as a nested path's first part.
+  const std::string line = R"({"origin":{"node":"gpu-4"},"text":"NVRM: Xid 79","at":1764324002})";
+  EXPECT_EQ(detectFormat(line), std::nullopt);
+  EXPECT_EQ(detectFormat(line, o.json_fields.line), Format::kJson);
+  EXPECT_EQ(detectFormat(R"({"event":{"text":"x"}})", {"event.text"}), Format::kJson);
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].node, "gpu-4");
+  EXPECT_EQ(b.records[0].line, "NVRM: Xid 79");
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[0].time_ns, 1764324002000000000);
+  EXPECT_EQ(b.records[1].stream, StreamKind::kOther);
 }
 
 // `kubectl logs --timestamps` prints a pod's output after a Go RFC3339Nano stamp. Read as syslog,

@@ -65,7 +65,7 @@ topics:
   EXPECT_EQ(config.topics[1].node_header, "");
   EXPECT_EQ(config.topics[1].fields.line, std::vector<std::string>{"text"});
   EXPECT_EQ(config.topics[1].fields.time, (std::vector<std::string>{"ts", "when"}));
-  EXPECT_EQ(config.topics[1].fields.node, KafkaJsonFields().node);
+  EXPECT_EQ(config.topics[1].fields.node, JsonRecordFields().node);
 }
 
 TEST(KafkaConfig, PropertiesOverrideTheFetchSizeDefault) {
