@@ -25,8 +25,9 @@ std::optional<Format> lineFormat(std::string_view line, const std::vector<std::s
     if (line.find("\"resourceLogs\"") != std::string_view::npos) {
       return Format::kOtlpJson;
     }
-    // journalctl writes both; Vector's journald source renames MESSAGE to message, and Fluent
-    // Bit's systemd input drops __REALTIME_TIMESTAMP for its own time key: shippers' records.
+    // journalctl writes both. A shipper's record of a journal entry may keep one and not the
+    // other (Vector's journald source writes MESSAGE as message; Fluent Bit's systemd input puts
+    // the entry's time in a key of its own): the json format reads it.
     if (line.find("\"__REALTIME_TIMESTAMP\"") != std::string_view::npos &&
         line.find("\"MESSAGE\"") != std::string_view::npos) {
       return Format::kJournalJson;

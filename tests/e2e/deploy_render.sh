@@ -283,6 +283,9 @@ expect "$kcol" "kafka collector: every Kafka pipeline keys by the node alone, la
      | .key] as $keyers
    | [.service.pipelines[] | select(any(.exporters[]; test("^kafka(/|$)")))]
    | length > 0 and all(.processors | .[-1] | IN($keyers[]))'
+# Concurrent produce calls let a node's batches land in its partition out of order.
+expect "$kcol" "kafka collector: one batch in flight, so a node's lines land in order" \
+  "$kafka_exporters | length > 0 and all(.value.sending_queue.num_consumers == 1)"
 # A record over the producer's max_message_bytes is refused and dropped: batches must be cut by
 # bytes below it (a batch processor counts records).
 expect "$kcol" "kafka collector: batches cut by bytes under the producer's max_message_bytes" \
@@ -363,6 +366,10 @@ expect "$tmp/push.collector.json" "push collector: otlphttp sends the push token
 expect "$tmp/push.collector.json" "push collector: batches cut by bytes under faultline's max_body_bytes ($body)" \
   "[.exporters | to_entries[] | select(.key | startswith(\"otlphttp\")) | .value.sending_queue.batch]
    | length > 0 and all(.sizer == \"bytes\" and .max_size > 0 and .max_size <= $body)"
+# Concurrent requests let a node's batches arrive out of order.
+expect "$tmp/push.collector.json" "push collector: one request in flight, so a node's lines arrive in order" \
+  '[.exporters | to_entries[] | select(.key | startswith("otlphttp")) | .value.sending_queue.num_consumers]
+   | length > 0 and all(. == 1)'
 expect "$tmp/push.collector.json" "push collector: no batch processor (it cuts by record count)" \
   '[.service.pipelines[].processors[] | select(test("^batch(/|$)"))] | length == 0'
 

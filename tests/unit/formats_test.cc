@@ -338,8 +338,8 @@ TEST(DetectFormat, TellsEachFormatApart) {
   EXPECT_EQ(detectFormat("2026-11-28T10:00:00.12345678Z stdout F epoch 3\n"), Format::kContainer);
   // Microseconds are a syslog writer's (journalctl short-iso-precise, rsyslog RFC 3339).
   EXPECT_EQ(detectFormat("2024-02-14T05:03:41.123456+00:00 h kernel: x\n"), Format::kSyslog);
-  // Shippers' records: Vector's journald source (MESSAGE renamed message, __REALTIME_TIMESTAMP
-  // kept), Fluent Bit's systemd input (MESSAGE, its own time key), Fluent Bit's tail (log).
+  // Shippers' records of journal entries, which keep one of MESSAGE and __REALTIME_TIMESTAMP
+  // and not the other, and Fluent Bit's tail input's (log).
   EXPECT_EQ(detectFormat(R"({"__REALTIME_TIMESTAMP":"1","message":"m","host":"h"})"),
             Format::kJson);
   EXPECT_EQ(detectFormat(R"({"date":1.5,"MESSAGE":"m","_HOSTNAME":"h"})"), Format::kJson);
