@@ -122,7 +122,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   RecordBatch batch;
   // A loki-jsonl input's order: the time of its first record, and whether the first record of
   // another time went back (newest first, logcli's default) or on.
-  bool loki = false;
+  Format format{};        // the file's, once its parser is made
   bool nodeless = false;  // a container log without --node
   std::optional<int64_t> first_time;
   std::optional<bool> newest_first;
@@ -133,7 +133,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     const size_t parsed = b.records.size();
     std::erase_if(b.records, [](const LogRecord& r) { return r.node.empty(); });
     stats_.malformed += parsed - b.records.size();
-    for (size_t i = 0; loki && !newest_first && i < b.records.size(); ++i) {
+    for (size_t i = 0; format == Format::kLokiJsonl && !newest_first && i < b.records.size(); ++i) {
       if (!first_time) {
         first_time = b.records[i].time_ns;
       } else if (b.records[i].time_ns != *first_time) {
@@ -182,11 +182,11 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     last = chunk;
     const std::string_view whole = filled.substr(0, chunk->lines);
     if (!parser) {
-      std::optional<Format> format = options_.format;
-      if (!format) {
-        format = detectFormat(whole, options_.parse.json_fields.line);
+      std::optional<Format> found = options_.format;
+      if (!found) {
+        found = detectFormat(whole, options_.parse.json_fields.line);
       }
-      if (!format) {
+      if (!found) {
         if (!eof && (whole.empty() || chunk->filled < kChunkBytes)) {
           // No whole line yet, or too little text to tell (a decoder's short read, or bytes
           // before a corruption whose error the next read gives): read on, keeping it all.
@@ -198,14 +198,14 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         }
         throw std::runtime_error(input.name + ": unknown log format (use --format)");
       }
-      if (*format == Format::kContainer && options_.parse.node.empty()) {
+      format = *found;
+      if (format == Format::kContainer && options_.parse.node.empty()) {
         // A container's output names no node, and its file is named after the pod or the
         // container's restart count (/var/log/pods/NS_POD_UID/CONTAINER/0.log), never the node.
         parse.node.clear();
         nodeless = true;
       }
-      parser = makeParser(*format, parse);
-      loki = *format == Format::kLokiJsonl;
+      parser = makeParser(format, parse);
     }
     batch.hold(chunk, chunk->capacity);
     batch.hold(prev, prev ? prev->capacity : 0);
@@ -271,10 +271,16 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
                              "give it with --node");
   }
   if (stats_.lines > lines_before && stats_.records == records_before) {
+    // A shipper's JSON keeps its time under a key of its own (Fluent Bit's outputs: `date`).
+    const std::string_view hint =
+        format == Format::kJson
+            ? "; a json record needs a line, a node and a time field: give the shipper's as a "
+              "--config Kafka json topic's fields"
+            : "";
     throw std::runtime_error(input.name + ": none of its " +
                              std::to_string(stats_.lines - lines_before) +
-                             " lines gave a record (each one malformed for its format, or naming "
-                             "no node)");
+                             " lines gave a record (" + std::string(formatName(format)) +
+                             ": each one malformed, or naming no node" + std::string(hint) + ")");
   }
 }
 

@@ -70,6 +70,15 @@ bool parseFormatName(std::string_view name, Format* f) {
   return false;
 }
 
+std::string_view formatName(Format f) {
+  for (const auto& [format, n] : kNames) {
+    if (format == f) {
+      return n;
+    }
+  }
+  return "";
+}
+
 std::optional<Format> detectFormat(std::string_view head,
                                    const std::vector<std::string>& json_lines) {
   std::vector<std::string> json_keys;

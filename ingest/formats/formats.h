@@ -33,6 +33,8 @@ enum class Format : uint8_t {
 // "dmesg" | "syslog" | "journal-json" | "otlp-json" | "loki-jsonl" | "container" | "json"; false
 // for anything else.
 bool parseFormatName(std::string_view name, Format* f);
+// The name parseFormatName() takes for `f`.
+std::string_view formatName(Format f);
 
 // Guesses the format from the first lines of a file (up to ~64 KiB of text is plenty), each read
 // without the NUL bytes that start it. A JSON object is a json record if it has a key of one of

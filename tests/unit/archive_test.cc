@@ -358,8 +358,8 @@ TEST(Archive, AFileOfWhichNoLineGaveARecordIsAnError) {
   ASSERT_EQ(errors.size(), 1U);
   EXPECT_EQ(errors[0].number, 0U);
   EXPECT_EQ(errors[0].message,
-            "gpu-1.dmesg: none of its 1 lines gave a record (each one malformed for its format, "
-            "or naming no node)");
+            "gpu-1.dmesg: none of its 1 lines gave a record (syslog: each one malformed, or "
+            "naming no node)");
 
   replay({{"site.jsonl",
            R"({"labels":{"transport":"kernel"},"line":"a","timestamp":"2025-02-23T16:24:18Z"})"
@@ -368,9 +368,22 @@ TEST(Archive, AFileOfWhichNoLineGaveARecordIsAnError) {
          &stats, &errors);
   ASSERT_EQ(errors.size(), 1U);
   EXPECT_EQ(errors[0].message,
-            "site.jsonl: none of its 1 lines gave a record (each one malformed for its format, or "
+            "site.jsonl: none of its 1 lines gave a record (loki-jsonl: each one malformed, or "
             "naming no node)");
   EXPECT_EQ(stats.malformed, 1U);
+
+  // Fluent Bit's S3 and HTTP outputs keep the time under `date`, no default time field: the
+  // error says what a json record needs and where to name the shipper's fields.
+  replay({{"fluent-bit.jsonl",
+           R"({"date":1764324002.5,"log":"NVRM: Xid 79","kubernetes":{"host":"gpu-8"}})"
+           "\n",
+           true}},
+         &stats, &errors);
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].message,
+            "fluent-bit.jsonl: none of its 1 lines gave a record (json: each one malformed, or "
+            "naming no node; a json record needs a line, a node and a time field: give the "
+            "shipper's as a --config Kafka json topic's fields)");
 }
 
 }  // namespace
