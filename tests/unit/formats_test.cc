@@ -366,13 +366,7 @@ TEST(Json, ReadsShippersRecordsAsTheKafkaSourceDoes) {
   EXPECT_EQ(b.records[0].stream, StreamKind::kPod);
   EXPECT_EQ(b.records[0].node, "gpu-7");
   EXPECT_EQ(b.records[0].time_ns, civilToNanos(2026, 11, 28, 10, 0, 0, 100000000));
-  std::string job;
-  for (uint32_t i = b.records[0].labels_begin; i < b.records[0].labels_end; ++i) {
-    if (b.labels[i].name == "k8s.job.name") {
-      job = b.labels[i].value;
-    }
-  }
-  EXPECT_EQ(job, "train");
+  EXPECT_EQ(b.label(b.records[0], "k8s.job.name"), "train");
   EXPECT_EQ(b.records[1].stream, StreamKind::kKernel);
   EXPECT_EQ(b.records[1].line, "NVRM: Xid (PCI:0000:44:00): 79");
   EXPECT_EQ(b.records[1].time_ns, civilToNanos(2026, 11, 28, 10, 0, 1));
