@@ -61,10 +61,14 @@ std::string duration(int64_t ns) {
   return std::to_string(ns / 1'000'000) + "ms";
 }
 
+// " pci=0000:3b:00": the entity's fields with a value. A restored fault names none (its mark does
+// not), and shows nothing rather than "pci=".
 std::string describe(const std::vector<std::pair<std::string, std::string>>& entity) {
   std::string s;
   for (const auto& [k, v] : entity) {
-    s += (s.empty() ? " " : ", ") + k + "=" + v;
+    if (!v.empty()) {
+      s += (s.empty() ? " " : ", ") + k + "=" + v;
+    }
   }
   return s;
 }
@@ -703,7 +707,8 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
     d.action = Decision::Action::kTaint;
     d.taint = taint_;
     d.rule = rule.id;
-    d.reason = std::move(reason) + (flt.entity.empty() ? "" : " on" + describe(flt.entity));
+    const std::string on = describe(flt.entity);
+    d.reason = std::move(reason) + (on.empty() ? "" : " on" + on);
     d.evidence = std::move(evidence);
     d.dry_run = dry_run_[ri];
     noteDecided(node, d.dry_run);
@@ -1305,8 +1310,16 @@ Correlator::NodeState Correlator::state(std::string_view node) const {
   }
   const NodeData& n = **found;
   if (n.tainted) {
-    const bool recovering = std::any_of(n.faults.begin(), n.faults.end(),
-                                        [](const auto& kv) { return kv.second.recovering; });
+    // Recovering once every fault that holds the taint is: one that is not keeps the node tainted.
+    bool recovering = false;
+    for (const auto& [key, flt] : n.faults) {
+      if (!dry_run_[flt.rule]) {
+        if (!flt.recovering) {
+          return NodeState::kTainted;
+        }
+        recovering = true;
+      }
+    }
     return recovering ? NodeState::kRecovering : NodeState::kTainted;
   }
   const bool counted = std::any_of(n.counters.begin(), n.counters.end(),

@@ -199,6 +199,25 @@ TEST_F(CorrelatorSemantics, GpuResetOfTheAliasedUuidRecoversAfterStablePeriod) {
   EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kHealthy);
 }
 
+// A node with two faulty GPUs is recovering only once both are: one reset leaves it tainted.
+TEST_F(CorrelatorSemantics, NodeRecoversOnlyWhenEveryFaultDoes) {
+  feed("n1", 10, "GPU at 0000:01:00 GPU-1");
+  feed("n1", 20, "GPU at 0000:02:00 GPU-2");
+  feed("n1", 100, "Xid 0000:01:00 79");
+  feed("n1", 110, "Xid 0000:02:00 79");
+  feed("n1", 700, "reset GPU-1 true");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);
+  c_.advance((700 + 600) * kNanosPerSecond + 1, &out_);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"n1 taint xid-fatal"});
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kTainted);
+  feed("n1", 1400, "reset GPU-2 true");
+  EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kRecovering);
+  c_.advance((1400 + 600) * kNanosPerSecond + 1, &out_);
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 taint xid-fatal", "n1 untaint xid-fatal"}));
+  EXPECT_EQ(out_.back().reason,
+            "recovered by reset-ok: xid-fatal pci=0000:02:00 stable since the recovery signal");
+}
+
 // The stable period runs from the first recovery signal; the untaint, when it ends, shows that
 // signal, not a later one that came while it ran.
 TEST_F(CorrelatorSemantics, UntaintShowsTheSignalTheStablePeriodRanFrom) {
@@ -318,9 +337,12 @@ TEST_F(CorrelatorSemantics, RestoredTaintIsLiftedByItsRulesRecovery) {
   c_.advance((700 + 600) * kNanosPerSecond + 1, &out_);
   ASSERT_EQ(decisions(), std::vector<std::string>{"n1 untaint xid-fatal"});
   EXPECT_EQ(out_[0].evidence.at(0).line, "reset GPU-1 true");
+  // The restored fault names no GPU: the reason says none, not an empty "pci=".
+  EXPECT_EQ(out_[0].reason, "recovered by reset-ok: xid-fatal stable since the recovery signal");
   EXPECT_EQ(c_.state("n1"), Correlator::NodeState::kHealthy);
   c_.advance((100 + 2 * 3600) * kNanosPerSecond + 1, &out_);  // n3's quiet period
   EXPECT_EQ(decisions(), (std::vector<std::string>{"n1 untaint xid-fatal", "n3 untaint xid-app"}));
+  EXPECT_EQ(out_[1].reason, "quiet: no xid-app hit for the quiet period");
 
   // Restored at 3 h, the quiet period counts from then: the earlier process may have seen hits
   // since the decision (at 100 s), which this one did not.
@@ -369,6 +391,12 @@ TEST_F(CorrelatorSemantics, TailJoinsHeadAndAnXidOfTheSameGpuSuppressesIt) {
   ASSERT_EQ(decisions(), std::vector<std::string>{"n1 taint tail"});
   EXPECT_EQ(out_[0].evidence[0].fields.back(),
             (std::pair<std::string, std::string>{"pci", "0000:01:00"}));
+  EXPECT_EQ(out_[0].reason, "a fatal hit on pci=0000:01:00");
+  // A tail without its head names no GPU, and its reason names none.
+  feed("n3", 100, "tail");
+  ASSERT_EQ(decisions().back(), "n3 taint tail");
+  EXPECT_EQ(out_.back().reason, "a fatal hit");
+  out_.clear();
   feed("n2", 100, "Xid 0000:01:00 79");
   feed("n2", 110, "head 0000:01:00");
   feed("n2", 111, "tail");
