@@ -196,6 +196,13 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         if (whole.find_first_not_of(" \t\r\n") == std::string::npos && eof) {
           return;  // empty file
         }
+        if (isLogcliDefault(whole)) {
+          throw std::runtime_error(
+              input.name +
+              ": unknown log format: logcli's default output (STAMP {labels} line), whose lines "
+              "leave out the labels they share (the node, the kernel's transport); export with "
+              "`logcli query --output=jsonl` (format loki-jsonl)");
+        }
         throw std::runtime_error(input.name + ": unknown log format (use --format)");
       }
       format = *found;

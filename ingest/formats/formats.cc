@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/time.h"
 #include "ingest/formats/parsers.h"
 
 namespace faultline {
@@ -126,6 +127,25 @@ std::optional<Format> detectFormat(std::string_view head,
     return std::nullopt;
   }
   return static_cast<Format>(best);
+}
+
+bool isLogcliDefault(std::string_view head) {
+  std::string_view line;
+  while (!head.empty() && line.find_first_not_of(" \t\r") == std::string_view::npos) {
+    const size_t nl = head.find('\n');
+    line = head.substr(0, nl);
+    head.remove_prefix(nl == std::string_view::npos ? head.size() : nl + 1);
+  }
+  int64_t ns = 0;
+  size_t used = 0;
+  if (!parseRfc3339(line, &ns, &used) || !line.substr(used).starts_with(" {")) {
+    return false;
+  }
+  const std::string_view labels = line.substr(used + 1);
+  const size_t close = labels.find("} ");
+  return labels.starts_with("{}") ||
+         (close != std::string_view::npos &&
+          labels.substr(0, close).find("=\"") != std::string_view::npos);
 }
 
 std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& options) {

@@ -43,6 +43,13 @@ std::string_view formatName(Format f);
 std::optional<Format> detectFormat(
     std::string_view head, const std::vector<std::string>& json_lines = JsonRecordFields().line);
 
+// Whether the first line of `head` that is not blank has the shape of `logcli query`'s default
+// output (grafana/loki pkg/logcli/output/default.go: an RFC 3339 stamp to the second, the stream's
+// labels as `{name="value", ...}`, the line). No format reads it: logcli leaves out of each line
+// the labels all its streams share (node and transport, for one node's kernel), so its lines name
+// neither their node nor their stream. `logcli query --output=jsonl` keeps them (kLokiJsonl).
+bool isLogcliDefault(std::string_view head);
+
 struct ParseOptions {
   std::string node;                     // dmesg, container: the node; json: the node of a
                                         // record that names none; others take it from the line

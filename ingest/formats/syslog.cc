@@ -135,6 +135,11 @@ bool parseLine(std::string_view line, Parsed* p) {
     return false;
   }
   p->host = rest.substr(0, sp);
+  // A label set is no host: `STAMP {host="gpu-1", transport="kernel"} NVRM: Xid ...` is logcli's
+  // default output (isLogcliDefault), whose kernel lines would read as a process's record.
+  if (p->host.find_first_of("{}\"=") != std::string_view::npos) {
+    return false;
+  }
   rest.remove_prefix(sp + 1);
   size_t colon = rest.find(": ");
   if (colon == std::string_view::npos) {

@@ -118,6 +118,19 @@ TEST(Archive, AFailedFileIsRecordedAndTheOthersAreRead) {
   EXPECT_EQ(stats.records, 3U);
 }
 
+TEST(Archive, LogcliDefaultOutputIsRefusedNamingTheExportThatKeepsTheLabels) {
+  std::vector<ArchiveInput> inputs = {
+      {"loki.txt", "2026-11-30T08:25:06Z {} NVRM: Xid (PCI:0000:3b:00): 79\n", true}};
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  EXPECT_TRUE(replay(inputs, &stats, &errors).empty());
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].message,
+            "loki.txt: unknown log format: logcli's default output (STAMP {labels} line), whose "
+            "lines leave out the labels they share (the node, the kernel's transport); export "
+            "with `logcli query --output=jsonl` (format loki-jsonl)");
+}
+
 TEST(Archive, CorruptGzipDataNamesTheFile) {
   std::string bad = gzip("[ 1.0] x\n");
   bad[12] = static_cast<char>(~bad[12]);

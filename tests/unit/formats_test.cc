@@ -347,6 +347,25 @@ TEST(DetectFormat, TellsEachFormatApart) {
   EXPECT_EQ(detectFormat(R"({"level":"info","note":"a \"message\" quoted"})"), std::nullopt);
 }
 
+// logcli's default output (`STAMP {labels} line`) leaves out of each line the labels every line
+// shares: read as syslog, a kernel line was a process's record of a host `{host="gpu-1",`, and an
+// Xid went unseen. No format takes it; isLogcliDefault names it for the error.
+TEST(DetectFormat, RefusesLogcliDefaultOutput) {
+  const std::string labelled =
+      "2026-11-30T08:25:06Z {host=\"gpu-1\", transport=\"kernel\"} NVRM: Xid (PCI:0000:3b:00): "
+      "79, pid=1234, name=python, GPU has fallen off the bus.\n";
+  const std::string shared = "\n2026-11-30T09:25:06+01:00 {} NVRM: Xid (PCI:0000:3b:00): 79\n";
+  EXPECT_EQ(detectFormat(labelled), std::nullopt);
+  EXPECT_EQ(detectFormat(shared), std::nullopt);
+  EXPECT_TRUE(isLogcliDefault(labelled));
+  EXPECT_TRUE(isLogcliDefault(shared));
+  const RecordBatch b = parseAll(Format::kSyslog, {labelled.substr(0, labelled.size() - 1)});
+  EXPECT_TRUE(b.records.empty());
+  EXPECT_FALSE(isLogcliDefault("2024-02-14T05:03:41+0000 h kernel: x {a=\"b\"} y\n"));
+  EXPECT_FALSE(isLogcliDefault("2024-02-14T05:03:41+0000 {not labels} y\n"));
+  EXPECT_FALSE(isLogcliDefault("[ 1843.308145] NVRM: x\n"));
+}
+
 // Replay's json format reads a topic's archive (Vector's file or aws_s3 sink, Fluent Bit's s3
 // output) with the Kafka source's json decoder: a pod's record is the pod's, whatever its line
 // says, and the journal's kernel records are the kernel's.
