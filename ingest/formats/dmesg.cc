@@ -117,17 +117,22 @@ void unescapeKmsg(std::string_view msg, std::string* out) {
   }
 }
 
-enum class Stamp { kNone, kUptime, kDelta, kAbsolute };
+// kDelta and kMinute are dmesg --reltime's (-e; -H prints it too): "[Nov30 08:25]" (util-linux
+// short_ctime(): "%b%e %H:%M", local time) on a record whose minute differs from the record
+// before's, else "[  +0.000123]", the time since the record before.
+enum class Stamp { kNone, kUptime, kDelta, kMinute, kAbsolute };
 
 struct Head {
   Stamp stamp = Stamp::kNone;
-  int64_t ns = 0;
+  int64_t ns = 0;  // kMinute: the minute of the day, in ns; its month and day below
   std::string_view msg;
   bool kmsg = false;  // a /dev/kmsg record, whose indented lines are its dictionary
   // The record names a facility other than kern: a process wrote it to /dev/kmsg. The kernel
   // gives a process's write the user facility unless it names another one, never kern
   // (kernel/printk/printk.c, devkmsg_write), so only the kernel logs as kern.
   bool from_process = false;
+  int month = 0;  // kMinute
+  int day = 0;
 };
 
 // Whether a syslog priority prefix's number (facility * 8 + level, RFC 5424 section 6.2.1), in
@@ -161,6 +166,26 @@ bool decodePrefix(std::string_view s, std::string_view* facility, std::string_vi
   }
   *facility = f;
   *rest = trimLeft(s.substr(second + 1));
+  return true;
+}
+
+// "Nov30 08:25" or "Nov 5 08:25" (dmesg --reltime's minute, Stamp::kMinute): sets the month,
+// day and minute of the day (in ns); the day is checked against the year by the caller.
+bool parseReltimeMinute(std::string_view s, Head* h) {
+  if (s.size() != 11 || s[5] != ' ' || s[8] != ':' || (s[3] != ' ' && !isDigit(s[3])) ||
+      !isDigit(s[4]) || !isDigit(s[6]) || !isDigit(s[7]) || !isDigit(s[9]) || !isDigit(s[10])) {
+    return false;
+  }
+  const int month = monthFromAbbrev(s.substr(0, 3));
+  const int day = (s[3] == ' ' ? 0 : (s[3] - '0') * 10) + (s[4] - '0');
+  const int hour = (s[6] - '0') * 10 + (s[7] - '0');
+  const int min = (s[9] - '0') * 10 + (s[10] - '0');
+  if (month == 0 || !isValidCivil(2000, month, day, hour, min, 0)) {  // 2000: Feb 29 passes
+    return false;
+  }
+  h->month = month;
+  h->day = day;
+  h->ns = (int64_t{hour} * 3600 + int64_t{min} * 60) * kNanosPerSecond;
   return true;
 }
 
@@ -240,13 +265,16 @@ Head parseHead(std::string_view line) {
     h.stamp = Stamp::kUptime;
   } else if (parseCtime(stamp, &h.ns)) {
     h.stamp = Stamp::kAbsolute;
+  } else if (parseReltimeMinute(stamp, &h)) {
+    h.stamp = Stamp::kMinute;
   }
   return h;
 }
 
 class DmesgParser : public LineParser {
  public:
-  explicit DmesgParser(const ParseOptions& o) : boot_ns_(o.boot_time_ns), node_(o.node) {}
+  explicit DmesgParser(const ParseOptions& o)
+      : boot_ns_(o.boot_time_ns), year_(o.year), node_(o.node) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     const Head h = parseHead(line);
@@ -268,8 +296,31 @@ class DmesgParser : public LineParser {
       keepPending();
       return false;
     }
-    flush(batch);
+    if (h.stamp == Stamp::kDelta && !minute_) {
+      // A reltime file cut after its first record: nothing tells the time these deltas add to.
+      keepPending();
+      return false;
+    }
     int64_t t = h.ns;
+    if (h.stamp == Stamp::kMinute) {
+      // The year is ParseOptions::year's, and the next from a month over 6 months before the
+      // last minute's (Dec -> Jan), as syslog's `Mon DD`. The record's seconds are not printed:
+      // it is taken at its minute's start (or at the record before, if later), so its minute's
+      // records, their deltas exact, may be up to a minute early.
+      int year = year_;
+      if (minute_ && h.month + 6 < minute_month_) {
+        ++year;
+      }
+      if (year > 2261 || !isValidCivil(year, h.month, h.day, 0, 0, 0)) {
+        keepPending();
+        return false;
+      }
+      year_ = year;
+      minute_ = true;
+      minute_month_ = h.month;
+      t = std::max(civilToNanos(year, h.month, h.day, 0, 0, 0) + h.ns, last_ns_);
+    }
+    flush(batch);
     if (h.stamp == Stamp::kUptime) {
       if (boot_ns_) {
         if (__builtin_add_overflow(*boot_ns_, h.ns, &t)) {
@@ -327,6 +378,9 @@ class DmesgParser : public LineParser {
   std::optional<int64_t> boot_ns_;
   std::optional<int64_t> first_uptime_ns_;
   int64_t last_ns_ = 0;
+  int year_;              // of the last reltime minute read (ParseOptions::year before one)
+  bool minute_ = false;   // a reltime minute was read: deltas add to it
+  int minute_month_ = 0;  // the last reltime minute's month
   std::string node_;
   bool has_pending_ = false;
   bool pending_kmsg_ = false;

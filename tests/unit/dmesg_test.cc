@@ -106,5 +106,50 @@ TEST(Dmesg, CtimeStampThatNamesNoRealTimeIsNoStamp) {
   EXPECT_TRUE(parser->parse("[Thu Feb 29 21:29:39 2024] x", &b));
 }
 
+// dmesg --reltime (-e, and -H's output): "[Nov30 08:25]" when the minute changes (util-linux's
+// "%b%e %H:%M", so "[Nov 5 ...]" early in a month), else the time since the record before. The
+// deltas used to add up from 1970 and across the minutes: an hour between two records became
+// seconds, and a window counted records an hour apart as one burst.
+TEST(Dmesg, ReltimeDeltasAddToTheMinuteBeforeThem) {
+  ParseOptions o;
+  o.year = 2025;
+  auto parser = makeParser(Format::kDmesg, o);
+  RecordBatch b;
+  const std::vector<std::string> lines = {
+      "[  +0.500000] cut: no minute before it",
+      "[Dec31 23:58] a",
+      "[  +5.500000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.",
+      "[ +12.000000] b",
+      "kern  :warn  : [Dec31 23:59] c",  // with --decode
+      "[  +0.000001] d",
+      "[Jan 1 01:00] e",  // the next year: the month went back
+      "[Feb29 00:00] 2026 has no Feb 29",
+      "[  +0.000002] f"};
+  std::vector<bool> parsed;
+  for (const std::string& l : lines) {
+    parsed.push_back(parser->parse(l, &b));
+  }
+  parser->finish(&b);
+  EXPECT_EQ(parsed, (std::vector<bool>{false, true, true, true, true, true, true, false, true}));
+  const int64_t minute = civilToNanos(2025, 12, 31, 23, 58, 0);
+  const int64_t us = 1000;
+  const std::vector<std::pair<std::string, int64_t>> want = {
+      {"a", minute},
+      {"NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.",
+       minute + 5'500'000 * us},
+      {"b", minute + 17'500'000 * us},
+      {"c", minute + 60 * kNanosPerSecond},
+      {"d", minute + 60 * kNanosPerSecond + us},
+      {"e", civilToNanos(2026, 1, 1, 1, 0, 0)},
+      {"f", civilToNanos(2026, 1, 1, 1, 0, 0) + 2 * us}};
+  ASSERT_EQ(b.records.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(b.records[i].line, want[i].first);
+    EXPECT_EQ(b.records[i].time_ns, want[i].second) << want[i].first;
+    EXPECT_EQ(b.records[i].stream, StreamKind::kKernel);
+  }
+  EXPECT_EQ(detectFormat("[Nov 5 08:25] x\n[  +0.000123] y\n"), Format::kDmesg);
+}
+
 }  // namespace
 }  // namespace faultline
