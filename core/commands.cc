@@ -21,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 #include <malloc.h>
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
@@ -292,8 +293,11 @@ int replay(const ReplayArgs& a) {
   uint64_t hits = 0;
   // A file that fails is reported after the decisions of all that could be read.
   std::vector<ArchiveError> failed;
+  std::vector<std::string> since_first_stamp;
   for (size_t t = 0; t < threads; ++t) {
     failed.insert(failed.end(), sources[t]->errors().begin(), sources[t]->errors().end());
+    since_first_stamp.insert(since_first_stamp.end(), sources[t]->sinceFirstStamp().begin(),
+                             sources[t]->sinceFirstStamp().end());
     const ArchiveStats& st = sources[t]->stats();
     s.files += st.files;
     s.bytes_read += st.bytes_read;
@@ -316,6 +320,18 @@ int replay(const ReplayArgs& a) {
       s.files, threads, s.lines, s.malformed, static_cast<double>(s.bytes_text) / 1e6, hits,
       pipeline.decisions(), secs, static_cast<double>(s.lines) / secs,
       static_cast<double>(s.bytes_text) / 1e6 / secs);
+  if (!since_first_stamp.empty()) {
+    // Decisions of one node's log stand, but such a file's times meet no other file's: a pod
+    // log's NCCL timeouts, stamped in 2026, find no kernel line of 1970 to corroborate them.
+    std::sort(since_first_stamp.begin(), since_first_stamp.end());
+    const size_t files = since_first_stamp.size();
+    since_first_stamp.resize(std::min<size_t>(files, 5));
+    spdlog::warn(
+        "{} file(s) stamped in seconds since boot, and no --boot-time: each one's times count "
+        "from its first line, at 1970-01-01T00:00:00Z, and meet no other file's (cluster "
+        "windows, corroboration): {}{}",
+        files, fmt::join(since_first_stamp, ", "), files > since_first_stamp.size() ? ", ..." : "");
+  }
   std::sort(failed.begin(), failed.end(),
             [](const ArchiveError& x, const ArchiveError& y) { return x.number < y.number; });
   for (const ArchiveError& e : failed) {

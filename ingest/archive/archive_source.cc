@@ -267,6 +267,9 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   if (newest_first.value_or(false)) {
     newest_first_.push_back(input.number);
   }
+  if (parser && parser->sinceFirstStamp()) {
+    since_first_stamp_.push_back(input.name);
+  }
   if (error) {
     std::rethrow_exception(error);
   }

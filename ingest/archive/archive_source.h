@@ -57,6 +57,9 @@ class ArchiveSource : public Source {
   // newest first, as logcli does unless --forward: the first two records whose times differ go
   // back in time. Their records of one time came in the reverse of the order they were logged.
   const std::vector<uint32_t>& newestFirst() const { return newest_first_; }
+  // The names of the inputs read whose times count from their first stamp since boot, at the
+  // epoch (LineParser::sinceFirstStamp: no ArchiveOptions' boot time), in the order read.
+  const std::vector<std::string>& sinceFirstStamp() const { return since_first_stamp_; }
   // The input being read; valid in the handler that run() calls.
   const ArchiveInput& current() const { return inputs_[current_]; }
 
@@ -68,6 +71,7 @@ class ArchiveSource : public Source {
   ArchiveStats stats_;
   std::vector<ArchiveError> errors_;
   std::vector<uint32_t> newest_first_;
+  std::vector<std::string> since_first_stamp_;
   size_t current_ = 0;
 };
 

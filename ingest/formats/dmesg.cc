@@ -351,6 +351,7 @@ class DmesgParser : public LineParser {
   }
 
   void finish(RecordBatch* batch) override { flush(batch); }
+  bool sinceFirstStamp() const override { return first_uptime_ns_.has_value(); }
 
  private:
   // The held record's text outlives the line it views only as a copy (a line may be reused once
@@ -360,6 +361,7 @@ class DmesgParser : public LineParser {
       joined_.assign(pending_line_);
     }
   }
+
   void flush(RecordBatch* batch) {
     if (!has_pending_) {
       return;

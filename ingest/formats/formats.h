@@ -75,6 +75,10 @@ class LineParser {
   virtual bool parse(std::string_view line, RecordBatch* batch) = 0;
   // Appends any record held back for continuation lines. Call once at the end of input.
   virtual void finish(RecordBatch* /*batch*/) {}
+  // Whether a record was placed by a stamp since boot without ParseOptions::boot_time_ns (dmesg's
+  // `[12345.678901]`, journalctl -o short-monotonic): its time counts from the input's first such
+  // stamp, taken as the epoch.
+  virtual bool sinceFirstStamp() const { return false; }
 };
 
 std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& options);

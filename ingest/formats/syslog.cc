@@ -219,6 +219,7 @@ class SyslogParser : public LineParser {
   }
 
   void finish(RecordBatch* batch) override { flush(batch); }
+  bool sinceFirstStamp() const override { return first_uptime_ns_.has_value(); }
 
  private:
   void flush(RecordBatch* batch) {
@@ -237,6 +238,7 @@ class SyslogParser : public LineParser {
     joined_.clear();
     owned_ = false;
   }
+
   // The held record outlives the line it views only as a copy: a line may be reused once the
   // parse() after it returns.
   void keepHeld() {

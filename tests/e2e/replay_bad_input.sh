@@ -34,6 +34,9 @@ for t in 1 2 3; do
     "gpu-g.dmesg: No such file or directory"; do
     grep -qF "$e" "$tmp/t$t.err" || fail "--threads $t: no '$e' in: $(cat "$tmp/t$t.err")"
   done
+  # Every file here is stamped since boot, and no --boot-time was given: replay says so.
+  grep -q "file(s) stamped in seconds since boot, and no --boot-time: .*gpu-a.dmesg" "$tmp/t$t.err" ||
+    fail "--threads $t: no warning of times since boot in: $(cat "$tmp/t$t.err")"
   # The errors come last, after the summary of what was read.
   tail -6 "$tmp/t$t.err" | grep -q "replay incomplete: 5 file(s)" ||
     fail "--threads $t: $(cat "$tmp/t$t.err")"

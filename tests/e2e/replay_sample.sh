@@ -14,11 +14,17 @@ trn-node-01 neuron-hw-fatal"
 "$FAULTLINE" replay --year 2025 --decisions "$tmp/embedded.jsonl" 2>"$tmp/replay.log"
 [[ "$(decided "$tmp/embedded.jsonl")" == "$expected" ]] ||
   fail "embedded sample decisions: $(decided "$tmp/embedded.jsonl")"
-# SPDLOG_LEVEL sets the log level (default info): warn drops the info summary, nothing else.
+# SPDLOG_LEVEL sets the log level (default info): warn drops the info summary and keeps the
+# warning that gpu-node-02's plain dmesg counts from 1970; error drops that too.
 grep -q "replayed 6 files" "$tmp/replay.log" || fail "no summary at the default level"
 SPDLOG_LEVEL=warn "$FAULTLINE" replay --year 2025 --decisions "$tmp/warn.jsonl" 2>"$tmp/warn.log"
-[[ ! -s "$tmp/warn.log" ]] || fail "SPDLOG_LEVEL=warn still logged: $(head -2 "$tmp/warn.log")"
+if [[ $(wc -l <"$tmp/warn.log") != 1 ]] ||
+  ! grep -q "\[warning\] 1 file(s) stamped in seconds since boot.*gpu-node-02.dmesg.gz$" "$tmp/warn.log"; then
+  fail "SPDLOG_LEVEL=warn: $(cat "$tmp/warn.log")"
+fi
 cmp "$tmp/embedded.jsonl" "$tmp/warn.jsonl" || fail "SPDLOG_LEVEL changed the decisions"
+SPDLOG_LEVEL=error "$FAULTLINE" replay --year 2025 --decisions "$tmp/error.jsonl" 2>"$tmp/error.log"
+[[ ! -s "$tmp/error.log" ]] || fail "SPDLOG_LEVEL=error still logged: $(head -2 "$tmp/error.log")"
 
 # The same files from disk, in reverse order, give the same decisions byte for byte.
 mapfile -t files < <(printf '%s\n' "$FL_SOURCE"/tests/data/sample/* | grep -v NOTICE | sort -r)

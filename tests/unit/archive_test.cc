@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <zstd.h>
 
+#include "core/time.h"
 #include "ingest/archive/archive_source.h"
 #include "tests/tools/zlib_compress.h"
 
@@ -129,6 +130,28 @@ TEST(Archive, LogcliDefaultOutputIsRefusedNamingTheExportThatKeepsTheLabels) {
             "loki.txt: unknown log format: logcli's default output (STAMP {labels} line), whose "
             "lines leave out the labels they share (the node, the kernel's transport); export "
             "with `logcli query --output=jsonl` (format loki-jsonl)");
+}
+
+// Replay warns of the files whose times count from their first line: their times meet no other
+// file's (a pod log's, stamped in its year).
+TEST(Archive, NamesTheFilesStampedSinceBootWithoutABootTime) {
+  const std::vector<ArchiveInput> inputs = {
+      {"uptime.dmesg", "[ 5.000000] a\n", true},
+      {"ctime.dmesg", "[Fri Apr  5 21:29:39 2024] b\n", true},
+      {"monotonic.log", "[   12.345678] gpu-1 kernel: c\n", true},
+      {"iso.log", "2024-02-14T05:03:41+0000 gpu-1 kernel: d\n", true}};
+  for (const bool boot : {false, true}) {
+    ArchiveOptions options;
+    if (boot) {
+      options.parse.boot_time_ns = civilToNanos(2024, 4, 5, 0, 0, 0);
+    }
+    ArchiveSource source(inputs, options);
+    source.run([](RecordBatch&) {}, std::stop_token());
+    EXPECT_EQ(source.stats().records, 4U);
+    EXPECT_EQ(source.sinceFirstStamp(),
+              boot ? std::vector<std::string>{}
+                   : (std::vector<std::string>{"uptime.dmesg", "monotonic.log"}));
+  }
 }
 
 TEST(Archive, CorruptGzipDataNamesTheFile) {
