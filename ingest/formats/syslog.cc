@@ -136,8 +136,10 @@ bool parseLine(std::string_view line, Parsed* p) {
   }
   p->host = rest.substr(0, sp);
   // A label set is no host: `STAMP {host="gpu-1", transport="kernel"} NVRM: Xid ...` is logcli's
-  // default output (isLogcliDefault), whose kernel lines would read as a process's record.
-  if (p->host.find_first_of("{}\"=") != std::string_view::npos) {
+  // default output (isLogcliDefault), whose kernel lines would read as a process's record. Nor is
+  // a word that ends in a colon: `STAMP kernel: NVRM: Xid ...` (a template without the host) or
+  // `STAMP NVRM: Xid ...` (nor the tag) would have made a process's record of the kernel's line.
+  if (p->host.find_first_of("{}\"=") != std::string_view::npos || p->host.back() == ':') {
     return false;
   }
   rest.remove_prefix(sp + 1);
@@ -149,6 +151,9 @@ bool parseLine(std::string_view line, Parsed* p) {
     colon = rest.size() - 1;
   }
   std::string_view tag = rest.substr(0, colon);
+  if (tag.find(':') != std::string_view::npos) {
+    return false;  // no ident has one: `STAMP mlx5_core 0000:41:00.1: ...` has no host either
+  }
   p->msg = rest.substr(std::min(colon + 2, rest.size()));
   // "INFO kernel" (a level before the tag, as SONiC writes it): the tag is the second word. Other
   // words before the colon are no tag: in a container runtime's log ("stdout F kernel: ...") they

@@ -60,6 +60,28 @@ TEST(Syslog, AStampWhoseMonthJumpsOverHalfAYearChangesTheYear) {
   EXPECT_EQ(refused, 1);
 }
 
+// A file written with a template that leaves out the host (or the tag) put the kernel's line
+// after the stamp: its first word was taken for a host and the rest for a process's record, so
+// an Xid was no hit. A host never ends in a colon, nor does an ident hold one.
+TEST(Syslog, ALineWithoutHostOrTagIsMalformedNotAProcesssRecord) {
+  for (const char* line :
+       {"2026-11-30T08:25:06.123456+00:00 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+        "2026-11-30T08:25:06.123456+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+        "2026-11-30T08:25:06+00:00 mlx5_core 0000:41:00.1: Port module event: Cable unplugged",
+        "Nov 30 08:25:06 NVRM: Xid (PCI:0000:3b:00): 79, pid=1"}) {
+    int refused = 0;
+    EXPECT_TRUE(times({line}, 2026, &refused).empty()) << line;
+    EXPECT_EQ(refused, 1) << line;
+  }
+  int refused = 0;
+  EXPECT_EQ(times({"Nov 30 08:25:06 gpu-1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+                   "Jun 14 15:16:01 combo sshd(pam_unix)[19939]: check pass; user unknown"},
+                  2026, &refused)
+                .size(),
+            2U);
+  EXPECT_EQ(refused, 0);
+}
+
 TEST(Syslog, AStampThatNamesNoRealTimeIsMalformed) {
   // /work/scratch/h3/bad.syslog and leap.syslog
   for (const char* line : {"Feb 31 10:00:00 gpu-n1 kernel: x", "Feb x9 10:00:00 gpu-n1 kernel: x",
