@@ -453,15 +453,22 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
   if (doc.get(root) != SUCCESS) {
     return fail("body is not a JSON object");
   }
+  // null stands for an empty list or map, as Go's encoding/json writes a nil slice or map and
+  // Loki reads it: {"streams": null}, "stream": null and "values": null add nothing.
   simdjson::dom::array streams;
   bool has_streams = false;
+  bool no_streams = false;
   for (const auto field : root) {
     if (field.key == "streams") {  // a repeated key: the last wins, as in a parse tree
-      has_streams = field.value.get(streams) == SUCCESS;
+      no_streams = field.value.is_null();
+      has_streams = no_streams || field.value.get(streams) == SUCCESS;
     }
   }
   if (!has_streams) {
     return fail("streams is missing or not an array");
+  }
+  if (no_streams) {
+    return true;
   }
   DecodeBound bound(*batch, text.size());
   const std::string_view tenant_view = batch->copy(tenant);
@@ -475,6 +482,8 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
     }
     int labels_seen = 0;
     int values_seen = 0;
+    bool has_labels = false;
+    bool has_values = false;
     simdjson::dom::object labels;
     simdjson::dom::array values;
     for (const auto field : so) {
@@ -482,14 +491,16 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
         if (labels_seen++ > 0) {
           return fail(where() + ".stream is given twice");
         }
-        if (field.value.get(labels) != SUCCESS) {
+        has_labels = !field.value.is_null();
+        if (has_labels && field.value.get(labels) != SUCCESS) {
           return fail(where() + ".stream is not an object");
         }
       } else if (field.key == "values") {
         if (values_seen++ > 0) {
           return fail(where() + ".values is given twice");
         }
-        if (field.value.get(values) != SUCCESS) {
+        has_values = !field.value.is_null();
+        if (has_values && field.value.get(values) != SUCCESS) {
           return fail(where() + ".values is missing or not an array");
         }
       }
@@ -497,8 +508,12 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
     if (values_seen == 0) {
       return fail(where() + ".values is missing or not an array");
     }
+    if (!has_values) {
+      ++si;
+      continue;
+    }
     const auto begin = static_cast<uint32_t>(batch->labels.size());
-    if (labels_seen > 0) {
+    if (has_labels) {
       for (const auto label : labels) {
         std::string_view value;
         if (label.value.get(value) != SUCCESS) {

@@ -43,8 +43,9 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
 // {"streams":[{"stream":{"k":"v"},"values":[["<ns>","<line>",{"meta":"v"}]]}]}; the time is a
 // string of nanoseconds (a JSON integer is accepted too). Parsed with simdjson's DOM parser (its
 // tape, not a tree of allocated nodes); unknown keys are skipped, metadata values other than
-// strings dropped, and of a repeated "streams" key the last is read. Errors name
-// the place: "streams[0].values[3][0] is not a string of nanoseconds"; invalid JSON gives
+// strings dropped, and of a repeated "streams" key the last is read. A null "streams", "stream" or
+// "values" is an empty one, as Loki reads it (Go clients write a nil slice or map as null). Errors
+// name the place: "streams[0].values[3][0] is not a string of nanoseconds"; invalid JSON gives
 // "body is not a JSON object (<the parser's message>)". `readable`: how many bytes from
 // json.data() may be read, json.size() or more; with kJsonPadding (ingest/formats/formats.h) more
 // than json.size() the body is parsed where it lies, else from a padded copy.

@@ -115,6 +115,11 @@ for reason in 'malformed"} 9' 'too_large"} 4' 'unauthorized"} 3' 'encoding"} 1';
     fail "metrics: no $reason: $(grep rejected_total <<<"$metrics")"
 done
 grep -q '^faultline_lines_truncated_total{source="http"} 1$' <<<"$metrics" || fail "metrics: truncated"
+# null is an empty list or map, as Go clients write a nil one and Loki answers 204: no record.
+expect 204 '' "${auth[@]}" "${json[@]}" --data-binary '{"streams":null}' "$loki"
+expect 204 '' "${auth[@]}" "${json[@]}" --data-binary '{"streams":[{"stream":{"node":"gpu-3"},"values":null}]}' "$loki"
+grep -qxF 'faultline_records_total{source="http",format="loki_json"} 2' <(curl -fsS "http://127.0.0.1:$port/metrics") ||
+  fail "metrics: null streams or values gave records"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
 

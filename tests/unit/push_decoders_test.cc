@@ -496,6 +496,26 @@ TEST(LokiJson, ReasonsNameThePlace) {
   }
 }
 
+// Go's encoding/json writes a nil slice or map as null, and Loki reads null as empty (204).
+TEST(LokiJson, NullIsAnEmptyListOrMap) {
+  for (const char* empty :
+       {R"({"streams":null})", R"({"streams":[{"stream":{"a":"b"},"values":null}]})"}) {
+    RecordBatch batch;
+    std::string error;
+    EXPECT_TRUE(lokiJson(empty, "", &batch, &error)) << empty << ": " << error;
+    EXPECT_TRUE(batch.records.empty()) << empty;
+  }
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(lokiJson(
+      R"({"streams":[{"stream":null,"values":[["1","x"]]},{"stream":{"a":"b"},"values":[["2","y"]]}]})",
+      "", &batch, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2U);
+  EXPECT_EQ(batch.records[0].labels_begin, batch.records[0].labels_end);
+  EXPECT_EQ(batch.label(batch.records[1], "a"), "b");
+}
+
 TEST(LokiJson, RefusesMalformedBodiesWithReasons) {
   for (const char* bad : {"{", "[]", R"({"streams":{}})", R"({"streams":[{"values":[[1]]}]})",
                           R"({"streams":[{"stream":{"a":1},"values":[]}]})",
