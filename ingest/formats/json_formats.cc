@@ -289,6 +289,15 @@ error_code bytesOf(od::value array_value, std::string* buf, bool* ok) {
 // of `bytes`) decoded into *buf; false if it is no base64. The OTel collector's filelog receiver
 // with `encoding: nop` sends each line so; the protobuf decoder takes bytes_value as text too.
 bool base64Of(std::string_view text, std::string* buf) {
+  // yaml-cpp 0.7 indexes its decoding table with each char cast to unsigned: a byte from 0x80 (any
+  // non-ASCII text) reads far outside it and crashed the process. Only the alphabet goes to it.
+  const auto base64 = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/' || c == '-' || c == '_' || c == '=';
+  };
+  if (!std::all_of(text.begin(), text.end(), base64)) {
+    return false;
+  }
   std::string in(text);
   std::replace(in.begin(), in.end(), '-', '+');
   std::replace(in.begin(), in.end(), '_', '/');

@@ -56,6 +56,10 @@ expect 400 'corrupt snappy data' "${auth[@]}" "${json[@]}" -H 'Content-Encoding:
   --data-binary 'not snappy at all' "$otlp"
 expect 415 'unsupported Content-Encoding' "${auth[@]}" "${json[@]}" -H 'Content-Encoding: br' \
   --data-binary '{}' "$otlp"
+# A bytesValue of non-ASCII text is no base64: its record is rejected (OTLP partial success) and
+# the service serves on. It crashed the process in yaml-cpp's base64 decoder (found by otlp_fuzz).
+expect 200 '"rejectedLogRecords":"1"' "${auth[@]}" "${json[@]}" \
+  --data-binary '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"bytesValue":"d\u00e9j\u00e0"}}]}]}]}' "$otlp"
 
 # Too large: as sent, after gzip (10 MB of zeros in ~10 KB), and by snappy's length header.
 head -c 200000 /dev/zero | tr '\0' ' ' >"$tmp/big.json"

@@ -1196,16 +1196,19 @@ TEST(OtlpJson, BytesValueIsBase64AsInTheProtobufMapping) {
   }
 
   // URL-safe or unpadded base64 is base64 too (the mapping accepts both); other text is no line.
+  // Non-ASCII text (fuzzed: "done \ud83dN10__c") crashed the process in yaml-cpp's decoder.
   RecordBatch batch;
   ASSERT_TRUE(otlpJson(R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[)"
                        R"({"body":{"bytesValue":"-_8"}},{"body":{"bytesValue":"YWI"}},)"
-                       R"({"body":{"bytesValue":"not base64!"}},{"body":{"bytesValue":7}}]}]}]})",
+                       R"({"body":{"bytesValue":"not base64!"}},{"body":{"bytesValue":7}},)"
+                       R"({"body":{"bytesValue":"d\u00e9j\u00e0"}},)"
+                       R"({"body":{"bytesValue":"done \ud83dN10__c"}}]}]}]})",
                        false, &batch, &rejected, &error))
       << error;
   ASSERT_EQ(batch.records.size(), 2u);
   EXPECT_EQ(batch.records[0].line, "\xfb\xff");
   EXPECT_EQ(batch.records[1].line, "ab");
-  EXPECT_EQ(rejected, 2u);
+  EXPECT_EQ(rejected, 4u);
 }
 
 // The proto3 JSON mapping has parsers accept a field's proto name as well as its lowerCamelCase
