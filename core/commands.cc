@@ -672,9 +672,8 @@ int runCli(int argc, char** argv) {
   rp->add_option(
       "--year", ra.year,
       "Year of each file's first syslog 'Mon DD' or dmesg --reltime '[MonDD HH:MM]' stamp, "
-      "1678..2261 (default: the "
-      "current year); a later stamp whose month goes back over 6 months (Dec -> Jan) "
-      "is in the next year");
+      "1678..2261 (default: the current year); a later stamp whose month goes back over 6 "
+      "months (Dec -> Jan) is in the next year");
   rp->add_option("--rules", ra.rules, "Rule directory (default: the embedded bank)");
   rp->add_option("--decisions", ra.decisions, "Decision log file (default: stdout)");
   // One NAME=VALUE per --kernel-label: CLI11 lets a list option take every argument after it, so

@@ -296,7 +296,7 @@ class DmesgParser : public LineParser {
       keepPending();
       return false;
     }
-    if (h.stamp == Stamp::kDelta && !minute_) {
+    if (h.stamp == Stamp::kDelta && minute_month_ == 0) {
       // A reltime file cut after its first record: nothing tells the time these deltas add to.
       keepPending();
       return false;
@@ -308,7 +308,7 @@ class DmesgParser : public LineParser {
       // it is taken at its minute's start (or at the record before, if later), so its minute's
       // records, their deltas exact, may be up to a minute early.
       int year = year_;
-      if (minute_ && h.month + 6 < minute_month_) {
+      if (h.month + 6 < minute_month_) {
         ++year;
       }
       if (year > 2261 || !isValidCivil(year, h.month, h.day, 0, 0, 0)) {
@@ -316,7 +316,6 @@ class DmesgParser : public LineParser {
         return false;
       }
       year_ = year;
-      minute_ = true;
       minute_month_ = h.month;
       t = std::max(civilToNanos(year, h.month, h.day, 0, 0, 0) + h.ns, last_ns_);
     }
@@ -381,8 +380,7 @@ class DmesgParser : public LineParser {
   std::optional<int64_t> first_uptime_ns_;
   int64_t last_ns_ = 0;
   int year_;              // of the last reltime minute read (ParseOptions::year before one)
-  bool minute_ = false;   // a reltime minute was read: deltas add to it
-  int minute_month_ = 0;  // the last reltime minute's month
+  int minute_month_ = 0;  // the last reltime minute's month; 0 before one (deltas add to none)
   std::string node_;
   bool has_pending_ = false;
   bool pending_kmsg_ = false;
