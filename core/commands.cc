@@ -549,7 +549,10 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
   }
   // Only with leader election, where it gates the Lease and readiness: the check walks every
   // partition between batches until caught up.
-  ServeSources sources{cfg.kafka, cfg.http, cfg.queue_bytes, elector ? &kafka_caught_up : nullptr};
+  ServeSources sources{.kafka = cfg.kafka,
+                       .http = cfg.http,
+                       .queue_bytes = cfg.queue_bytes,
+                       .kafka_caught_up = elector ? &kafka_caught_up : nullptr};
   if (sources.kafka) {
     // Partitions read in step within half of max_lag: none's nodes are found silent because
     // another partition of the backlog was fetched ahead (KafkaConfig::max_skew_ns).

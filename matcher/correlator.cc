@@ -330,7 +330,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     auto recent = std::find_if(node.recent.begin(), node.recent.end(),
                                [&](const Recent& r) { return r.rule == ri; });
     if (recent == node.recent.end()) {
-      recent = node.recent.insert(recent, Recent{ri, {}, {}, 0});
+      recent = node.recent.insert(recent, Recent{.rule = ri});
     }
     if (recent->hits.size() < kRecentPerRule) {
       recent->hits.push_back(shared);
