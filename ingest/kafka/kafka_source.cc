@@ -804,8 +804,12 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   }
   const auto close_deadline = std::chrono::steady_clock::now() + kCloseWait;
   while (!rd_kafka_consumer_closed(rk.get()) && std::chrono::steady_clock::now() < close_deadline) {
-    // Serves the close's rebalance (the unassign and its commit), as rd_kafka_consumer_close does.
-    rd_kafka_queue_poll_callback(close_queue.get(), kIdlePollMs);
+    // Serves the close's queue as rd_kafka_consumer_close does: its rebalance (the unassign and
+    // its commit) and callbacks. The consumer's queue is forwarded there, with the messages
+    // fetched ahead of the last batch: they are dropped unread (no offset of theirs was stored,
+    // so the group reads them again). rd_kafka_queue_poll_callback, which serves no messages,
+    // aborted the process on one (librdkafka 2.0.2: assert in rd_kafka_q_serve).
+    const MessagePtr ahead(rd_kafka_consume_queue(close_queue.get(), kIdlePollMs));
   }
   if (rd_kafka_consumer_closed(rk.get())) {
     spdlog::info("kafka: consumer closed");
