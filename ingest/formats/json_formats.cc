@@ -510,7 +510,7 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
   r.line = message;
   r.labels_begin = labels_begin;
   r.labels_end = static_cast<uint32_t>(batch->labels.size());
-  classifyOtlp(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
+  classifyShipped(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
   *added = true;
   return SUCCESS;
 }
@@ -571,7 +571,7 @@ error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFi
       batch->labels.insert(batch->labels.end(), own.begin(), own.end());
       r.labels_end = static_cast<uint32_t>(batch->labels.size());
       r.node = {};
-      classifyOtlp(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
+      classifyShipped(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
       if (!s->bound->holds(*batch)) {
         return simdjson::CAPACITY;
       }
@@ -638,7 +638,7 @@ class LokiJsonlParser : public LineParser {
 };
 
 // The request's records onto the batch; an error means it is not JSON. *not_array: resourceLogs
-// is there but is no array.
+// is there but is neither an array nor null.
 error_code addRequest(od::document& req, const StreamRules& rules, const LabelFilter& keep,
                       OtlpScratch* s, RecordBatch* batch, uint64_t* rejected, bool* not_array) {
   od::object root;
@@ -654,6 +654,9 @@ error_code addRequest(od::document& req, const StreamRules& rules, const LabelFi
     od::value& v = field.value();
     od::json_type type = od::json_type::null;
     SIMDJSON_TRY(v.type().get(type));
+    if (type == od::json_type::null) {
+      continue;  // the proto3 JSON mapping's null: the field's default, no records
+    }
     if (type != od::json_type::array) {
       *not_array = true;
       return SUCCESS;

@@ -78,11 +78,11 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
       kernel && !fromProcess(rules, batch, *rec) ? StreamKind::kKernel : StreamKind::kOther;
 }
 
-void classifyOtlp(const StreamRules& rules, uint32_t resource_labels, RecordBatch* batch,
-                  LogRecord* rec) {
+void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, RecordBatch* batch,
+                     LogRecord* rec) {
   std::vector<Label>& labels = batch->labels;
   const auto begin = labels.begin() + rec->labels_begin;
-  const auto own = begin + resource_labels;  // erasing after it keeps both valid
+  const auto own = begin + shipper_labels;  // erasing after it keeps both valid
   if (std::any_of(begin, own, [&](const Label& l) {
         return !l.value.empty() && named(rules.pod_labels, l.name);
       })) {
@@ -95,7 +95,7 @@ void classifyOtlp(const StreamRules& rules, uint32_t resource_labels, RecordBatc
     rec->labels_end = static_cast<uint32_t>(labels.size());
   }
   rec->node = nodeOf(rules, labels.data() + rec->labels_begin,
-                     labels.data() + rec->labels_begin + resource_labels);
+                     labels.data() + rec->labels_begin + shipper_labels);
   classify(rules, *batch, rec);
 }
 

@@ -205,7 +205,7 @@ bool addRecord(WireBytes bytes, const std::vector<Label>& resource, const Stream
   rec.line = *line;
   rec.labels_begin = static_cast<uint32_t>(labels_begin);
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());
-  classifyOtlp(rules, static_cast<uint32_t>(resource.size()), batch, &rec);
+  classifyShipped(rules, static_cast<uint32_t>(resource.size()), batch, &rec);
   return true;
 }
 

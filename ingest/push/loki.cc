@@ -258,22 +258,37 @@ bool readEntry(WireBytes bytes, int64_t* ns, std::string_view* line, std::vector
   return true;
 }
 
-// Appends a record whose labels are [stream_begin, stream_end) of batch->labels followed by the
-// entry's structured metadata (views that live as long as the batch); an entry without metadata
-// shares the stream's label range.
-LogRecord& addEntry(uint32_t stream_begin, uint32_t stream_end, const std::vector<Label>& metadata,
+// A record of the stream's labels [begin, end) of batch.labels alone, classified: what every
+// entry without structured metadata is. Once per stream: classifying each such entry scanned
+// every label of the stream again (a stream of 60,000 labels and as many entries took seconds).
+LogRecord classifyStream(const StreamRules& rules, uint32_t begin, uint32_t end,
+                         const RecordBatch& batch) {
+  LogRecord r;
+  r.labels_begin = begin;
+  r.labels_end = end;
+  classify(rules, batch, &r);
+  return r;
+}
+
+// Appends an entry's record: `stream_only` (the stream's labels, classified) if it has no
+// structured metadata; else one whose labels are the stream's, copied, followed by the metadata
+// (views that live as long as the batch), classified with the stream's labels as the shipper's:
+// shippers fill metadata from the line's own fields (Promtail's json and structured_metadata
+// stages), so a pod's metadata names neither its node nor its job.
+LogRecord& addEntry(const StreamRules& rules, uint32_t stream_begin, uint32_t stream_end,
+                    const std::vector<Label>& metadata, const LogRecord& stream_only,
                     RecordBatch* batch) {
-  LogRecord& r = batch->records.emplace_back();
-  r.labels_begin = stream_begin;
-  r.labels_end = stream_end;
-  if (!metadata.empty()) {
-    r.labels_begin = static_cast<uint32_t>(batch->labels.size());
-    for (uint32_t k = stream_begin; k < stream_end; ++k) {
-      batch->labels.push_back(batch->labels[k]);
-    }
-    batch->labels.insert(batch->labels.end(), metadata.begin(), metadata.end());
-    r.labels_end = static_cast<uint32_t>(batch->labels.size());
+  if (metadata.empty()) {
+    return batch->records.emplace_back(stream_only);
   }
+  LogRecord& r = batch->records.emplace_back();
+  r.labels_begin = static_cast<uint32_t>(batch->labels.size());
+  for (uint32_t k = stream_begin; k < stream_end; ++k) {
+    batch->labels.push_back(batch->labels[k]);
+  }
+  batch->labels.insert(batch->labels.end(), metadata.begin(), metadata.end());
+  r.labels_end = static_cast<uint32_t>(batch->labels.size());
+  classifyShipped(rules, stream_end - stream_begin, batch, &r);
   return r;
 }
 
@@ -400,11 +415,7 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       return false;
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
-    // The stream's labels name the node before an entry's structured metadata, which shippers
-    // fill from the line's own fields (Promtail's json and structured_metadata stages): a pod's
-    // line must not name another node.
-    const std::string_view node =
-        nodeOf(rules, batch->labels.data() + begin, batch->labels.data() + end);
+    const LogRecord stream_only = classifyStream(rules, begin, end, *batch);
     for (WireBytes bytes : entries) {
       int64_t ns = 0;
       std::string_view line;
@@ -412,11 +423,9 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
       if (!readEntry(bytes, &ns, &line, &metadata)) {
         return false;
       }
-      LogRecord& rec = addEntry(begin, end, metadata, batch);
+      LogRecord& rec = addEntry(rules, begin, end, metadata, stream_only, batch);
       rec.time_ns = ns;
       rec.line = line;
-      rec.node = node;
-      classify(rules, *batch, &rec);
       if (!bound.holds(*batch)) {
         *error = "body " + bound.reason();
         *too_large = true;
@@ -526,11 +535,7 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
       batch->labels.push_back({"tenant", tenant_view});
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
-    // The stream's labels name the node before an entry's structured metadata, which shippers
-    // fill from the line's own fields (Promtail's json and structured_metadata stages): a pod's
-    // line must not name another node.
-    const std::string_view node =
-        nodeOf(rules, batch->labels.data() + begin, batch->labels.data() + end);
+    const LogRecord stream_only = classifyStream(rules, begin, end, *batch);
     size_t ei = 0;
     for (element value : values) {
       const auto entry_at = [&] { return where() + ".values[" + std::to_string(ei) + "]"; };
@@ -577,11 +582,9 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
           }
         }
       }
-      LogRecord& r = addEntry(begin, end, metadata, batch);
+      LogRecord& r = addEntry(rules, begin, end, metadata, stream_only, batch);
       r.time_ns = ns;
       r.line = batch->copy(line);
-      r.node = node;
-      classify(rules, *batch, &r);
       if (!bound.holds(*batch)) {
         *error = "body " + bound.reason();
         return false;

@@ -206,22 +206,27 @@ TEST(LokiProto, TimestampBeyondInt64NanosecondsIsTheNearestTime) {
 // As LokiJson.TheStreamNamesTheNodeBeforeStructuredMetadata.
 TEST(LokiProto, TheStreamNamesTheNodeBeforeStructuredMetadata) {
   // EntryAdapter{line: 2, structuredMetadata: 3 (LabelPairAdapter name 1, value 2)}, by hand.
-  const std::string metadata = field(3, field(1, "node") + field(2, "gpu-7"));
+  const std::string metadata = field(3, field(1, "node") + field(2, "gpu-7")) +
+                               field(3, field(1, "job_name") + field(2, "a"));
   const std::string request =
       field(1, field(1, R"({pod="app-0", node_name="gpu-1"})") +
                    field(2, field(2, "NCCL WARN Call to ibv_modify_qp failed") + metadata)) +
       field(1, field(1, R"({job="fluent-bit"})") +
-                   field(2, field(2, "x") + field(3, field(1, "node") + field(2, "gpu-3"))));
+                   field(2, field(2, "x") + field(3, field(1, "node") + field(2, "gpu-3")))) +
+      field(1, field(1, R"({pod="app-0"})") + field(2, field(2, "x") + metadata));
   const std::string body = snappied(request);
   RecordBatch batch;
   std::string error;
   bool too_large = false;
   ASSERT_TRUE(decodeLokiProto(body, 1 << 20, "", StreamRules(), &batch, &error, &too_large))
       << error;
-  ASSERT_EQ(batch.records.size(), 2u);
+  ASSERT_EQ(batch.records.size(), 3u);
   EXPECT_EQ(batch.records[0].node, "gpu-1");
   EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(labelsOf(batch, batch.records[0]), "pod=app-0;node_name=gpu-1;");
   EXPECT_EQ(batch.records[1].node, "gpu-3");
+  EXPECT_EQ(batch.records[2].node, "");
+  EXPECT_EQ(labelsOf(batch, batch.records[2]), "pod=app-0;");
 }
 
 TEST(LokiProto, SnappyLengthOverLimitIsTooLargeBeforeAllocating) {
@@ -393,19 +398,27 @@ TEST(LokiJson, DecodesStreamsWithMetadataAndTenant) {
 // node before an entry's structured metadata, which shippers fill from the line's own fields
 // (Promtail's json and structured_metadata stages): a pod printing {"node":"gpu-7"} named gpu-7,
 // as `node` comes before `node_name` in StreamRules::node_labels. A stream naming no node still
-// takes its entries' (Fluent Bit's structured_metadata node=$kubernetes['host']).
+// takes its entries' (Fluent Bit's structured_metadata node=$kubernetes['host']), but not a pod's
+// stream: a pod's metadata names neither its node nor its job (two entries naming two jobs, as a
+// pod printing {"job_name":...} would, tainted its node "2 jobs within 1d"), as OTLP's record
+// attributes under a pod's resource do not.
 TEST(LokiJson, TheStreamNamesTheNodeBeforeStructuredMetadata) {
   const std::string body = R"({"streams":[
     {"stream":{"pod":"app-0","node_name":"gpu-1"},
-     "values":[["1","NCCL WARN Call to ibv_modify_qp failed",{"node":"gpu-7"}]]},
-    {"stream":{"job":"fluent-bit"},"values":[["2","x",{"node":"gpu-3"}]]}]})";
+     "values":[["1","NCCL WARN Call to ibv_modify_qp failed",{"node":"gpu-7","job_name":"a"}]]},
+    {"stream":{"job":"fluent-bit"},"values":[["2","x",{"node":"gpu-3"}]]},
+    {"stream":{"pod":"app-0"},"values":[["3","x",{"node":"gpu-9","job_name":"b"}]]}]})";
   RecordBatch batch;
   std::string error;
   ASSERT_TRUE(lokiJson(body, "", &batch, &error)) << error;
-  ASSERT_EQ(batch.records.size(), 2u);
+  ASSERT_EQ(batch.records.size(), 3u);
   EXPECT_EQ(batch.records[0].node, "gpu-1");
   EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(labelsOf(batch, batch.records[0]), "pod=app-0;node_name=gpu-1;");
   EXPECT_EQ(batch.records[1].node, "gpu-3");
+  EXPECT_EQ(batch.records[2].node, "");
+  EXPECT_EQ(batch.records[2].stream, StreamKind::kPod);
+  EXPECT_EQ(labelsOf(batch, batch.records[2]), "pod=app-0;");
 }
 
 // Grafana's Fluent Bit chart (grafana/helm-charts charts/fluent-bit, values.yaml labelMap) labels
@@ -1090,6 +1103,21 @@ TEST(OtlpJson, AnyFieldOrderAndRefusedRequestsLeaveTheBatchAlone) {
       EXPECT_EQ(batch.labels.size(), labels) << bad;
       EXPECT_EQ(rejected, 0u) << bad;
     }
+  }
+}
+
+// In the proto3 JSON mapping null is a field's default: {"resourceLogs": null} is an empty request
+// (200), as the collector's decoder reads it; it was refused "resourceLogs is not an array".
+TEST(OtlpJson, NullResourceLogsIsAnEmptyRequest) {
+  for (bool in_place : {false, true}) {
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    EXPECT_TRUE(otlpJson(R"({"resourceLogs": null})", in_place, &batch, &rejected, &error))
+        << error;
+    EXPECT_TRUE(batch.records.empty());
+    EXPECT_FALSE(otlpJson(R"({"resourceLogs": {}})", in_place, &batch, &rejected, &error));
+    EXPECT_EQ(error, "resourceLogs is not an array");
   }
 }
 
