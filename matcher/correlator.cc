@@ -347,15 +347,27 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     markPeers(node_name, t, rule.peers_within_ns);
   }
   for (uint32_t held : cancels_[ri]) {
-    const std::string key = entityKey(held, bank_->rules[held], f);
-    // Not a held hit stamped after this one, which replay takes after it (one node's lines spread
-    // over partitions arrive out of order).
-    if (Pending* p = node.pending.find(key); p != nullptr && t >= p->evidence.time_ns) {
+    const Rule& hr = bank_->rules[held];
+    // The held hits this follower ends: of its entity, or of every entity where it names none (a
+    // node's shutdown or boot ends a port's DOWN), as followed() finds followers. Not a held hit
+    // stamped after it, which replay takes after it (one node's lines spread over partitions
+    // arrive out of order).
+    std::vector<std::string> keys;
+    for (const auto& [key, p] : node.pending) {
+      if (p.rule == held && t >= p.evidence.time_ns &&
+          std::all_of(hr.entity.begin(), hr.entity.end(), [&](const std::string& n) {
+            const std::string_view mine = fieldOf(f, n);
+            return mine.empty() || mine == fieldOf(p.fields, n);
+          })) {
+        keys.push_back(key);
+      }
+    }
+    for (const std::string& key : keys) {
+      Pending* p = node.pending.find(key);
       timers_.erase({p->due_ns, node_name, key});
       std::vector<Evidence> later = std::move(p->later);
       node.pending.erase(key);
       // Replay reads those after this follower: the first that no follower ends is held.
-      const Rule& hr = bank_->rules[held];
       for (auto e = later.begin(); e != later.end(); ++e) {
         if (e->time_ns > t && !followed(hr, node, e->fields, e->time_ns)) {
           Pending next{held,
@@ -691,7 +703,15 @@ void Correlator::fault(uint32_t ri, NodeData& node, const std::string& node_name
   if (node.faults.contains(key)) {
     return;
   }
-  const int64_t t = evidence.back().time_ns;
+  // The fault's last hit is its rule's own newest line: a corroborating line (another rule's)
+  // moves neither `quiet` nor the recovery guard.
+  const std::string& own = bank_->signatures[rule.signature].id;
+  int64_t t = INT64_MIN;
+  for (const Evidence& e : evidence) {
+    if (e.signature == own) {
+      t = std::max(t, e.time_ns);
+    }
+  }
   Fault& flt = record(ri, node, node_name, key, f, t);
   flt.first_ns = evidence.front().time_ns;
   bool& tainted = dry_run_[ri] ? node.dry_tainted : node.tainted;

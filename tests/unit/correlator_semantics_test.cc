@@ -530,6 +530,102 @@ rules:
   EXPECT_EQ(f.out_.back().reason, "quiet: no xid-94 hit pci=0000:01:00 for the quiet period");
 }
 
+// A pod rule's fault corroborated by a kernel line is quiet from the rule's own last hit, not from
+// the kernel line's: `quiet` is a time without a hit of the rule.
+TEST(CorrelatorRecovery, QuietCountsFromTheRulesOwnHitNotTheCorroboratingLine) {
+  const auto bank = loadBank({{"q.yaml", R"(
+signatures:
+  - id: port
+    streams: [kernel]
+    severity: info
+    pattern: 'port (?P<port>\d+) (?P<state>DOWN|ACTIVE)'
+    examples: {match: ['port 1 DOWN']}
+  - id: nccl
+    streams: [pod]
+    severity: info
+    pattern: 'nccl timeout'
+    examples: {match: ['nccl timeout']}
+rules:
+  - id: port-down
+    signature: port
+    severity: info
+    where: {state: [DOWN]}
+  - id: nccl
+    signature: nccl
+    severity: warning
+    count: 2
+    window: 24h
+    corroborated_by: {rules: [port-down], within: 10m}
+    recovery: {quiet: 1h}
+)"}});
+  for (const bool kernel_first : {true, false}) {
+    SCOPED_TRACE(kernel_first ? "kernel line first" : "pod line first");
+    Feeder f(bank);
+    const int64_t kernel = kernel_first ? 100 : 500;
+    if (kernel_first) {
+      f.feed("n1", kernel, "port 1 DOWN");
+    }
+    f.feed("n1", 300, "nccl timeout", StreamKind::kPod);
+    if (!kernel_first) {
+      f.feed("n1", kernel, "port 1 DOWN");
+    }
+    ASSERT_EQ(f.decisions(), std::vector<std::string>{"n1 taint nccl"});
+    // An hour after the kernel line before the pod line, nothing; an hour after the pod line, the
+    // untaint (an hour after a kernel line after it would be later).
+    f.c_.advance((kernel_first ? kernel + 3600 + 1 : 300 + 3600 - 1) * kNanosPerSecond, &f.out_);
+    ASSERT_EQ(f.decisions(), std::vector<std::string>{"n1 taint nccl"});
+    f.c_.advance((300 + 3600 + 1) * kNanosPerSecond, &f.out_);
+    ASSERT_EQ(f.decisions(), (std::vector<std::string>{"n1 taint nccl", "n1 untaint nccl"}));
+    EXPECT_EQ(f.out_.back().time_ns, (300 + 3600) * kNanosPerSecond);
+  }
+}
+
+// A follower that names none of the held rule's entity fields (a node's shutdown) ends every hit
+// of that rule the node holds, as one of the entity ends that entity's: a planned reboot takes
+// every port down. Not a hit stamped after it; and read after a hit stamped before it, it ends
+// that one too (live, one node's lines spread over partitions).
+TEST(CorrelatorFollowers, AFollowerWithoutTheEntityEndsEveryHeldHitOfTheNode) {
+  const auto bank = loadBank({{"f.yaml", R"(
+signatures:
+  - id: port
+    streams: [kernel]
+    severity: info
+    pattern: 'port (?P<port>\d+) (?P<state>DOWN|ACTIVE)'
+    examples: {match: ['port 1 DOWN']}
+  - id: shutdown
+    streams: [kernel]
+    severity: info
+    pattern: 'Syncing filesystems'
+    examples: {match: ['Syncing filesystems']}
+rules:
+  - id: port-active
+    signature: port
+    severity: info
+    where: {state: [ACTIVE]}
+    entity: [port]
+  - id: shutdown
+    signature: shutdown
+    severity: info
+  - id: port-down-lasting
+    signature: port
+    severity: fatal
+    where: {state: [DOWN]}
+    entity: [port]
+    unless_followed_by: {rules: [port-active, shutdown], within: 5m}
+)"}});
+  Feeder f(bank);
+  f.feed("a", 100, "port 1 DOWN");
+  f.feed("a", 110, "port 2 DOWN");
+  f.feed("a", 200, "Syncing filesystems");
+  f.feed("a", 250, "port 3 DOWN");  // after the shutdown: its own
+  f.feed("b", 200, "Syncing filesystems");
+  f.feed("b", 150, "port 1 DOWN");  // stamped before the shutdown, read after it
+  f.c_.advance(1000 * kNanosPerSecond, &f.out_);
+  ASSERT_EQ(f.decisions(), std::vector<std::string>{"a taint port-down-lasting"});
+  EXPECT_EQ(f.out_[0].evidence.at(0).line, "port 3 DOWN");
+  EXPECT_EQ(f.out_[0].reason, "a fatal hit with no port-active or shutdown within 5m on port=3");
+}
+
 // A recovery signal's rule in dry run (a new signal tried out) lifts no real rule's taint: its
 // hits recover only the faults of rules in dry run, as they corroborate only those.
 TEST(CorrelatorDryRun, ARecoverySignalInDryRunLiftsNoRealTaint) {
