@@ -292,7 +292,10 @@ JsonRecordDecoder::JsonRecordDecoder(const JsonRecordFields& fields, StreamKind 
     : stream_(stream) {
   rules_.node_labels.clear();  // the node is taken from fields.node, not from labels
   rules_.pod_labels = fields.pod;
-  rules_.kernel_labels.emplace_back("programname", "kernel");  // rsyslog JSON templates
+  // rsyslog JSON templates (%jsonmesg%): `logger -t kernel` gives programname kernel too, with
+  // its facility (user by default), which the kernel's own records (imklog) have as 0.
+  rules_.kernel_labels.emplace_back("programname", "kernel");
+  rules_.facility_labels.emplace_back("syslogfacility");
   label_fields_ = fields.pod;
   auto add = [this](const std::string& name) {
     if (std::find(label_fields_.begin(), label_fields_.end(), name) == label_fields_.end()) {

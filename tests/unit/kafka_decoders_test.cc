@@ -475,6 +475,28 @@ TEST(KafkaJsonDecoder, RsyslogProgramnameKernel) {
   EXPECT_EQ(rec.time_ns, civilToNanos(2025, 2, 23, 16, 24, 18));
 }
 
+// rsyslog's %jsonmesg% of `logger -t kernel 'NVRM: Xid ...'` (imuxsock, facility user): the tag
+// gives programname kernel, the facility says a process wrote it. It tainted its node.
+TEST(KafkaJsonDecoder, RsyslogProgramnameKernelOfAProcessIsNoKernel) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const LogRecord& rec = decodeOne(
+      decoder, message(R"({"msg":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",
+      "hostname":"gpu-7","syslogtag":"kernel:","inputname":"imuxsock","pri":"13",
+      "syslogfacility":"1","syslogseverity":"5","programname":"kernel","app-name":"kernel",
+      "timereported":"2025-02-23T17:24:18.000000+01:00"})"),
+      &batch);
+  EXPECT_EQ(rec.node, "gpu-7");
+  EXPECT_EQ(rec.stream, StreamKind::kOther);
+  RecordBatch kernel;
+  EXPECT_EQ(decodeOne(decoder, message(R"({"msg":"mlx5_core: health poll failed","hostname":"gpu-7",
+      "inputname":"imklog","syslogfacility":"0","programname":"kernel",
+      "timereported":"2025-02-23T17:24:18.000000+01:00"})"),
+                      &kernel)
+                .stream,
+            StreamKind::kKernel);
+}
+
 TEST(KafkaJsonDecoder, PodRecordIsNeverKernel) {
   const KafkaDecoder decoder(topic(KafkaEncoding::kJson, StreamKind::kKernel));
   RecordBatch batch;
