@@ -15,10 +15,13 @@ namespace faultline {
 namespace {
 
 // Node names are DNS subdomains; anything with control bytes or spaces (OTel's 16-byte resource
-// hash key) is not one.
+// hash key) is not one, nor is a trace id in hex (32 digits: the OTel kafka exporter's key with
+// partition_logs_by_trace_id).
 bool plausibleNode(std::string_view s) {
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
   return !s.empty() && s.size() <= 253 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; });
+         std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 0x7f; }) &&
+         !(s.size() == 32 && std::all_of(s.begin(), s.end(), hex));
 }
 
 std::string_view headerOrKeyNode(const KafkaMessage& msg) {

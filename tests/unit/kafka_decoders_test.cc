@@ -143,6 +143,9 @@ TEST(KafkaDecoder, RecordWithoutNodeIsSkipped) {
   const std::string hash("\x01\x9f\x00 z\x7f\xee", 7);
   raw.key = hash;
   EXPECT_FALSE(raw_decoder.decode(raw, kReceiveNs, &batch));
+  // Its partition_logs_by_trace_id key is the trace id in hex; a node was named by it.
+  raw.key = "4bf92f3577b34da6a3ce929d0e0e4736";
+  EXPECT_FALSE(raw_decoder.decode(raw, kReceiveNs, &batch));
 
   KafkaMessage json = message(R"({"message": "NVRM: Xid 79", "_TRANSPORT": "kernel"})");
   json.key = "";
