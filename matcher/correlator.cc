@@ -381,6 +381,31 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
         }
       }
     }
+    // A fault its held hit made when its time passed, live, before this follower came, though
+    // stamped within `within` of the hit (the node's lines spread over partitions or topics):
+    // replay ended the hit with the follower and made no fault. A follower that recovers the rule
+    // (a port's ACTIVE) starts its recovery (recover()); one that does not (a shutdown, a boot)
+    // would leave the fault for good: it clears it now. Not a fault held since by later hits.
+    if (hr.count <= 1 && !std::count(hr.recovered_by.begin(), hr.recovered_by.end(), ri)) {
+      std::vector<std::string> ended;
+      for (const auto& [key, flt] : node.faults) {
+        if (flt.rule == held && flt.first_ns == flt.last_ns && t >= flt.first_ns &&
+            t < flt.first_ns + hr.unless_within_ns &&
+            std::all_of(hr.entity.begin(), hr.entity.end(), [&](const std::string& n) {
+              const std::string_view mine = fieldOf(f, n);
+              return mine.empty() || mine == fieldOf(flt.entity, n);
+            })) {
+          ended.push_back(key);
+        }
+      }
+      for (const std::string& key : ended) {
+        const int64_t hit = node.faults.find(key)->first_ns;
+        // At the taint's time, not before it: the follower's stamp is earlier.
+        clearFault(node, node_name, key, hit + hr.unless_within_ns,
+                   "ended by " + rule.id + " " + duration(t - hit) + " after its hit, read late",
+                   out);
+      }
+    }
   }
   // A hit attached to a cause or suppressed by one is that incident's: it counts for nothing and
   // corroborates nothing (a pod rule's fault, quiet: 24h, would hold the node's taint after the

@@ -583,7 +583,8 @@ rules:
 // A follower that names none of the held rule's entity fields (a node's shutdown) ends every hit
 // of that rule the node holds, as one of the entity ends that entity's: a planned reboot takes
 // every port down. Not a hit stamped after it; and read after a hit stamped before it, it ends
-// that one too (live, one node's lines spread over partitions).
+// that one too, and the fault that hit made if its time had passed (live, one node's lines spread
+// over partitions).
 TEST(CorrelatorFollowers, AFollowerWithoutTheEntityEndsEveryHeldHitOfTheNode) {
   const auto bank = loadBank({{"f.yaml", R"(
 signatures:
@@ -624,6 +625,16 @@ rules:
   ASSERT_EQ(f.decisions(), std::vector<std::string>{"a taint port-down-lasting"});
   EXPECT_EQ(f.out_[0].evidence.at(0).line, "port 3 DOWN");
   EXPECT_EQ(f.out_[0].reason, "a fatal hit with no port-active or shutdown within 5m on port=3");
+  // Read after the held hit's time passed (its fault decided), though stamped within it: replay
+  // made no fault, so none stays. A follower that recovers the rule would start its recovery.
+  f.feed("c", 1000, "port 1 DOWN");
+  f.feed("c", 1400, "port 9 ACTIVE");  // another port's: the DOWN lasted 5 minutes
+  f.feed("c", 1100, "Syncing filesystems");
+  ASSERT_EQ(f.decisions(),
+            (std::vector<std::string>{"a taint port-down-lasting", "c taint port-down-lasting",
+                                      "c untaint port-down-lasting"}));
+  EXPECT_EQ(f.out_[2].time_ns, 1300 * kNanosPerSecond);
+  EXPECT_EQ(f.out_[2].reason, "ended by shutdown 100s after its hit, read late");
 }
 
 // A recovery signal's rule in dry run (a new signal tried out) lifts no real rule's taint: its

@@ -454,8 +454,8 @@ TEST(CorrelatorTime, ATaintSaysWhyItsRuleActed) {
             (std::vector<std::string>{
                 "xid-fatal: a fatal hit on pci=0000:44:00",
                 "xid-31-repeated: 3 hits within 1d on pci=0000:63:00",
-                "ib-port-down-lasting: a fatal hit with no ib-port-active within 5m on "
-                "pci=0000:ab:00.0, device=mlx5_5, port=1",
+                "ib-port-down-lasting: a fatal hit with no ib-port-active or node-shutdown or "
+                "node-boot within 5m on pci=0000:ab:00.0, device=mlx5_5, port=1",
                 "nccl-ib-completion-error: corroborated by infiniband-port-state within 10m"}));
 }
 
