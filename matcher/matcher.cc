@@ -23,20 +23,20 @@ bool quotesProcessText(std::string_view text) {
   // a process name (TASK_COMM_LEN, 15 bytes), so a process cannot forge one in its name. The first
   // form covers x86's segfault reports (arch/x86/mm/fault.c), the second its trap, general
   // protection, control protection, split lock and bad frame reports (arch/x86/kernel/traps.c,
-  // signal.c), the third arm64's (arch/arm64/kernel/traps.c). Then: the module name of
-  // request_module() when modprobe is busy (kernel/module/kmod.c), which a process names by binding
-  // an AF_ALG socket to the algorithm "crypto-" stands before; the version string a client of
-  // /dev/nvidiactl sends (the NVIDIA driver's version check). The executable stack warning
-  // (fs/exec.c, the last four components of the executed path), the direct I/O one (mm/filemap.c
-  // or fs/direct-io.c, dio_warn_stale_pagecache, the path of the file written) and the one for a
-  // setuid-root file with capabilities (security/commoncap.c, the path execve() was given) quote
-  // at the very start of their message, so their head is that start: of the line, or after a
-  // dmesg stamp or a syslog tag. A process named so hides only a match that starts after its name
-  // in a line naming it, and every shipped signature's match in such a line (an Xid's "name=")
-  // starts before the name.
+  // cet.c, whose control protection report prints the shadow stack pointer `ssp:` too, signal.c),
+  // the third arm64's (arch/arm64/kernel/traps.c). Then: the module name of request_module() when
+  // modprobe is busy (kernel/module/kmod.c), which a process names by binding an AF_ALG socket to
+  // the algorithm "crypto-" stands before; the version string a client of /dev/nvidiactl sends (the
+  // NVIDIA driver's version check). The executable stack warning (fs/exec.c, the last four
+  // components of the executed path), the direct I/O one (mm/filemap.c or fs/direct-io.c,
+  // dio_warn_stale_pagecache, the path of the file written) and the one for a setuid-root file with
+  // capabilities (security/commoncap.c, the path execve() was given) quote at the very start of
+  // their message, so their head is that start: of the line, or after a dmesg stamp or a syslog
+  // tag. A process named so hides only a match that starts after its name in a line naming it, and
+  // every shipped signature's match in such a line (an Xid's "name=") starts before the name.
   static const RE2 head(
       R"((?:segfault at [0-9a-f]+ ip [0-9a-f]+ sp [0-9a-f]+ error [0-9a-f]+|)"
-      R"( ip:[0-9a-f]+ sp:[0-9a-f]+ (?:error|orax):[0-9a-f]+(?:\([^)]*\))?|)"
+      R"( ip:[0-9a-f]+ sp:[0-9a-f]+ (?:ssp:[0-9a-f]+ )?(?:error|orax):[0-9a-f]+(?:\([^)]*\))?|)"
       R"(\]: unhandled exception: .*?) in |ptrace (?:attach|traceme) of "|' launched '|)"
       R"(request_module: (?:sigkill sent for )?modprobe |\(max_modprobes: \d+\), for module |)"
       R"(NVRM: API mismatch: the client |(?:^|\] |kernel: )(?:process '|File: |warning: `))");

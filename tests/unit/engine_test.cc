@@ -606,6 +606,13 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
       "traps: python3[4242] control protection ip:7f0011200123 sp:7ffd5a0e1e18 error:1(near ret) "
       "in " +
           xid + "[7f0011200000+1000]",
+      // arch/x86/kernel/cet.c, as LKML's shstk_cp test printed it: the shadow stack pointer too.
+      "python3[4242] control protection ip:7f0011200123 sp:7ffd5a0e1e18 ssp:7ffd5a000ff8 "
+      "error:1(near ret) in " +
+          xid + "so[7f0011200000+1000]",
+      "python3[4242] control protection ip:7f0011200123 sp:7ffd5a0e1e18 ssp:7ffd5a000ff8 "
+      "error:1(near ret) in enclave in " +
+          xid + "so[7f0011200000+1000]",
       "python3[4242] bad frame in rt_sigreturn frame:000000001d7b6e1c ip:7f0011200123 "
       "sp:7ffd5a0e1e18 orax:ffffffffffffffff in " +
           xid + "[7f0011200000+1000]",
