@@ -158,7 +158,10 @@ void Pipeline::restoreTaints() {
     if (r.rule.empty()) {
       const std::string why = correlator_.lift(r.node, r.seen);
       if (why.empty()) {
-        spdlog::info("node {}: taint lifted by another leader, forgotten", r.node);
+        spdlog::info(
+            "node {}: carries no faultline taint (lifted by another leader or by hand, or "
+            "refused): forgotten, its next fault is decided again",
+            r.node);
       }
       continue;  // "not tainted here" is the rule, not news
     }

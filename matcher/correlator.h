@@ -131,9 +131,10 @@ class Correlator {
   // in the bank or is in dry run.
   std::string restore(std::string_view node, std::string_view rule_id, int64_t time_ns,
                       int64_t quiet_from_ns = INT64_MIN, uint64_t seen = 0);
-  // Live, in a new leadership term: `node` no longer carries faultline's taint (another leader
-  // lifted it while this process, following, heard nothing of the node). Forgets its faults of
-  // rules not in dry run and its taint, deciding nothing, so that its next fault taints it again.
+  // Live: `node` carries no faultline taint (another leader lifted it while this process,
+  // following, heard nothing of the node; or the sink refused the taint, or an operator removed
+  // it by hand). Forgets its faults of rules not in dry run and its taint, deciding nothing, so
+  // that its next fault is decided again.
   // `seen` as for restore(). Returns "" if lifted, else why not, changing nothing: the node is
   // not tainted here, or this process decided it after the `seen`-th decision (not in dry run).
   std::string lift(std::string_view node, uint64_t seen);

@@ -226,6 +226,11 @@ void TaintSink::write(const Decision& decision) {
     if (decision.action == Decision::Action::kSuppressed) {
       return;
     }
+    if (!decision.dry_run && decision.action == Decision::Action::kTaint) {
+      believed_[decision.node] = {written_, decision.taint.key, decision.taint.effect};
+    } else if (!decision.dry_run) {
+      believed_.erase(decision.node);
+    }
     queue_.push_back({.decision = decision, .led = leaderTerm() != 0});
   }
   work_cv_.notify_one();
@@ -520,32 +525,63 @@ bool TaintSink::list() {
   nodes_ = std::move(nodes);
   listed_ = Clock::now();
   have_snapshot_ = true;
-  if (restore_pending_ && (hooks_.on_restored || hooks_.on_lifted)) {
-    restore_pending_ = false;
-    // The LIST predates a decision still pending here: the correlator knows that node better. Not
-    // one of a rule in dry run, which changes nothing on the node (Correlator::restore).
-    std::set<std::string> pending{handling_};
-    uint64_t seen = 0;
+  // What the correlator must learn from the LIST: in a new term, the taints another leader set or
+  // lifted (restore); at every LIST, the nodes it holds tainted that carry no such taint.
+  const bool restoring = restore_pending_ && (hooks_.on_restored || hooks_.on_lifted);
+  restore_pending_ = false;
+  // The LIST predates a decision still pending here: the correlator knows that node better. Not
+  // one of a rule in dry run, which changes nothing on the node (Correlator::restore).
+  std::set<std::string> pending{handling_};
+  uint64_t seen = 0;
+  std::map<std::string, Believed> believed;
+  {
+    std::lock_guard lock(mu_);
+    seen = written_;
+    believed = believed_;
+    for (const Pending& p : queue_) {
+      if (!p.decision.dry_run) {
+        pending.insert(p.decision.node);
+      }
+    }
+    for (const auto& [at, p] : held_) {
+      if (!p.decision.dry_run) {
+        pending.insert(p.decision.node);
+      }
+    }
+  }
+  for (const auto& [key, p] : deferred_) {
+    pending.insert(key.first);
+  }
+  for (const auto& [key, r] : refused_) {
+    pending.insert(key.first);
+  }
+  // A node the correlator holds tainted without the taint on it (refused: opted out, not
+  // eligible, failed; removed by hand; gone from the list) is reported lifted, or none of its
+  // later faults would be decided. Its next taint decision is then applied or refused as any (a
+  // taint removed by hand is not put back for the same rule within reapply_after). Not a node
+  // carrying the configured taint another writer set: it is tainted.
+  for (const auto& [name, b] : believed) {
+    const auto node = nodes_.find(name);
+    const auto carries = [&, &b = b](const nlohmann::json& n) {
+      const std::optional<TaintMark> mark = taintMark(n);
+      return hasTaint(n, b.key, b.effect) || (mark && hasMarkedTaint(n, *mark));
+    };
+    if (pending.count(name) != 0 || (node != nodes_.end() && carries(node->second))) {
+      continue;
+    }
     {
       std::lock_guard lock(mu_);
-      seen = written_;
-      for (const Pending& p : queue_) {
-        if (!p.decision.dry_run) {
-          pending.insert(p.decision.node);
-        }
-      }
-      for (const auto& [at, p] : held_) {
-        if (!p.decision.dry_run) {
-          pending.insert(p.decision.node);
-        }
+      if (const auto now = believed_.find(name);
+          now != believed_.end() && now->second.written <= seen) {
+        believed_.erase(now);  // not a taint decided after the LIST's view
       }
     }
-    for (const auto& [key, p] : deferred_) {
-      pending.insert(key.first);
+    decided_marks_.erase(name);
+    if (hooks_.on_lifted && !(restoring && node != nodes_.end())) {  // a listed one: below
+      hooks_.on_lifted(name, seen);
     }
-    for (const auto& [key, r] : refused_) {
-      pending.insert(key.first);
-    }
+  }
+  if (restoring) {
     for (const auto& [name, node] : nodes_) {
       if (pending.count(name) != 0) {
         continue;
@@ -569,6 +605,10 @@ bool TaintSink::list() {
           hooks_.on_lifted(name, seen);
         }
         decided_marks_[name] = marked;
+        {
+          std::lock_guard lock(mu_);
+          believed_.try_emplace(name, Believed{seen, mark->key, mark->effect});
+        }
         spdlog::info("kubernetes: node {} keeps taint {} of rule {} from before this start", name,
                      mark->key, mark->rule);
         hooks_.on_restored(name, mark->rule, *mark->time_ns, seen);

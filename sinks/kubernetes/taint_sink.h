@@ -193,7 +193,11 @@ class TaintSink : public DecisionSink {
     // replica decided (Pipeline::liftTaint), the correlator must forget it to taint the node's next
     // fault. Also just before on_restored for a node whose mark is not the one this replica wrote
     // (or restored) on it: another leader lifted that taint and set its own, which the recovery
-    // of the fault the correlator holds must not lift.
+    // of the fault the correlator holds must not lift. And at every LIST, for each node whose last
+    // decision written here was a taint, with no decision pending, that carries neither that
+    // taint nor faultline's marked one, or is not listed: the taint was refused (opt-out, not
+    // eligible, failed) or removed by hand since, and the correlator, holding the node tainted,
+    // would decide none of its later faults.
     std::function<void(const std::string& node, uint64_t seen)> on_lifted;
     // True once the service is to exit (SIGTERM, SIGINT). Its grace period is short (30 s,
     // deploy/), and a decision's tries against an API server that does not answer (8, each up to
@@ -369,7 +373,16 @@ class TaintSink : public DecisionSink {
   bool busy_ = false;
   bool stopping_ = false;
   uint64_t written_ = 0;  // write() calls, suppressed decisions included (Hooks::on_restored)
-  std::thread worker_;    // last: starts after everything above is initialised
+  // The nodes whose last decision written (not in dry run) is a taint, which the correlator holds
+  // tainted: the written_ count of that decision and its taint's key and effect. A LIST that
+  // shows one without that taint or faultline's marked one reports it lifted (Hooks::on_lifted).
+  struct Believed {
+    uint64_t written = 0;
+    std::string key;
+    std::string effect;
+  };
+  std::map<std::string, Believed> believed_;
+  std::thread worker_;  // last: starts after everything above is initialised
 };
 
 }  // namespace faultline

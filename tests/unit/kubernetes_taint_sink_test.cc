@@ -1822,6 +1822,44 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderLiftedAreReportedInANewTerm) {
   EXPECT_EQ(lifted, Lines{"n1 2"});
 }
 
+// In one term, a node the correlator holds tainted may carry no taint: an operator removed it by
+// hand, or the sink refused it (opted out, failed). Unless the next LIST reports the node lifted,
+// the correlator decides none of its later faults (they join the taint it believes in), however
+// long the process lives. A node carrying the same taint another writer set is tainted: not
+// reported. Nor is a node whose taint was applied and stays.
+TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextList) {
+  createNode("n1");
+  createNode("n2", json::array(), {{"faultline.dev/opt-out", "true"}});
+  createNode("n3", json::array({{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}}));
+  createNode("n4");
+  TaintSinkOptions o = options();
+  o.node_list_period = std::chrono::milliseconds(100);
+  std::mutex mu;
+  Lines lifted;
+  TaintSink::Hooks h = hooks();
+  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
+    std::lock_guard lock(mu);
+    lifted.push_back(node);
+  };
+  TaintSink sink(config(), o, h);
+  for (const char* n : {"n1", "n2", "n3", "n4"}) {
+    sink.write(decision(n));
+  }
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  ASSERT_EQ(suppressed().size(), 1u);  // n2, opted out
+  // The operator removes n1's taint by hand (the annotation stays).
+  ASSERT_TRUE(server_.mutate("n1", {{"spec", {{"taints", json::array()}}}}));
+  EXPECT_TRUE(waitFor([&] {
+    std::lock_guard lock(mu);
+    return std::count(lifted.begin(), lifted.end(), "n1") != 0;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // more LISTs: each reported once
+  std::lock_guard lock(mu);
+  std::sort(lifted.begin(), lifted.end());
+  EXPECT_EQ(lifted, (Lines{"n1", "n2"}));
+}
+
 // The other leader lifted the taint this replica set and tainted the node again, for a fault of
 // its own (pushes of both went to it). This replica's correlator still holds the fault it decided:
 // restored over it, the LIST changed nothing there ("tainted already"), and that stale fault's
