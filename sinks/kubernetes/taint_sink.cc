@@ -766,7 +766,7 @@ std::string TaintSink::guard(const Decision& d) {
     }
   }
   if (reason.empty() && l.max_new > 0 && recent + 1 > l.max_new) {
-    reason = "would be taint " + std::to_string(recent + 1) + " within " +
+    reason = "would make " + std::to_string(recent + 1) + " new taints within " +
              std::to_string(l.window.count()) + "s, over max_new " + std::to_string(l.max_new);
   }
   if (!reason.empty()) {
@@ -996,6 +996,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
   // config's taint, which a rollout may have changed since faultline wrote the node's.
   std::string key = d.taint.key;
   std::string effect = d.taint.effect;
+  bool had_taint = true;  // false: removed by hand before, only faultline's mark left to clear
   // The taint is off the node: its event and condition follow.
   auto removed = [&](const json& untainted) {
     spdlog::info("kubernetes: removed taint {} from node {} ({})", key, d.node, d.reason);
@@ -1004,7 +1005,9 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       nodes_[d.node] = untainted;
     }
     const std::string message = "rule " + d.rule + ": " + d.reason;
-    event(d.node, "Normal", "FaultlineUntaint", "removed taint " + key + ": " + message);
+    event(d.node, "Normal", "FaultlineUntaint",
+          (had_taint ? "removed taint " + key : "taint " + key + " was removed by hand before") +
+              ": " + message);
     condition(untainted, false, "Recovered", message);
     return Outcome::kDone;
   };
@@ -1047,8 +1050,14 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       if (hooks_.on_suppressed) {
         hooks_.on_suppressed(s);
       }
+      if (put_back) {
+        // faultline's verdict, which it set True with its taint, is that the node recovered: the
+        // condition says so, though the operator's taint stays.
+        condition(node, false, "Recovered", "rule " + d.rule + ": " + d.reason);
+      }
       return Outcome::kDone;
     }
+    had_taint = hasTaint(node, key, effect);
     json kept = json::array();
     for (const json& t : nodeTaints(node)) {
       if (!(stringAt(t, "/key") == key && stringAt(t, "/effect") == effect)) {

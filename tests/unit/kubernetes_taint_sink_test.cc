@@ -1005,7 +1005,7 @@ TEST_F(GuardTest, RateLimitCountsFaultlinesTaintsUnderAnEarlierKey) {
 
   EXPECT_FALSE(tainted("g1"));
   ASSERT_EQ(suppressed().size(), 1u);
-  EXPECT_EQ(suppressed()[0].reason, "would be taint 2 within 600s, over max_new 1");
+  EXPECT_EQ(suppressed()[0].reason, "would make 2 new taints within 600s, over max_new 1");
 }
 
 // A node carrying the taint key twice: another writer's taint of another effect first (no
@@ -1027,7 +1027,7 @@ TEST_F(GuardTest, RateLimitCountsARecentTaintBehindAnotherOfTheKey) {
 
   EXPECT_FALSE(tainted("g1"));
   ASSERT_EQ(suppressed().size(), 1u);
-  EXPECT_EQ(suppressed()[0].reason, "would be taint 2 within 600s, over max_new 1");
+  EXPECT_EQ(suppressed()[0].reason, "would make 2 new taints within 600s, over max_new 1");
 }
 
 // The eligible nodes come in pages of node_list_limit (limit + continue), and the guard counts
@@ -1095,7 +1095,7 @@ TEST_F(GuardTest, RateLimitCountsRecentTaintsOnly) {
   EXPECT_TRUE(tainted("g1"));
   EXPECT_FALSE(tainted("g2"));
   ASSERT_EQ(suppressed().size(), 1u);
-  EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
+  EXPECT_EQ(suppressed()[0].reason, "would make 3 new taints within 3600s, over max_new 2");
 }
 
 // max_new limits how many taints are added within the window, lifted since or not: counted from
@@ -1113,7 +1113,7 @@ TEST_F(GuardTest, RateLimitCountsTaintsLiftedSince) {
   EXPECT_EQ(sink.counters().untainted, 2u);
   EXPECT_FALSE(tainted("g2"));
   ASSERT_EQ(suppressed().size(), 2u);  // g2's taint, then its untaint (not faultline's)
-  EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
+  EXPECT_EQ(suppressed()[0].reason, "would make 3 new taints within 3600s, over max_new 2");
 }
 
 // A node tainted within the window that then leaves the eligible list (deleted and replaced by
@@ -1137,7 +1137,7 @@ TEST_F(GuardTest, RateLimitCountsTaintsOfNodesNoLongerListed) {
 
   EXPECT_FALSE(tainted("g2"));
   ASSERT_EQ(suppressed().size(), 1u);
-  EXPECT_EQ(suppressed()[0].reason, "would be taint 3 within 3600s, over max_new 2");
+  EXPECT_EQ(suppressed()[0].reason, "would make 3 new taints within 3600s, over max_new 2");
 }
 
 TEST_F(GuardTest, BreakerStaysTrippedUntilTheOperatorDeletesTheConfigMap) {
@@ -1405,6 +1405,33 @@ TEST_F(TaintSinkTest, HandRemovedTaintIsNotPutBackForTheSameIncident) {
   EXPECT_TRUE(tainted("n1"));
 }
 
+// The fault of a node whose taint an operator removed by hand recovers: the untaint clears
+// faultline's mark and its condition, and its Event says the taint was gone already (it said
+// "removed taint", sending a reader after a removal faultline did not make).
+TEST_F(TaintSinkTest, TheUntaintOfAHandRemovedTaintSaysItWasGoneAlready) {
+  createNode("n1");
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  ASSERT_TRUE(server_.mutate("n1", {{"spec", {{"taints", json::array()}}}}));
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  EXPECT_FALSE(server_.node("n1")["metadata"]
+                   .value("annotations", json::object())
+                   .contains("faultline.dev/taint"));
+  EXPECT_EQ(condition("n1"), "False");
+  Lines untaint_events;
+  for (const json& e : server_.objects("events")) {
+    if (e["reason"] == "FaultlineUntaint") {
+      untaint_events.push_back(e["message"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(untaint_events,
+            Lines{"taint faultline.dev/faulty was removed by hand before: rule test-rule: "
+                  "recovered"});
+}
+
 // An operator removed faultline's taint by hand (its annotation stays, the memory of the
 // incident) and later put the same taint back by hand: that taint is the operator's. Neither the
 // untaint of faultline's incident nor a restart's restore may take it for faultline's.
@@ -1549,6 +1576,9 @@ TEST_F(TaintSinkTest, UntaintAfterATaintKeyChangeRemovesTheMarkedTaint) {
   EXPECT_EQ(refused[0].reason,
             "untaint refused: faultline did not set the node's example.com/gpu-faulty taint (it "
             "was put back by hand after faultline's was removed)");
+  // faultline's own verdict, set True with its taint, follows its decision: the node recovered,
+  // though the operator's taint stays. It stayed True.
+  EXPECT_EQ(condition("n2"), "False");
 }
 
 // After a change of the config's taint, a taint decision for a node that still carries
