@@ -352,13 +352,16 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     // node's shutdown or boot ends a port's DOWN), as followed() finds followers. Not a held hit
     // stamped after it, which replay takes after it (one node's lines spread over partitions
     // arrive out of order).
+    // Whether the follower's entity fields, where it has them, are those of `fields`.
+    const auto ofEntity = [&](const Fields& fields) {
+      return std::all_of(hr.entity.begin(), hr.entity.end(), [&](const std::string& n) {
+        const std::string_view mine = fieldOf(f, n);
+        return mine.empty() || mine == fieldOf(fields, n);
+      });
+    };
     std::vector<std::string> keys;
     for (const auto& [key, p] : node.pending) {
-      if (p.rule == held && t >= p.evidence.time_ns &&
-          std::all_of(hr.entity.begin(), hr.entity.end(), [&](const std::string& n) {
-            const std::string_view mine = fieldOf(f, n);
-            return mine.empty() || mine == fieldOf(p.fields, n);
-          })) {
+      if (p.rule == held && t >= p.evidence.time_ns && ofEntity(p.fields)) {
         keys.push_back(key);
       }
     }
@@ -390,11 +393,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       std::vector<std::string> ended;
       for (const auto& [key, flt] : node.faults) {
         if (flt.rule == held && flt.first_ns == flt.last_ns && t >= flt.first_ns &&
-            t < flt.first_ns + hr.unless_within_ns &&
-            std::all_of(hr.entity.begin(), hr.entity.end(), [&](const std::string& n) {
-              const std::string_view mine = fieldOf(f, n);
-              return mine.empty() || mine == fieldOf(flt.entity, n);
-            })) {
+            t < flt.first_ns + hr.unless_within_ns && ofEntity(flt.entity)) {
           ended.push_back(key);
         }
       }
