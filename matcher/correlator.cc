@@ -348,10 +348,6 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   for (uint32_t held : cancels_[ri]) {
     const Rule& hr = bank_->rules[held];
-    // The held hits this follower ends: of its entity, or of every entity where it names none (a
-    // node's shutdown or boot ends a port's DOWN), as followed() finds followers. Not a held hit
-    // stamped after it, which replay takes after it (one node's lines spread over partitions
-    // arrive out of order).
     // Whether the follower's entity fields, where it has them, are those of `fields`.
     const auto ofEntity = [&](const Fields& fields) {
       return std::all_of(hr.entity.begin(), hr.entity.end(), [&](const std::string& n) {
@@ -359,6 +355,10 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
         return mine.empty() || mine == fieldOf(fields, n);
       });
     };
+    // The held hits this follower ends: of its entity, or of every entity where it names none (a
+    // node's shutdown or boot ends a port's DOWN), as followed() finds followers. Not a held hit
+    // stamped after it, which replay takes after it (one node's lines spread over partitions
+    // arrive out of order).
     std::vector<std::string> keys;
     for (const auto& [key, p] : node.pending) {
       if (p.rule == held && t >= p.evidence.time_ns && ofEntity(p.fields)) {
