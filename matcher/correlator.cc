@@ -33,6 +33,17 @@ bool has(const std::vector<std::string>& values, std::string_view v) {
   return std::find(values.begin(), values.end(), v) != values.end();
 }
 
+using Fields = std::vector<std::pair<std::string, std::string>>;  // Correlator::Fields
+
+// Whether `partial`'s fields named in `entity`, where it has them, are those of `full`: a hit that
+// names no GPU or port (a boot) is of every one.
+bool agrees(const std::vector<std::string>& entity, const Fields& partial, const Fields& full) {
+  return std::all_of(entity.begin(), entity.end(), [&](const std::string& n) {
+    const std::string_view mine = fieldOf(partial, n);
+    return mine.empty() || mine == fieldOf(full, n);
+  });
+}
+
 bool ruleApplies(const Rule& rule, const std::vector<std::pair<std::string, std::string>>& f) {
   return std::all_of(rule.where.begin(), rule.where.end(),
                      [&](const auto& cond) { return has(cond.second, fieldOf(f, cond.first)); });
@@ -348,20 +359,13 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   }
   for (uint32_t held : cancels_[ri]) {
     const Rule& hr = bank_->rules[held];
-    // Whether the follower's entity fields, where it has them, are those of `fields`.
-    const auto ofEntity = [&](const Fields& fields) {
-      return std::all_of(hr.entity.begin(), hr.entity.end(), [&](const std::string& n) {
-        const std::string_view mine = fieldOf(f, n);
-        return mine.empty() || mine == fieldOf(fields, n);
-      });
-    };
     // The held hits this follower ends: of its entity, or of every entity where it names none (a
     // node's shutdown or boot ends a port's DOWN), as followed() finds followers. Not a held hit
     // stamped after it, which replay takes after it (one node's lines spread over partitions
     // arrive out of order).
     std::vector<std::string> keys;
     for (const auto& [key, p] : node.pending) {
-      if (p.rule == held && t >= p.evidence.time_ns && ofEntity(p.fields)) {
+      if (p.rule == held && t >= p.evidence.time_ns && agrees(hr.entity, f, p.fields)) {
         keys.push_back(key);
       }
     }
@@ -393,7 +397,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       std::vector<std::string> ended;
       for (const auto& [key, flt] : node.faults) {
         if (flt.rule == held && flt.first_ns == flt.last_ns && t >= flt.first_ns &&
-            t < flt.first_ns + hr.unless_within_ns && ofEntity(flt.entity)) {
+            t < flt.first_ns + hr.unless_within_ns && agrees(hr.entity, f, flt.entity)) {
           ended.push_back(key);
         }
       }
@@ -887,12 +891,7 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
         (state ? ev.time_ns < flt.last_ns : !pastRecoveryGuard(flt.last_ns, ev.time_ns))) {
       continue;
     }
-    const auto& entity = flt.entity;  // clang 14 cannot capture a structured binding
-    const bool same = std::all_of(by.entity.begin(), by.entity.end(), [&](const std::string& n) {
-      const std::string_view mine = fieldOf(entity, n);
-      return mine.empty() || mine == fieldOf(f, n);
-    });
-    if (!same) {
+    if (!agrees(by.entity, flt.entity, f)) {
       continue;
     }
     // The stable period runs from the earliest signal, which the untaint shows: one read later,
@@ -1210,11 +1209,7 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
       if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns) {
         return;
       }
-      const bool same = std::all_of(entity.begin(), entity.end(), [&](const std::string& n) {
-        const std::string_view theirs = fieldOf(r.fields, n);
-        return theirs.empty() || theirs == fieldOf(fields, n);
-      });
-      if (same && (best == nullptr || r.time_ns > best->time_ns)) {
+      if (agrees(entity, r.fields, fields) && (best == nullptr || r.time_ns > best->time_ns)) {
         best = &r;
       }
     };
