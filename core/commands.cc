@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -48,6 +49,27 @@ std::vector<RuleFile> ruleFiles(const std::string& dir) {
 std::shared_ptr<const Bank> loadRules(const std::string& dir) {
   return loadBank(ruleFiles(dir));
 }
+
+// replay --apply writes the end state of the archive: each node's last decision if it is a
+// taint. Live, a fault the archive shows cleared was tainted and untainted hours apart; applied
+// in one go the pair would only flip the node's condition, write two Events and count against
+// guard.max_new, and the taints it refused would hold back the faults that have not cleared.
+class EndState : public DecisionSink {
+ public:
+  void write(const Decision& d) override { last_.insert_or_assign({d.node, d.dry_run}, d); }
+  // Writes to `sink` each node's last decision that is a taint, by node name.
+  void applyTo(DecisionSink& sink) const {
+    for (const auto& entry : last_) {
+      if (entry.second.action == Decision::Action::kTaint) {
+        sink.write(entry.second);
+      }
+    }
+  }
+
+ private:
+  // Keyed by node and dry run: a rule in dry run taints and untaints a node of its own.
+  std::map<std::pair<std::string, bool>, Decision> last_;
+};
 
 struct ReplayArgs {
   std::vector<std::string> files;
@@ -225,6 +247,7 @@ int replay(const ReplayArgs& a) {
   }
   const auto bank = loadRules(rules_dir);
   DecisionLog log(a.decisions);
+  EndState end_state;
   std::vector<DecisionSink*> sinks = {&log};
   std::unique_ptr<TaintSink> taints;
   if (a.apply) {
@@ -232,7 +255,7 @@ int replay(const ReplayArgs& a) {
     hooks.on_suppressed = [&log](const Decision& d) { log.write(d); };
     hooks.on_resumed = [&log](const Decision& d) { log.write(d); };
     taints = std::make_unique<TaintSink>(*kube, sink_options, std::move(hooks));
-    sinks.push_back(taints.get());
+    sinks.push_back(&end_state);
   }
   std::vector<ArchiveInput> inputs = archiveInputs(a.files);
   if (a.files.empty()) {
@@ -312,6 +335,9 @@ int replay(const ReplayArgs& a) {
     }
   }
   pipeline.finishReplay();
+  if (taints) {
+    end_state.applyTo(*taints);
+  }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info(

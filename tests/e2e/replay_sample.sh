@@ -98,6 +98,27 @@ done | sort | tr '\n' ' ')
 [[ "$tainted" == "gpu-node-01 gpu-node-02 gpu-node-05 gpu-node-06 trn-node-01 " ]] || fail "--apply tainted: $tainted"
 [[ $(jq -s 'length > 0 and all(has("dry_run") | not)' "$tmp/applied.jsonl") == true ]] ||
   fail "applied decisions marked dry run"
+# --apply writes the archive's end state: a node whose fault the archive shows cleared is not
+# touched (live, its taint and untaint came hours apart; in one go they would flip its condition
+# and count against max_new), and the one still faulty is tainted within max_new 6 (the sample's
+# five taints above count: the pair before it would make it the 7th).
+cat >"$tmp/cleared.log" <<'EOF'
+2026-11-29T16:00:19.000000+00:00 gpu-node-03 kernel: NVRM: Xid (PCI:0000:44:00): 48, pid=1234, name=python, Ch 00000010, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.
+2026-11-29T16:10:19.000000+00:00 gpu-node-03 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.144.03  Mon Dec 30 17:44:08 UTC 2024
+2026-11-29T16:33:39.000000+00:00 gpu-node-03 kernel: usb 1-1: new high-speed USB device number 2 using xhci_hcd
+2026-11-29T21:00:19.000000+00:00 gpu-node-04 kernel: NVRM: Xid (PCI:0000:a1:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.
+EOF
+printf 'kubernetes: {server: "%s", guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 6}}\n' \
+  "$api" >"$tmp/end.yaml"
+"$FAULTLINE" replay "$tmp/cleared.log" --decisions "$tmp/end.jsonl" --apply --config "$tmp/end.yaml" \
+  2>>"$tmp/replay.log"
+[[ $(jq -sc 'map([.node, .action])' "$tmp/end.jsonl") == \
+  '[["gpu-node-03","taint"],["gpu-node-03","untaint"],["gpu-node-04","taint"]]' ]] ||
+  fail "end state decisions: $(cat "$tmp/end.jsonl")"
+[[ $(curl -fsS "$api/_test/requests" | jq '[.[] | select(.method == "PATCH" and .path == "/api/v1/nodes/gpu-node-03")] | length') == 0 ]] ||
+  fail "--apply wrote to a node whose fault the archive shows cleared"
+[[ $(curl -fsS "$api/api/v1/nodes/gpu-node-04" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length') == 1 ]] ||
+  fail "--apply did not taint the node still faulty: $(cat "$tmp/end.jsonl")"
 # Without --kube-server, --kube-token-file replaces the token file of the config's connection
 # (as a config's token_file replaces the pod's).
 echo -n "s3cret" >"$tmp/token"
