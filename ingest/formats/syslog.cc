@@ -70,14 +70,25 @@ bool isLevel(std::string_view word) {
   return std::find(std::begin(kLevels), std::end(kLevels), word) != std::end(kLevels);
 }
 
-// The `[  12.345678] ` stamp of a `journalctl -o short-monotonic` line (isMonotonicJournal):
-// if the host and tag after it have that format's shape, returns true with *ns (since boot) and
-// *used (the stamp and its space) set; else false, *ns changed.
+// The `[  12.345678] ` stamp of a `journalctl -o short-monotonic` line (isMonotonicJournal), or
+// `-o short-delta`'s, which adds the time since the entry before (`[  12.345678 <    0.000123 >]`,
+// `*>` when the realtime clock gave it) or 16 spaces for the first (systemd's
+// output_timestamp_monotonic): if the host and tag after it have that format's shape, returns
+// true with *ns (since boot) and *used (the stamp and its space) set; else false, *ns changed.
 bool parseMonotonicStamp(std::string_view line, int64_t* ns, size_t* used) {
   const size_t close = line.find(']');
   if (line.empty() || line.front() != '[' || close == std::string_view::npos ||
-      close + 1 >= line.size() || line[close + 1] != ' ' ||
-      !parseSeconds(line.substr(1, close - 1), ns)) {
+      close + 1 >= line.size() || line[close + 1] != ' ') {
+    return false;
+  }
+  std::string_view stamp = line.substr(1, close - 1);
+  if (stamp.ends_with('>')) {
+    stamp = stamp.substr(0, stamp.find(" <"));  // the whole stamp if none: no seconds then
+  }
+  while (!stamp.empty() && stamp.back() == ' ') {
+    stamp.remove_suffix(1);
+  }
+  if (!parseSeconds(stamp, ns)) {
     return false;
   }
   const std::string_view rest = line.substr(close + 2);
@@ -106,6 +117,9 @@ struct Parsed {
   std::string_view host;
   std::string_view tag;
   std::string_view msg;
+  // The tag is `kernel` without a `[PID]`: the kernel's own records have no process, and
+  // `logger -t kernel` (journalctl prints `kernel[4242]:`, rsyslog with `logger -i`) is a process.
+  bool kernel = false;
 };
 
 bool parseLine(std::string_view line, Parsed* p) {
@@ -164,6 +178,7 @@ bool parseLine(std::string_view line, Parsed* p) {
       tag.remove_prefix(sp2 + 1);
     }
   }
+  p->kernel = tag == "kernel";
   if (const size_t bracket = tag.find('['); bracket != std::string_view::npos) {
     tag = tag.substr(0, bracket);
   }
@@ -236,7 +251,7 @@ class SyslogParser : public LineParser {
     r.time_ns = held_->ns;
     r.node = owned_ ? batch->copy(held_->host) : held_->host;
     r.line = joined_.empty() ? held_->msg : batch->copy(joined_);
-    r.stream = held_->tag == "kernel" ? StreamKind::kKernel : StreamKind::kOther;
+    r.stream = held_->kernel ? StreamKind::kKernel : StreamKind::kOther;
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
     batch->labels.push_back({"syslog_identifier", owned_ ? batch->copy(held_->tag) : held_->tag});
     r.labels_end = static_cast<uint32_t>(batch->labels.size());

@@ -170,6 +170,19 @@ TEST(Syslog, ReadsBsdAndIsoFormsAndTheKernelTag) {
   EXPECT_EQ(b.records[3].node, "str-s6100-acs-4");
 }
 
+// `logger -t kernel` is a process: journalctl's text forms print its tag with the PID
+// (`kernel[4242]:`), as rsyslog does with `logger -i`; the kernel's own records have none.
+TEST(Syslog, AKernelTagWithAPidIsAProcess) {
+  const RecordBatch b =
+      parseAll(Format::kSyslog,
+               {"2026-11-28T10:01:40+0000 gpu-sp1 kernel[4242]: NVRM: Xid (PCI:0000:44:00): 79, x",
+                "2026-11-28T10:01:41+0000 gpu-sp1 kernel: NVRM: Xid (PCI:0000:44:00): 79, x"});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].stream, StreamKind::kOther);
+  EXPECT_EQ(b.labels[b.records[0].labels_begin].value, "kernel");
+  EXPECT_EQ(b.records[1].stream, StreamKind::kKernel);
+}
+
 TEST(Syslog, JoinsTheLinesJournalctlIndents) {
   // NVIDIA/NVSentinel#155's report as `journalctl -k -o short-iso` prints it.
   const RecordBatch b = parseAll(
@@ -264,6 +277,31 @@ TEST(Syslog, ReadsJournalctlShortMonotonic) {
   EXPECT_TRUE(parseAll(Format::kSyslog, {"[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, x",
                                          "[ 9.0] usb 1-1: new high-speed USB device number 2"})
                   .records.empty());
+}
+
+// `journalctl -o short-delta` (systemd's output_timestamp_monotonic: the delta after the seconds,
+// 16 spaces for the first entry) was detected as `dmesg -d`: a process's line was the kernel's.
+TEST(Syslog, ReadsJournalctlShortDelta) {
+  const std::vector<std::string> lines = {
+      "[    5.000000                ] gpu-j2 kernel: Linux version 6.1.0",
+      "[  105.000000 <  100.000000 >] gpu-j2 myjob[4242]: NVRM: Xid (PCI:0000:44:00): 79, x",
+      "[  106.000000 <    1.000000*>] gpu-j2 kernel: nvidia-modeset: x"};
+  std::string text;
+  for (const std::string& l : lines) {
+    text += l + "\n";
+  }
+  ASSERT_EQ(detectFormat(text), Format::kSyslog);
+  const RecordBatch b = parseAll(Format::kSyslog, lines);
+  ASSERT_EQ(b.records.size(), 3U);
+  EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[1].node, "gpu-j2");
+  EXPECT_EQ(b.records[1].stream, StreamKind::kOther);
+  EXPECT_EQ(b.records[1].time_ns, 100 * kNanosPerSecond);
+  EXPECT_EQ(b.records[2].stream, StreamKind::kKernel);
+  EXPECT_EQ(b.records[2].time_ns, 101 * kNanosPerSecond);
+  // dmesg -d stays dmesg.
+  EXPECT_EQ(detectFormat("[    5.000000 <    0.000123>] usb 1-1: new high-speed USB device\n"),
+            Format::kDmesg);
 }
 
 TEST(JournalJson, KernelOnlyWhereJournaldSaysSo) {
