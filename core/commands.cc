@@ -34,6 +34,7 @@
 #include "core/serve_loop.h"
 #include "core/time.h"
 #include "ingest/kafka/kafka_source.h"
+#include "ingest/push/push_source.h"
 #include "matcher/correlator.h"
 #include "sinks/decision_log/decision_log.h"
 #include "sinks/kubernetes/taint_sink.h"
@@ -634,13 +635,20 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
                     "holds files that do not load (the log says why)");
     metrics.set("faultline_rules_last_reload_successful", "", 1);
     rules_watch = std::jthread([&, files = std::move(rule_files)](const std::stop_token& token) {
-      // The restart reads the configuration again, and refuses to start if it no longer loads or
-      // if the correlator refuses the bank with it (a dry_run_rules id the bank lacks): such a
-      // bank is refused here, where the running service goes on.
-      auto runnable = [&config_path](const std::shared_ptr<const Bank>& b) {
+      // The restart reads the configuration again, and refuses to start if it no longer loads,
+      // if the correlator refuses the bank with it (a dry_run_rules id the bank lacks), or if it
+      // cannot open its decisions file or listen where it says: such a bank is refused here,
+      // where the running service goes on.
+      auto runnable = [&config_path, &cfg](const std::shared_ptr<const Bank>& b) {
         const ServiceConfig next = loadServiceConfig(config_path);
         const Correlator correlator(b, next.taint, next.max_lag_ns,
                                     next.taint_sink.dryRunRules(*b));
+        if (next.decisions_path != cfg.decisions_path) {
+          const DecisionLog opened(next.decisions_path);
+        }
+        if (next.http) {
+          checkListen(*next.http, cfg.http ? &*cfg.http : nullptr);
+        }
       };
       watchRules(RulesWatch(cfg.rules_dir, files, runnable), cfg.rules_dir,
                  std::chrono::nanoseconds(cfg.rules_reload_ns), metrics, new_rules, restart_files,

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -34,11 +35,13 @@ void validateTaint(const Taint& t) {
 
 ServiceConfig loadServiceConfig(const std::string& path) {
   try {
-    if (std::ifstream probe(path); !probe) {
-      // yaml-cpp's BadFile names neither line nor cause.
+    std::ifstream in(path);
+    if (!in) {
       throw std::runtime_error(std::strerror(errno));
     }
-    const YAML::Node root = YAML::LoadFile(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const YAML::Node root = loadYaml(text.str());
     if (!root.IsMap()) {
       throw std::runtime_error("the configuration is a YAML map");
     }

@@ -17,6 +17,53 @@
 
 namespace faultline {
 
+namespace yaml_detail {
+
+// Throws YAML::ParserException marked at a quoted scalar of `node`'s tree (of `text`) whose quote
+// is not closed before the end of `text`.
+inline void checkQuotesClose(const YAML::Node& node, std::string_view text) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      checkQuotesClose(kv.first, text);
+      checkQuotesClose(kv.second, text);
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) {
+      checkQuotesClose(item, text);
+    }
+  } else if (node.IsScalar()) {
+    const YAML::Mark mark = node.Mark();
+    const auto at = static_cast<size_t>(mark.pos);
+    if (mark.pos < 0 || at >= text.size() || (text[at] != '\'' && text[at] != '"')) {
+      return;  // plain, a block scalar (| >), or an alias
+    }
+    const char quote = text[at];
+    for (size_t i = at + 1; i < text.size(); ++i) {
+      if (quote == '"' && text[i] == '\\') {
+        ++i;  // an escape: \" is no closing quote
+      } else if (text[i] == quote) {
+        if (quote == '"' || i + 1 >= text.size() || text[i + 1] != '\'') {
+          return;
+        }
+        ++i;  // '' is a quote inside single quotes
+      }
+    }
+    throw YAML::ParserException(mark, "a quote opened here is not closed");
+  }
+}
+
+}  // namespace yaml_detail
+
+// The first YAML document of `text`. yaml-cpp (0.7) reads a quote left open as a scalar running to
+// the end of the text, where libyaml and PyYAML refuse it ("found unexpected end of stream"): the
+// keys after it would vanish into that value (a `dry_run: true`, the rules of a file). Throws
+// YAML::ParserException (a std::runtime_error) marked at the error's line, that one included.
+inline YAML::Node loadYaml(const std::string& text) {
+  YAML::Node root = YAML::Load(text);
+  yaml_detail::checkQuotesClose(root, text);
+  return root;
+}
+
 // Refuses a key of the mapping `map` that is not in `known`, or that is given twice: yaml-cpp
 // ignores unknown keys and reads the first of two, so a typo (`max_tainted_precent`) would turn a
 // setting off in silence. `where` prefixes the key in the message ("kubernetes.guard."). Throws

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/time.h"
+#include "core/yaml_read.h"
 #include "matcher/matcher.h"
 
 namespace faultline {
@@ -705,6 +707,13 @@ void resolveRefs(const std::vector<RuleRefs>& refs, Bank* bank, Problems* proble
         continue;
       }
       const uint32_t index = *found;
+      if (index == r.rule) {
+        // suppressed_by itself drops every hit but none before it (`dedup` says "a repeat");
+        // attach_to, corroborated_by, joins and recovery by itself say nothing a rule can do.
+        problems->add(rule.file, r.at,
+                      "rule " + rule.id + ": " + r.key + ": names the rule itself");
+        continue;
+      }
       if (r.key == "attach_to") {
         rule.attach_to.push_back(index);
       } else if (r.key == "suppressed_by") {
@@ -869,7 +878,7 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
         problems.addAt(f.name, line, "more than one YAML document (--- or ...): one per file");
         continue;
       }
-      docs.emplace_back(f.name, YAML::Load(f.text));
+      docs.emplace_back(f.name, loadYaml(f.text));
     } catch (const YAML::ParserException& e) {
       problems.addAt(f.name, e.mark.line + 1, "YAML: " + e.msg);
     }
@@ -892,10 +901,15 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
       }
     }
   }
-  std::set<std::string> ids;
+  // A duplicate names where the id came first: the file read first (by name) is not the one at
+  // fault more often than the other.
+  std::map<std::string, std::string> first;
   for (const Signature& s : bank->signatures) {
-    if (!ids.insert(s.id).second) {
-      problems.addAt(s.file, s.file_line, "duplicate signature id " + s.id);
+    if (const auto [at, fresh] =
+            first.try_emplace(s.id, s.file + ":" + std::to_string(s.file_line));
+        !fresh) {
+      problems.addAt(s.file, s.file_line,
+                     "duplicate signature id " + s.id + " (first at " + at->second + ")");
     }
   }
   for (const auto& [name, doc] : docs) {
@@ -927,11 +941,23 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
     }
   }
   resolveRefs(refs, bank.get(), &problems);
-  ids.clear();
+  first.clear();
   for (const Rule& r : bank->rules) {
-    if (!ids.insert(r.id).second) {
-      problems.addAt(r.file, r.file_line, "duplicate rule id " + r.id);
+    if (const auto [at, fresh] =
+            first.try_emplace(r.id, r.file + ":" + std::to_string(r.file_line));
+        !fresh) {
+      problems.addAt(r.file, r.file_line,
+                     "duplicate rule id " + r.id + " (first at " + at->second + ")");
     }
+  }
+  if (!problems.any() && bank->signatures.empty() && bank->rules.empty()) {
+    // Empty files load (comments only), but a bank of them decides nothing: a ConfigMap whose
+    // keys lost their values would stop every taint in silence.
+    std::string names;
+    for (const RuleFile& f : files) {
+      names += (names.empty() ? "" : ", ") + f.name;
+    }
+    problems.addAt(names, 0, "no signature and no rule: the bank would decide nothing");
   }
   if (!problems.any()) {
     compileSets(bank.get(), &problems);

@@ -612,6 +612,19 @@ void listenOn(tcp::acceptor& acceptor, const std::string& host, int port, const 
 
 }  // namespace
 
+void checkListen(const PushConfig& next, const PushConfig* running) {
+  asio::io_context io;
+  if (running == nullptr || next.host != running->host || next.port != running->port) {
+    tcp::acceptor acceptor(io);
+    listenOn(acceptor, next.host, next.port, "");
+  }
+  if (next.probe_port >= 0 && (running == nullptr || next.probe_host != running->probe_host ||
+                               next.probe_port != running->probe_port)) {
+    tcp::acceptor acceptor(io);
+    listenOn(acceptor, next.probe_host, next.probe_port, " (probe_listen)");
+  }
+}
+
 void PushServer::start() {
   listener_ = std::make_unique<Listener>();
   tcp::acceptor& acceptor = listener_->acceptor;

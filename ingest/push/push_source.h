@@ -106,6 +106,11 @@ struct PushConfig {
   static PushConfig fromYaml(const YAML::Node& node);
 };
 
+// Throws std::runtime_error as PushServer::start() would if `next`'s listen or probe_listen
+// address cannot be bound; checks only those that differ from `running`'s (bound by this process
+// already; nullptr: none). The socket is closed again. Serve's check of a restart on new rules.
+void checkListen(const PushConfig& next, const PushConfig* running);
+
 class PushServer {
  public:
   // `queue` and `metrics` must outlive the server. `ready` answers /readyz. `leader_elsewhere`

@@ -243,6 +243,19 @@ cp "$tmp/src/zz-test.yaml" "$tmp/rules3/"
 refused3 2 "unknown key"
 [[ $(grep -c 'listening on' "$tmp/serve3.log") == "$listening" ]] ||
   fail "serve restarted on a configuration that does not load"
+# Nor does it start on a decisions file it cannot open, or on a listen address taken by another
+# process (the fake API server's): both ended the service.
+config3 ""
+sed -i "s|^decisions: .*|decisions: $tmp/no-such-dir/decisions.jsonl|" "$tmp/config3.yaml"
+refused3 3 "$tmp/no-such-dir/decisions.jsonl: No such file or directory"
+config3 ""
+sed -i "s|127.0.0.1:0|127.0.0.1:${api##*:}|" "$tmp/config3.yaml"
+refused3 4 "http: cannot listen on 127.0.0.1:${api##*:}"
+[[ $(grep -c 'listening on' "$tmp/serve3.log") == "$listening" ]] ||
+  fail "serve restarted on a decisions file or listen address it cannot take"
+config3 ""
+wait_restart_on_new_rules "$tmp/serve3.log" "$listening"
+kill -0 "$serve3_pid" || fail "serve is gone after the configuration was put right again"
 echo "ok: refused bank kept the running one; new bank restarted serve (pid $pid_before) on it;" \
   "comments and layout alone did not; a restart ran the files it had checked; a bank its" \
-  "restart would refuse (dry_run_rules, configuration) was refused"
+  "restart would refuse (dry_run_rules, configuration, decisions file, listen) was refused"

@@ -182,6 +182,45 @@ rule:
   }
 }
 
+// A quote left open would take the rest of the file as its value (yaml-cpp): rule r1 gone.
+TEST(Bank, RefusesAQuoteLeftOpen) {
+  const std::string text = std::string(kOneSignature) + R"(    description: 'oops it''s
+rules:
+  - {id: r1, signature: s, severity: fatal}
+)";
+  EXPECT_EQ(problemsOf({{"a.yaml", text}}), "a.yaml:7: YAML: a quote opened here is not closed\n");
+}
+
+// A bank of empty files (a ConfigMap whose keys lost their values) would decide nothing, in
+// silence.
+TEST(Bank, RefusesAnEmptyBank) {
+  EXPECT_EQ(problemsOf({{"a.yaml", "# emptied\n"}, {"b.yaml", ""}}),
+            "a.yaml, b.yaml:0: no signature and no rule: the bank would decide nothing\n");
+}
+
+// suppressed_by itself drops every hit but the first, silently: refused, as any self-reference.
+TEST(Bank, RefusesARuleNamingItself) {
+  const std::string text = std::string(kOneSignature) + R"(rules:
+  - id: r1
+    signature: s
+    severity: fatal
+    suppressed_by: {rules: [r1], within: 5m}
+  - {id: r2, signature: s, severity: fatal, recovery: {by: [r2], stable: 1m}}
+)";
+  const std::string what = problemsOf({{"a.yaml", text}});
+  EXPECT_TRUE(reports(what, "a.yaml:11: rule r1: suppressed_by: names the rule itself")) << what;
+  EXPECT_TRUE(reports(what, "a.yaml:12: rule r2: recovery.by: names the rule itself")) << what;
+}
+
+// A duplicate id names where it came first: the file read first is not always the one at fault.
+TEST(Bank, ADuplicateIdNamesItsFirst) {
+  const std::string rule = "rules:\n  - {id: r1, signature: s, severity: fatal}\n";
+  const std::string what =
+      problemsOf({{"a.yaml", std::string(kOneSignature) + rule}, {"b.yaml", kOneSignature + rule}});
+  EXPECT_TRUE(reports(what, "b.yaml:2: duplicate signature id s (first at a.yaml:2)")) << what;
+  EXPECT_TRUE(reports(what, "b.yaml:8: duplicate rule id r1 (first at a.yaml:8)")) << what;
+}
+
 TEST(Bank, RefusesAScalarOrMapWhereAListIsExpected) {
   const std::string rules = std::string(kOneSignature) + R"(tables:
   - {id: t, signature: s, key: code, columns: [class], rows: [[79, fatal]]}

@@ -189,6 +189,11 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
             "FILE:3: max_lag: expected a duration above 0 and of at most 1d (like 5m)");
   EXPECT_EQ(refusal(http + "rules_reload: often\n"),
             "FILE:3: rules_reload: expected a duration like 10m, got 'often'");
+  // yaml-cpp reads a quote left open to the end of the file: `dry_run: true` would vanish into
+  // the label, and the service taint for real.
+  EXPECT_EQ(refusal("kubernetes:\n  opt_out_label: 'faultline.dev/opt-out\n  dry_run: true\n"),
+            "FILE:2: a quote opened here is not closed");
+  EXPECT_EQ(refusal(http + "decisions: \"/tmp/a \\\" b\"\nrules: 'it''s'\n"), "");
   EXPECT_EQ(refusal(http + "rules_reload: 0\n"), "");
   EXPECT_EQ(refusal(http + "rules_reload: 1m\n"), "");
   EXPECT_EQ(refusal(http + "  threads: -2\n"), "FILE:3: http.threads: expected an integer >= 1");
