@@ -172,6 +172,12 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
       error = std::current_exception();
       break;
     }
+    if (!last && got >= 3 && std::string_view(chunk->data.get(), 3) == "\xEF\xBB\xBF") {
+      // A UTF-8 byte order mark (Windows editors, PowerShell's Out-File) would make the first
+      // line malformed: a fault on it missed.
+      got -= 3;
+      std::memmove(chunk->data.get(), chunk->data.get() + 3, got);
+    }
     chunk->filled = keep + got;
     stats_.bytes_text += got;
     eof = got == 0;
@@ -182,6 +188,11 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     last = chunk;
     const std::string_view whole = filled.substr(0, chunk->lines);
     if (!parser) {
+      if (filled.size() >= 262 && filled.substr(257, 5) == "ustar") {
+        // POSIX tar's magic (ustar at byte 257 of each header): its members' lines would be
+        // read as one file's, of one node.
+        throw std::runtime_error(input.name + ": a tar archive: extract it and replay its files");
+      }
       std::optional<Format> found = options_.format;
       if (!found) {
         found = detectFormat(whole, options_.parse.json_fields.line);

@@ -193,6 +193,28 @@ TEST(Archive, AFirstLineOfAFewBytesDoesNotHideTheFormat) {
   EXPECT_EQ(stats.malformed, 1U);
 }
 
+// A UTF-8 byte order mark (Windows editors, PowerShell) made the first line malformed.
+TEST(Archive, AByteOrderMarkIsNoPartOfTheFirstLine) {
+  ArchiveStats stats;
+  EXPECT_EQ(
+      replay({{"gpu-node-3.dmesg", "\xEF\xBB\xBF[  123.4] NVRM: x\n[  124.0] y\n", true}}, &stats),
+      (std::vector<std::string>{"gpu-node-3|NVRM: x", "gpu-node-3|y"}));
+  EXPECT_EQ(stats.malformed, 0U);
+}
+
+// A tar archive's members were read as one dmesg file of one node, named after the tarball.
+TEST(Archive, ATarArchiveIsRefused) {
+  std::string tar(512, '\0');
+  tar.replace(0, 17, "gpu-node-01.dmesg");
+  tar.replace(257, 6, std::string("ustar\0", 6));
+  tar += "[  123.4] NVRM: Xid (PCI:0000:3b:00): 79, x\n";
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  EXPECT_TRUE(replay({{"logs.tar", tar, true}}, &stats, &errors).empty());
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].message, "logs.tar: a tar archive: extract it and replay its files");
+}
+
 // A node that lost power mid-write (the postmortem case) leaves its log's unwritten last blocks as
 // NUL bytes; the next boot's first line is written right after them, on the same line.
 TEST(Archive, TheLineAfterARunOfNulsFromACrashIsRead) {
