@@ -27,6 +27,9 @@ constexpr const char* kEventNamespace = "default";  // legacy Events of cluster-
 constexpr const char* kStrategicMerge = "application/strategic-merge-patch+json";
 // A node missing from a snapshot older than this is listed again before being refused.
 constexpr auto kRelistMissing = std::chrono::seconds(1);
+// How long a taint refused as not eligible waits for its node to be listed eligible: GPU Feature
+// Discovery labels a node within a minute or two of its join.
+constexpr auto kIneligibleHold = std::chrono::minutes(10);
 // The longest Retry-After honoured, in seconds (client-go waits what the server says; a proxy may
 // say an hour).
 constexpr int kMaxRetryAfterS = 60;
@@ -273,6 +276,12 @@ void TaintSink::run() {
         spdlog::error(
             "kubernetes: not applied at shutdown: taint of node {} (rule {}), refused by the "
             "blast-radius guard",
+            r.decision.node, r.decision.rule);
+      }
+      for (const auto& [key, r] : ineligible_) {
+        spdlog::error(
+            "kubernetes: not applied at shutdown: taint of node {} (rule {}), refused: the node "
+            "is not eligible",
             r.decision.node, r.decision.rule);
       }
       return;
@@ -525,6 +534,24 @@ bool TaintSink::list() {
   nodes_ = std::move(nodes);
   listed_ = Clock::now();
   have_snapshot_ = true;
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(ineligible_, [&](auto& entry) {
+      if (nodes_.contains(entry.first.first)) {
+        queue_.push_back({.decision = std::move(entry.second.decision),
+                          .resumed = "taken up once the node was eligible"});
+        return true;
+      }
+      if (listed_ - entry.second.since < kIneligibleHold) {
+        return false;
+      }
+      spdlog::warn(
+          "kubernetes: dropping the refused taint of node {} (rule {}): not eligible for {} s",
+          entry.first.first, entry.second.decision.rule,
+          std::chrono::duration_cast<std::chrono::seconds>(kIneligibleHold).count());
+      return true;
+    });
+  }
   // What the correlator must learn from the LIST: in a new term, the taints another leader set or
   // lifted (restore); at every LIST, the nodes it holds tainted that carry no such taint.
   const bool restoring = restore_pending_ && (hooks_.on_restored || hooks_.on_lifted);
@@ -553,6 +580,9 @@ bool TaintSink::list() {
     pending.insert(key.first);
   }
   for (const auto& [key, r] : refused_) {
+    pending.insert(key.first);
+  }
+  for (const auto& [key, r] : ineligible_) {
     pending.insert(key.first);
   }
   // A node the correlator holds tainted without the taint on it (refused: opted out, not
@@ -811,6 +841,7 @@ void TaintSink::supersede(const Decision& d) {
   const std::pair key{d.node, d.taint.key};
   deferred_.erase(key);
   refused_.erase(key);
+  ineligible_.erase(key);
 }
 
 void TaintSink::resumeRefused() {
@@ -833,7 +864,7 @@ void TaintSink::resumeRefused() {
   }
   for (Decision& d : refused) {
     if (!queued.contains({d.node, d.taint.key})) {
-      queue_.push_back({.decision = std::move(d), .resumed = true});
+      queue_.push_back({.decision = std::move(d), .resumed = "taken up at the breaker reset"});
     }
   }
 }
@@ -867,6 +898,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
   if (found == nodes_.end()) {
     suppress(d,
              "node is not eligible (no label matching the eligible selectors) or does not exist");
+    ineligible_[{d.node, d.taint.key}] = {Clock::now(), d};
     return Outcome::kDone;
   }
   json node = found->second;
@@ -883,9 +915,9 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
         "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
     condition(tainted, true, "FaultDetected", message);
-    if (resumed_ && hooks_.on_resumed) {
+    if (!resumed_.empty() && hooks_.on_resumed) {
       Decision r = d;
-      r.reason = "taken up at the breaker reset" + (d.reason.empty() ? "" : ": " + d.reason);
+      r.reason = resumed_ + (d.reason.empty() ? "" : ": " + d.reason);
       hooks_.on_resumed(r);
     }
     return Outcome::kDone;

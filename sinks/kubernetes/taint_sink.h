@@ -164,9 +164,10 @@ class TaintSink : public DecisionSink {
   struct Hooks {
     // Receives every refused decision as kSuppressed with its reason, on the sink's thread.
     std::function<void(const Decision&)> on_suppressed;
-    // Receives each refused taint applied after an operator reset the breaker, its reason
-    // starting "taken up at the breaker reset", on the sink's thread: the decision log shows the
-    // taint after its refusal.
+    // Receives each refused taint applied after an operator reset the breaker, or once its node
+    // was listed eligible, its reason starting "taken up at the breaker reset" or "taken up once
+    // the node was eligible", on the sink's thread: the decision log shows the taint after its
+    // refusal.
     std::function<void(const Decision&)> on_resumed;
     // While this replica may write: its leadership term (LeaderElector::term()), which changes
     // each time it wins the Lease; 0 while another replica leads: nothing is written. Empty =
@@ -254,7 +255,9 @@ class TaintSink : public DecisionSink {
     bool may_have_landed = false;
     // When it was first deferred (zero until then): a new term drops it after follower_hold.
     std::chrono::steady_clock::time_point deferred_since{};
-    bool resumed = false;  // a refused taint queued again at a breaker reset
+    // A refused taint queued again: why ("taken up at the breaker reset", "taken up once the
+    // node was eligible"), else empty.
+    std::string resumed;
     // Written while this replica led: if it no longer does at the decision's turn, the decision
     // is deferred, as one whose Lease was lost mid-decision, not held as a follower's.
     bool led = false;
@@ -327,7 +330,7 @@ class TaintSink : public DecisionSink {
   bool unanswered_at_stop_ = false;
   // The decision being handled's Pending::may_have_landed, then set by patchNode().
   bool may_have_landed_ = false;
-  bool resumed_ = false;  // the decision being handled's Pending::resumed
+  std::string resumed_;   // the decision being handled's Pending::resumed
   std::string handling_;  // the node of the decision being handled, else ""
   struct EventRecord {
     std::string name;
@@ -347,6 +350,12 @@ class TaintSink : public DecisionSink {
     Decision decision;
   };
   std::map<std::pair<std::string, std::string>, Refused> refused_;
+  // Taints refused because the node was not in the LIST of eligible nodes, by node and taint key:
+  // GPU Feature Discovery labels a new node after its first kernel lines shipped, and a GPU that
+  // fell off the bus prints nothing more. Taken up at the first LIST within kIneligibleHold that
+  // shows the node, else dropped (the correlator then learns the node carries no taint);
+  // superseded as refused_ is.
+  std::map<std::pair<std::string, std::string>, Refused> ineligible_;
   // node -> the rule and event time of the mark of faultline's taint this replica wrote on it or
   // restored (a later rule's taint of the tainted node writes none), until an untaint decided or
   // a LIST without faultline's taint: a new term's LIST that shows another mark (another leader

@@ -660,6 +660,26 @@ TEST_F(TaintSinkTest, MissingNodeIsSuppressedAsNotEligible) {
   EXPECT_NE(suppressed()[0].reason.find("not eligible"), std::string::npos);
 }
 
+// A node's first fault can come before it is eligible (GPU Feature Discovery labels it after its
+// first kernel lines shipped), and a GPU fallen off the bus prints nothing more: the refused taint
+// is taken up at the first LIST that shows the node, its decision logged again.
+TEST_F(TaintSinkTest, ATaintRefusedAsNotEligibleIsTakenUpOnceTheNodeIsListed) {
+  TaintSinkOptions o = options();
+  o.node_list_period = std::chrono::milliseconds(100);
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("late"));
+  sink.flush();
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_NE(suppressed()[0].reason.find("not eligible"), std::string::npos);
+
+  createNode("late");
+  ASSERT_TRUE(waitFor([&] { return resumed().size() == 1; }));
+  EXPECT_TRUE(tainted("late"));
+  EXPECT_EQ(resumed()[0].reason.rfind("taken up once the node was eligible", 0), 0u)
+      << resumed()[0].reason;
+  EXPECT_EQ(sink.counters().applied, 1u);
+}
+
 TEST_F(TaintSinkTest, ANodeThatJoinedSinceTheLastListIsListedAgain) {
   createNode("n1");
   TaintSink sink(config(), options(), hooks());
