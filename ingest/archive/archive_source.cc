@@ -15,6 +15,8 @@ namespace faultline {
 namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
+// The longest first line a file's format is told from.
+constexpr size_t kMaxFirstLine = 16 << 20;
 
 // A read buffer, reused once no batch holds it: allocating and zero-filling 1 MiB per read cost
 // more than the parsers. [0, lines) holds whole lines; [lines, filled) is the incomplete last
@@ -156,6 +158,13 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   std::exception_ptr error;     // the file fails midway: what it gave before is still delivered
   bool eof = false;
   while (!eof && !stop.stop_requested()) {
+    if (last) {
+      // A run of NULs that no line end follows yet (a copytruncate hole, a crash's unwritten
+      // blocks, a sparse file) is dropped, not carried: the line after it is what counts, and a
+      // hole of hundreds of MB would be held whole.
+      const std::string_view tail(last->data.get() + last->lines, last->filled - last->lines);
+      last->lines += std::min(tail.find_first_not_of('\0'), tail.size());
+    }
     const size_t keep = last ? last->filled - last->lines : 0;
     // A line longer than a chunk is copied into each next one: reading as much again as it holds
     // copies each of its bytes about twice, where a fixed 1 MiB per read copied a 128 MiB line
@@ -198,6 +207,12 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         found = detectFormat(whole, options_.parse.json_fields.line);
       }
       if (!found) {
+        if (whole.empty() && chunk->filled >= kMaxFirstLine) {
+          // A binary file (wtmp, a sparse lastlog) has no line end: read on, it would be held
+          // whole to tell its format.
+          throw std::runtime_error(input.name + ": unknown log format (no line end in its first " +
+                                   std::to_string(kMaxFirstLine >> 20) + " MiB)");
+        }
         if (!eof && (whole.empty() || chunk->filled < kChunkBytes)) {
           // No whole line yet, or too little text to tell (a decoder's short read, or bytes
           // before a corruption whose error the next read gives): read on, keeping it all.

@@ -249,6 +249,33 @@ TEST(Archive, ARunOfNulsBeforeTheFirstLineDoesNotHideTheFormat) {
   EXPECT_TRUE(errors.empty()) << errors.front().message;
 }
 
+// A hole of NULs longer than a read (a sparse file, a copytruncate hole of hundreds of MB) is
+// dropped as it is read, not carried whole to the line after it; a binary file without a line end
+// is refused once 16 MiB show none, not held whole to tell its format.
+TEST(Archive, ALongRunOfNulsIsNotHeldAndABinaryFileIsRefused) {
+  ArchiveSource source(
+      {{"n.dmesg", "[  100.0] a\n" + std::string(size_t{64} << 20, '\0') + "[  123.4] NVRM: x\n",
+        true}},
+      ArchiveOptions{});
+  std::vector<std::string> lines;
+  size_t most = 0;
+  source.run(
+      [&](RecordBatch& b) {
+        for (const LogRecord& r : b.records) {
+          lines.emplace_back(r.line);
+        }
+        most = std::max(most, b.memoryBytes());
+      },
+      std::stop_token());
+  EXPECT_EQ(lines, (std::vector<std::string>{"a", "NVRM: x"}));
+  EXPECT_LT(most, size_t{8} << 20);
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  EXPECT_TRUE(replay({{"wtmp", std::string(17 << 20, '\x01'), true}}, &stats, &errors).empty());
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].message, "wtmp: unknown log format (no line end in its first 16 MiB)");
+}
+
 TEST(Archive, TheLinesBeforeAGzipCorruptionAreRead) {
   std::string text;
   for (int i = 0; i < 100; ++i) {
