@@ -610,6 +610,15 @@ bool TaintSink::list() {
     if (hooks_.on_lifted && !(restoring && node != nodes_.end())) {  // a listed one: below
       hooks_.on_lifted(name, seen);
     }
+    if (node != nodes_.end()) {
+      if (const std::optional<TaintMark> mark = taintMark(node->second)) {
+        // faultline's mark without its taint: removed by hand. The correlator forgets the fault,
+        // so its recovery is not seen: the condition would say faulty until the next fault.
+        condition(node->second, "Unknown", "TaintRemovedByHand",
+                  "faultline's taint " + mark->key + ":" + mark->effect + " (rule " + mark->rule +
+                      ") was removed by hand: the node's fault is no longer tracked");
+      }
+    }
   }
   if (restoring) {
     for (const auto& [name, node] : nodes_) {
@@ -914,7 +923,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     const std::string message =
         "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
-    condition(tainted, true, "FaultDetected", message);
+    condition(tainted, "True", "FaultDetected", message);
     if (!resumed_.empty() && hooks_.on_resumed) {
       Decision r = d;
       r.reason = resumed_ + (d.reason.empty() ? "" : ": " + d.reason);
@@ -958,8 +967,9 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     if (mark && mark->rule == d.rule && mark->time_ns &&
         since_mark < static_cast<uint64_t>(options_.reapply_after.count()) * kNanosPerSecond) {
       suppress(d, "faultline's taint was removed by hand after " +
-                      (mark->applied.empty() ? "?" : mark->applied) +
-                      "; not re-applied for the same incident (rule " + d.rule + ")");
+                      (mark->applied.empty() ? "?" : mark->applied) + "; rule " + d.rule +
+                      " taints it again only " + std::to_string(options_.reapply_after.count()) +
+                      " s after the fault of that taint (reapply_after)");
       return Outcome::kDone;
     }
     if (!guarded) {
@@ -1040,7 +1050,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     event(d.node, "Normal", "FaultlineUntaint",
           (had_taint ? "removed taint " + key : "taint " + key + " was removed by hand before") +
               ": " + message);
-    condition(untainted, false, "Recovered", message);
+    condition(untainted, "False", "Recovered", message);
     return Outcome::kDone;
   };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
@@ -1085,7 +1095,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       if (put_back) {
         // faultline's verdict, which it set True with its taint, is that the node recovered: the
         // condition says so, though the operator's taint stays.
-        condition(node, false, "Recovered", "rule " + d.rule + ": " + d.reason);
+        condition(node, "False", "Recovered", "rule " + d.rule + ": " + d.reason);
       }
       return Outcome::kDone;
     }
@@ -1169,13 +1179,12 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
   }
 }
 
-void TaintSink::condition(const json& node, bool faulty, const std::string& reason,
+void TaintSink::condition(const json& node, std::string_view status, const std::string& reason,
                           const std::string& message) {
-  const std::string status = faulty ? "True" : "False";
   const std::string text = readableMessage(message);
   const NodeCondition current = nodeCondition(node, options_.condition_type);
   if (!current.present
-          ? !faulty
+          ? status != "True"
           : current.status == status && current.reason == reason && current.message == text) {
     return;  // no write when nothing changes (or nothing to clear)
   }

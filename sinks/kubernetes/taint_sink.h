@@ -299,7 +299,9 @@ class TaintSink : public DecisionSink {
   void setBreaker(Breaker state, std::string reason);
   void event(const std::string& node, const std::string& type, const std::string& reason,
              const std::string& message);
-  void condition(const nlohmann::json& node, bool faulty, const std::string& reason,
+  // Sets the node's condition_type to `status` ("True": faulty, "False": recovered, "Unknown":
+  // no longer tracked), writing nothing when it is so already (or absent and not "True").
+  void condition(const nlohmann::json& node, std::string_view status, const std::string& reason,
                  const std::string& message);
   KubeClient::Response send(const std::function<KubeClient::Response()>& request,
                             const std::string& what);

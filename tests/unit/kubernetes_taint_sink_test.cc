@@ -1905,6 +1905,11 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
     return std::count(lifted.begin(), lifted.end(), "n1") != 0;
   }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // more LISTs: each reported once
+  // n1's fault is no longer tracked, so its recovery will not be seen: its condition, True since
+  // the taint, says so rather than faulty until the next fault. n2, never tainted, has none.
+  EXPECT_EQ(condition("n1"), "Unknown");
+  EXPECT_NE(server_.node("n1").dump().find(R"("reason":"TaintRemovedByHand")"), std::string::npos);
+  EXPECT_EQ(condition("n2"), "");
   std::lock_guard lock(mu);
   std::sort(lifted.begin(), lifted.end());
   EXPECT_EQ(lifted, (Lines{"n1", "n2"}));
