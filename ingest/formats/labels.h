@@ -24,10 +24,12 @@ struct StreamRules {
   // of a container's output (Docker's and Podman's journald log drivers); pod_name is Fluent
   // Bit's loki output's label for $kubernetes['pod_name'] (its docs' Kubernetes example);
   // container is the Loki label of a container's name (Promtail's and Alloy's Kubernetes
-  // discovery, and Grafana's Fluent Bit chart, whose label of the pod's name is `instance`).
+  // discovery, and Grafana's Fluent Bit chart, whose label of the pod's name is `instance`);
+  // k8s.pod.uid, k8s.container.name and log.iostream are what the collector's filelog container
+  // parser sets beside k8s.pod.name.
   std::vector<std::string> pod_labels = {
-      "k8s.pod.name",   "k8s_pod_name", "pod",      "kubernetes.pod_name",
-      "CONTAINER_NAME", "pod_name",     "container"};
+      "k8s.pod.name", "k8s_pod_name", "pod",         "kubernetes.pod_name", "CONTAINER_NAME",
+      "pod_name",     "container",    "k8s.pod.uid", "k8s.container.name",  "log.iostream"};
   // label == value marks the kernel stream (journald's _TRANSPORT / SYSLOG_IDENTIFIER, and the
   // names a Promtail or Alloy journal scrape relabels them to).
   std::vector<std::pair<std::string, std::string>> kernel_labels = {

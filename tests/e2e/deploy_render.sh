@@ -277,7 +277,7 @@ expect "$kcol" "kafka collector: exporters send otlp_proto, keyed by resource at
 # attributes, or pod records would lose k8s.pod.name (and the pod rules).
 expect "$kcol" "kafka collector: every Kafka pipeline keys by the node alone, last" \
   '[.processors | to_entries[] | select(.value.log_statements // [] | map(
-       if .context == "log" and .statements == ["merge_maps(attributes, resource.attributes, \"insert\")"] then "copy"
+       if .context == "log" and .statements == ["merge_maps(attributes, resource.attributes, \"upsert\")"] then "copy"
        elif .context == "resource" and .statements == ["keep_keys(attributes, [\"k8s.node.name\"])"] then "cut"
        else "other" end) == ["copy", "cut"])
      | .key] as $keyers

@@ -76,6 +76,20 @@ TEST(Classify, AnyLabelOfAPodNameMakesAPod) {
   EXPECT_EQ(rec.stream, StreamKind::kPod);
 }
 
+// The collector's filelog container parser sets k8s.pod.uid, k8s.container.name and log.iostream
+// beside k8s.pod.name: each makes a pod, should a pod's own JSON fields blank k8s.pod.name.
+TEST(Classify, TheContainerParsersAttributesMakeAPod) {
+  const StreamRules rules;
+  for (const char* name : {"k8s.pod.uid", "k8s.container.name", "log.iostream"}) {
+    RecordBatch batch;
+    LogRecord rec = withLabels(
+        &batch,
+        {{"k8s.node.name", "gpu-1"}, {"k8s.pod.name", ""}, {name, "x"}, {"_TRANSPORT", "kernel"}});
+    classify(rules, batch, &rec);
+    EXPECT_EQ(rec.stream, StreamKind::kPod) << name;
+  }
+}
+
 // A container's output in the journal (Docker's or Podman's journald log driver: CONTAINER_NAME)
 // is a pod's, not a host service's: a container printing `ib0: Lost carrier` is no carrier lost.
 TEST(Classify, AContainersJournalOutputIsAPods) {
