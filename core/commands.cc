@@ -58,12 +58,19 @@ std::shared_ptr<const Bank> loadRules(const std::string& dir) {
 class EndState : public DecisionSink {
  public:
   void write(const Decision& d) override { last_.insert_or_assign({d.node, d.dry_run}, d); }
-  // Writes to `sink` each node's last decision that is a taint, by node name.
+  // Writes to `sink` each node's last decision that is a taint, the earliest first: the guard
+  // refuses the latest once a limit is reached, as live.
   void applyTo(DecisionSink& sink) const {
+    std::vector<const Decision*> taints;
     for (const auto& entry : last_) {
       if (entry.second.action == Decision::Action::kTaint) {
-        sink.write(entry.second);
+        taints.push_back(&entry.second);
       }
+    }
+    std::stable_sort(taints.begin(), taints.end(),
+                     [](const Decision* a, const Decision* b) { return a->time_ns < b->time_ns; });
+    for (const Decision* d : taints) {
+      sink.write(*d);
     }
   }
 

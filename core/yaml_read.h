@@ -60,7 +60,12 @@ inline void checkQuotesClose(const YAML::Node& node, std::string_view text) {
 // YAML::ParserException (a std::runtime_error) marked at the error's line, that one included.
 inline YAML::Node loadYaml(const std::string& text) {
   YAML::Node root = YAML::Load(text);
-  yaml_detail::checkQuotesClose(root, text);
+  // yaml-cpp skips a UTF-8 byte order mark: its marks count from after it.
+  std::string_view marked = text;
+  if (marked.starts_with("\xEF\xBB\xBF")) {
+    marked.remove_prefix(3);
+  }
+  yaml_detail::checkQuotesClose(root, marked);
   return root;
 }
 

@@ -207,10 +207,15 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         found = detectFormat(whole, options_.parse.json_fields.line);
       }
       if (!found) {
-        if (whole.empty() && chunk->filled >= kMaxFirstLine) {
-          // A binary file (wtmp, a sparse lastlog) has no line end: read on, it would be held
-          // whole to tell its format.
-          throw std::runtime_error(input.name + ": unknown log format (no line end in its first " +
+        if (whole.empty() && chunk->filled >= kMaxFirstLine &&
+            std::any_of(filled.begin(), filled.end(), [](char c) {
+              return static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r';
+            })) {
+          // A binary file (wtmp, lastlog) has no line end: read on, it would be held whole to
+          // tell its format. A text line this long (a collector's one-line OTLP JSON) reads on.
+          throw std::runtime_error(input.name +
+                                   ": unknown log format (binary: control bytes and no line end "
+                                   "in its first " +
                                    std::to_string(kMaxFirstLine >> 20) + " MiB)");
         }
         if (!eof && (whole.empty() || chunk->filled < kChunkBytes)) {

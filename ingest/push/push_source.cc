@@ -613,13 +613,16 @@ void listenOn(tcp::acceptor& acceptor, const std::string& host, int port, const 
 }  // namespace
 
 void checkListen(const PushConfig& next, const PushConfig* running) {
+  // The restart frees the ports this process holds, whatever host either names.
+  const auto held = [running](int port) {
+    return running != nullptr && port > 0 && (port == running->port || port == running->probe_port);
+  };
   asio::io_context io;
-  if (running == nullptr || next.host != running->host || next.port != running->port) {
+  if (!held(next.port)) {
     tcp::acceptor acceptor(io);
     listenOn(acceptor, next.host, next.port, "");
   }
-  if (next.probe_port >= 0 && (running == nullptr || next.probe_host != running->probe_host ||
-                               next.probe_port != running->probe_port)) {
+  if (next.probe_port >= 0 && !held(next.probe_port)) {
     tcp::acceptor acceptor(io);
     listenOn(acceptor, next.probe_host, next.probe_port, " (probe_listen)");
   }

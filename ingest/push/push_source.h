@@ -107,8 +107,9 @@ struct PushConfig {
 };
 
 // Throws std::runtime_error as PushServer::start() would if `next`'s listen or probe_listen
-// address cannot be bound; checks only those that differ from `running`'s (bound by this process
-// already; nullptr: none). The socket is closed again. Serve's check of a restart on new rules.
+// address cannot be bound; checks only those whose port is neither of `running`'s (bound by this
+// process, freed by the restart; nullptr: none). The socket is closed again. Serve's check of a
+// restart on new rules.
 void checkListen(const PushConfig& next, const PushConfig* running);
 
 class PushServer {

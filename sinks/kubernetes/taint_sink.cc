@@ -279,7 +279,7 @@ void TaintSink::run() {
             r.decision.node, r.decision.rule);
       }
       for (const auto& [key, r] : ineligible_) {
-        spdlog::error(
+        spdlog::warn(
             "kubernetes: not applied at shutdown: taint of node {} (rule {}), refused: the node "
             "is not eligible",
             r.decision.node, r.decision.rule);
@@ -314,7 +314,9 @@ void TaintSink::run() {
           ++failed_;
           return true;
         });
-        // So is a refused taint: a reset seen in this term must not taint a node that recovered.
+        // So is a refused taint: a reset seen in this term must not taint a node that recovered;
+        // nor a LIST that lists its node eligible at last.
+        std::erase_if(ineligible_, [&](const auto& entry) { return entry.second.since < oldest; });
         std::erase_if(refused_, [&](const auto& entry) {
           const Decision& d = entry.second.decision;
           if (entry.second.since >= oldest) {
@@ -536,21 +538,30 @@ bool TaintSink::list() {
   have_snapshot_ = true;
   {
     std::lock_guard lock(mu_);
-    std::erase_if(ineligible_, [&](auto& entry) {
-      if (nodes_.contains(entry.first.first)) {
-        queue_.push_back({.decision = std::move(entry.second.decision),
+    // A decision for the node and key already queued is later and supersedes the refused taint
+    // (as in resumeRefused()): queued behind an untaint, it would taint a node that recovered.
+    std::set<std::pair<std::string, std::string>> queued;
+    for (const Pending& p : queue_) {
+      if (!p.decision.dry_run) {
+        queued.insert({p.decision.node, p.decision.taint.key});
+      }
+    }
+    for (auto it = ineligible_.begin(); it != ineligible_.end();) {
+      const bool listed = nodes_.contains(it->first.first);
+      if (listed && !queued.contains(it->first)) {
+        queue_.push_back({.decision = std::move(it->second.decision),
                           .resumed = "taken up once the node was eligible"});
-        return true;
+      } else if (!listed && listed_ - it->second.since < kIneligibleHold) {
+        ++it;
+        continue;
+      } else if (!listed) {
+        spdlog::warn(
+            "kubernetes: dropping the refused taint of node {} (rule {}): not eligible for {} s",
+            it->first.first, it->second.decision.rule,
+            std::chrono::duration_cast<std::chrono::seconds>(kIneligibleHold).count());
       }
-      if (listed_ - entry.second.since < kIneligibleHold) {
-        return false;
-      }
-      spdlog::warn(
-          "kubernetes: dropping the refused taint of node {} (rule {}): not eligible for {} s",
-          entry.first.first, entry.second.decision.rule,
-          std::chrono::duration_cast<std::chrono::seconds>(kIneligibleHold).count());
-      return true;
-    });
+      it = ineligible_.erase(it);
+    }
   }
   // What the correlator must learn from the LIST: in a new term, the taints another leader set or
   // lifted (restore); at every LIST, the nodes it holds tainted that carry no such taint.

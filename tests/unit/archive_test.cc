@@ -271,9 +271,15 @@ TEST(Archive, ALongRunOfNulsIsNotHeldAndABinaryFileIsRefused) {
   EXPECT_LT(most, size_t{8} << 20);
   ArchiveStats stats;
   std::vector<ArchiveError> errors;
+  // A text line this long (a collector's one-line OTLP JSON) is read on.
+  EXPECT_EQ(replay({{"n.dmesg", std::string(size_t{17} << 20, 'x') + "\n[ 1.0] y\n", true}}, &stats,
+                   &errors),
+            std::vector<std::string>{"n|y"});
+  EXPECT_TRUE(errors.empty());
   EXPECT_TRUE(replay({{"wtmp", std::string(17 << 20, '\x01'), true}}, &stats, &errors).empty());
   ASSERT_EQ(errors.size(), 1U);
-  EXPECT_EQ(errors[0].message, "wtmp: unknown log format (no line end in its first 16 MiB)");
+  EXPECT_EQ(errors[0].message,
+            "wtmp: unknown log format (binary: control bytes and no line end in its first 16 MiB)");
 }
 
 TEST(Archive, TheLinesBeforeAGzipCorruptionAreRead) {

@@ -680,6 +680,31 @@ TEST_F(TaintSinkTest, ATaintRefusedAsNotEligibleIsTakenUpOnceTheNodeIsListed) {
   EXPECT_EQ(sink.counters().applied, 1u);
 }
 
+// The LIST that lists the node comes while its untaint is queued (the correlator saw it recover):
+// the refused taint is superseded, not queued behind the untaint to taint a node that recovered.
+TEST_F(TaintSinkTest, ATaintRefusedAsNotEligibleIsNotTakenUpBehindItsUntaint) {
+  createNode("n0");
+  TaintSinkOptions o = options();
+  o.initial_backoff = std::chrono::milliseconds(300);
+  o.max_backoff = std::chrono::milliseconds(300);
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("late"));
+  sink.flush();
+  ASSERT_EQ(suppressed().size(), 1u);
+  createNode("late");
+  createNode("other");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the snapshot is over 1 s old
+  server_.failNext("PATCH", "/api/v1/nodes/n0", 500, 1);         // holds the worker ~300 ms
+  sink.write(decision("n0"));
+  sink.write(decision("other"));        // not in the snapshot: LISTs again, listing "late"
+  sink.write(untaintDecision("late"));  // queued meanwhile
+  sink.flush();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  sink.flush();
+  EXPECT_FALSE(tainted("late"));
+  EXPECT_TRUE(resumed().empty());
+}
+
 TEST_F(TaintSinkTest, ANodeThatJoinedSinceTheLastListIsListedAgain) {
   createNode("n1");
   TaintSink sink(config(), options(), hooks());

@@ -63,6 +63,32 @@ std::string otlpBody(const std::string& line, int count) {
   return req.SerializeAsString();
 }
 
+// A restart on new rules binds its listen and probe_listen addresses after this process freed
+// its own: checkListen tries only the others (a taken one is refused, as the restart would fail).
+TEST(PushServer, CheckListenTriesOnlyThePortsTheRestartDoesNotFree) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int taken = ntohs(addr.sin_port);
+  PushConfig running;
+  running.host = "127.0.0.1";
+  running.port = 0;
+  running.probe_host = "127.0.0.1";
+  running.probe_port = taken;  // this process's probe port, say
+  PushConfig next = running;
+  next.port = taken;  // listen moves to the probe's port, freed by the restart
+  next.probe_port = -1;
+  EXPECT_NO_THROW(checkListen(next, &running));
+  EXPECT_THROW(checkListen(next, nullptr), std::runtime_error);  // another process's port
+  ::close(fd);
+}
+
 TEST(PushServer, AcceptsLokiJsonAndQueuesTheBatch) {
   Fixture f(1 << 20);
   auto res = f.lokiJson();

@@ -194,6 +194,11 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
   EXPECT_EQ(refusal("kubernetes:\n  opt_out_label: 'faultline.dev/opt-out\n  dry_run: true\n"),
             "FILE:2: a quote opened here is not closed");
   EXPECT_EQ(refusal(http + "decisions: \"/tmp/a \\\" b\"\nrules: 'it''s'\n"), "");
+  // yaml-cpp skips a UTF-8 byte order mark, and counts its marks from after it.
+  EXPECT_EQ(refusal("\xEF\xBB\xBFkubernetes: {server: \"http://127.0.0.1:1\", dry_run: true}\n"),
+            "");
+  EXPECT_EQ(refusal("\xEF\xBB\xBFkubernetes:\n  opt_out_label: 'x\n  dry_run: true\n"),
+            "FILE:2: a quote opened here is not closed");
   EXPECT_EQ(refusal(http + "rules_reload: 0\n"), "");
   EXPECT_EQ(refusal(http + "rules_reload: 1m\n"), "");
   EXPECT_EQ(refusal(http + "  threads: -2\n"), "FILE:3: http.threads: expected an integer >= 1");
