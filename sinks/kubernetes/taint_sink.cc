@@ -316,7 +316,16 @@ void TaintSink::run() {
         });
         // So is a refused taint: a reset seen in this term must not taint a node that recovered;
         // nor a LIST that lists its node eligible at last.
-        std::erase_if(ineligible_, [&](const auto& entry) { return entry.second.since < oldest; });
+        std::erase_if(ineligible_, [&](const auto& entry) {
+          if (entry.second.since >= oldest) {
+            return false;
+          }
+          spdlog::warn(
+              "kubernetes: dropping the taint of node {} (rule {}) refused as not eligible more "
+              "than {} s ago (follower_hold), before this leadership term",
+              entry.first.first, entry.second.decision.rule, options_.follower_hold.count());
+          return true;
+        });
         std::erase_if(refused_, [&](const auto& entry) {
           const Decision& d = entry.second.decision;
           if (entry.second.since >= oldest) {
@@ -550,7 +559,8 @@ bool TaintSink::list() {
       const bool listed = nodes_.contains(it->first.first);
       if (listed && !queued.contains(it->first)) {
         queue_.push_back({.decision = std::move(it->second.decision),
-                          .resumed = "taken up once the node was eligible"});
+                          .resumed = "taken up once the node was eligible",
+                          .led = true});
       } else if (!listed && listed_ - it->second.since < kIneligibleHold) {
         ++it;
         continue;
@@ -623,11 +633,7 @@ bool TaintSink::list() {
     }
     if (node != nodes_.end()) {
       if (const std::optional<TaintMark> mark = taintMark(node->second)) {
-        // faultline's mark without its taint: removed by hand. The correlator forgets the fault,
-        // so its recovery is not seen: the condition would say faulty until the next fault.
-        condition(node->second, "Unknown", "TaintRemovedByHand",
-                  "faultline's taint " + mark->key + ":" + mark->effect + " (rule " + mark->rule +
-                      ") was removed by hand: the node's fault is no longer tracked");
+        removedByHand(node->second, *mark);
       }
     }
   }
@@ -641,6 +647,9 @@ bool TaintSink::list() {
         decided_marks_.erase(name);
         if (hooks_.on_lifted) {
           hooks_.on_lifted(name, seen);
+        }
+        if (mark) {
+          removedByHand(node, *mark);  // maybe while no process of faultline ran
         }
       } else if (mark->time_ns && hooks_.on_restored) {
         // Another leader lifted the taint decided here and set one of its own: the correlator
@@ -857,6 +866,18 @@ bool TaintSink::record(const std::string& reason) {
   return false;
 }
 
+void TaintSink::removedByHand(const json& node, const TaintMark& mark) {
+  if (options_.dry_run || std::find(options_.dry_run_rules.begin(), options_.dry_run_rules.end(),
+                                    mark.rule) != options_.dry_run_rules.end()) {
+    return;  // dry run writes nothing
+  }
+  // The correlator forgets the fault, so its recovery is not seen: the condition would say
+  // faulty until the node's next fault.
+  condition(node, "Unknown", "TaintRemovedByHand",
+            "faultline's taint " + mark.key + ":" + mark.effect + " (rule " + mark.rule +
+                ") was removed by hand: the node's fault is no longer tracked");
+}
+
 void TaintSink::supersede(const Decision& d) {
   const std::pair key{d.node, d.taint.key};
   deferred_.erase(key);
@@ -884,7 +905,8 @@ void TaintSink::resumeRefused() {
   }
   for (Decision& d : refused) {
     if (!queued.contains({d.node, d.taint.key})) {
-      queue_.push_back({.decision = std::move(d), .resumed = "taken up at the breaker reset"});
+      queue_.push_back(
+          {.decision = std::move(d), .resumed = "taken up at the breaker reset", .led = true});
     }
   }
 }

@@ -105,6 +105,7 @@
 #include "core/decision.h"
 #include "matcher/bank.h"
 #include "sinks/kubernetes/kube_client.h"
+#include "sinks/kubernetes/kube_objects.h"
 
 namespace faultline {
 
@@ -197,8 +198,8 @@ class TaintSink : public DecisionSink {
     // of the fault the correlator holds must not lift. And at every LIST, for each node whose last
     // decision written here was a taint, with no decision pending, that carries neither that
     // taint nor faultline's marked one, or is not listed: the taint was refused (opt-out, not
-    // eligible, failed) or removed by hand since, and the correlator, holding the node tainted,
-    // would decide none of its later faults.
+    // eligible once its take-up is given up, failed) or removed by hand since, and the
+    // correlator, holding the node tainted, would decide none of its later faults.
     std::function<void(const std::string& node, uint64_t seen)> on_lifted;
     // True once the service is to exit (SIGTERM, SIGINT). Its grace period is short (30 s,
     // deploy/), and a decision's tries against an API server that does not answer (8, each up to
@@ -290,6 +291,9 @@ class TaintSink : public DecisionSink {
   // `d` supersedes what is kept of an earlier decision for its node and taint key: a deferred
   // decision, a refused taint.
   void supersede(const Decision& d);
+  // faultline's mark on `node` without its taint: removed by hand. Sets the condition Unknown
+  // (TaintRemovedByHand), unless the mark's rule runs in dry run.
+  void removedByHand(const nlohmann::json& node, const TaintMark& mark);
   // An operator reset the breaker: queues the taints it refused, earliest decision first, to be
   // handled again (through the guard: they may trip it again), but for a node and key with a
   // decision in the queue already.

@@ -1815,6 +1815,34 @@ TEST_F(TaintSinkTest, TaintsAnotherLeaderSetAreRestoredInANewTerm) {
   EXPECT_EQ(restored, Lines{"n1 xid-fatal 2025-02-23T16:24:18.000000000Z"});
 }
 
+// A taint removed by hand while no faultline ran (a rollout, a crash): the first LIST after the
+// start finds the mark without the taint, and the condition True since the taint. It turns
+// Unknown, as at a LIST of a running process; not for a rule in dry run, which writes nothing.
+TEST_F(TaintSinkTest, ATaintRemovedByHandBeforeTheStartTurnsTheConditionUnknown) {
+  for (const char* n : {"n1", "n2"}) {
+    createNode(n);
+    const std::string rule = std::string(n) == "n1" ? "xid-fatal" : "tried-rule";
+    ASSERT_TRUE(server_.mutate(
+        n,
+        {{"metadata",
+          {{"annotations",
+            {{"faultline.dev/taint",
+              R"({"rule":")" + rule +
+                  R"(","key":"faultline.dev/faulty","effect":"NoSchedule",)"
+                  R"("time":"2025-02-23T16:24:18Z","applied":"2025-02-23T16:24:19Z"})"}}}}},
+         {"status",
+          {{"conditions",
+            {{{"type", "FaultlineFaulty"}, {"status", "True"}, {"reason", "FaultDetected"}}}}}}}));
+  }
+  TaintSinkOptions o = options();
+  o.dry_run_rules = {"tried-rule"};
+  TaintSink::Hooks h = hooks();
+  h.on_lifted = [](const std::string& /*node*/, uint64_t /*seen*/) {};
+  TaintSink sink(config(), o, h);
+  EXPECT_TRUE(waitFor([&] { return condition("n1") == "Unknown"; }));
+  EXPECT_EQ(condition("n2"), "True");
+}
+
 // A rule in dry run decides apart (Correlator::restore ignores its decisions): one pending when
 // the first LIST answers changes nothing on the node, so the node's taint from before the start is
 // still restored. Taken for a real decision the LIST predates, it kept the node from the only
