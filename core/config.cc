@@ -51,7 +51,11 @@ ServiceConfig loadServiceConfig(const std::string& path) {
     ServiceConfig cfg;
     cfg.rules_dir = stringOr(root, "", "rules", "");
     if (const YAML::Node r = root["rules_reload"]) {
-      cfg.rules_reload_ns = r.IsScalar() && r.Scalar() == "0" ? 0 : durationAt(r, "rules_reload");
+      int64_t ns = 0;  // "0", or a zero duration ("0s"): never
+      cfg.rules_reload_ns =
+          r.IsScalar() && (r.Scalar() == "0" || (parseDuration(r.Scalar(), &ns) && ns == 0))
+              ? 0
+              : durationAt(r, "rules_reload");
     }
     cfg.decisions_path = stringOr(root, "", "decisions", "");
     if (const YAML::Node t = root["taint"]; t && !t.IsNull()) {

@@ -77,7 +77,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                   "pattern instead");
   metrics.set("faultline_matcher_set_errors_total", "", 0);
   metrics.declare("faultline_correlator_nodes", T::kGauge,
-                  "Nodes the correlator keeps state for: heard within a week, or tainted");
+                  "Nodes the correlator keeps state for: with hits within a week, or tainted");
   // What the correlator held back, so that an operator sees why lines decided nothing.
   metrics.declare("faultline_correlator_job_events_total", T::kCounter,
                   "Cluster windows taken for a job's event (its nodes' hits counted for none)");

@@ -292,6 +292,7 @@ void KafkaSource::noteStatistics(std::string_view json) {
     const nlohmann::json& topics = doc.at("topics");
     for (size_t i = 0; i < config_.topics.size(); ++i) {
       int64_t lag = 0;
+      bool read = false;  // a partition of the topic this member fetches
       const auto topic = topics.find(config_.topics[i].name);
       if (topic != topics.end()) {
         for (const auto& [id, p] : topic->at("partitions").items()) {
@@ -304,9 +305,12 @@ void KafkaSource::noteStatistics(std::string_view json) {
           const int64_t stored = p.at("consumer_lag_stored").get<int64_t>();
           const int64_t committed = p.at("consumer_lag").get<int64_t>();
           lag += stored >= 0 ? stored : std::max<int64_t>(committed, 0);
+          read = true;
         }
       }
-      counters_[i].lag.store(lag, std::memory_order_relaxed);
+      // None read (the brokers unreachable, no partition assigned): no lag to tell, where 0
+      // would say caught up.
+      counters_[i].lag.store(read ? lag : -1, std::memory_order_relaxed);
     }
   } catch (const nlohmann::json::exception& e) {
     errors_.fetch_add(1, std::memory_order_relaxed);

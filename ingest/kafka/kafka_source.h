@@ -90,7 +90,8 @@ struct KafkaTopicStats {
   // watermark minus the offset stored after the last batch handled (else the group's committed
   // offset), summed; a partition with neither (the group has handled none of it yet) is left
   // out. As of librdkafka's last statistics (STATISTICS.md: consumer_lag_stored, else
-  // consumer_lag), every statistics.interval.ms; -1 before the first. A paused partition
+  // consumer_lag), every statistics.interval.ms; -1 before the first, and while this member
+  // fetches no partition of the topic (brokers unreachable, none assigned). A paused partition
   // (a busy pipeline) is not fetched, so its high watermark is the one before the pause.
   int64_t lag = -1;
 };

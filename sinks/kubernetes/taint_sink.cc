@@ -1125,11 +1125,10 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       if (hooks_.on_suppressed) {
         hooks_.on_suppressed(s);
       }
-      if (put_back) {
-        // faultline's verdict, which it set True with its taint, is that the node recovered: the
-        // condition says so, though the operator's taint stays.
-        condition(node, "False", "Recovered", "rule " + d.rule + ": " + d.reason);
-      }
+      // faultline's verdict, which it set True with its taint, is that the node recovered: the
+      // condition says so, though a taint not faultline's stays (nothing is written where
+      // faultline set no condition).
+      condition(node, "False", "Recovered", "rule " + d.rule + ": " + d.reason);
       return Outcome::kDone;
     }
     had_taint = hasTaint(node, key, effect);

@@ -1330,6 +1330,23 @@ TEST(KafkaSource, LagIsTheHighWatermarkMinusTheStoredElseCommittedOffset) {
   EXPECT_EQ(flatten(source.finish(15)), lines(5, 20));
 }
 
+// With the brokers unreachable no partition is read: the lag is unknown (-1), where the
+// statistics' empty topic list gave 0, "caught up".
+TEST(KafkaSource, LagIsUnknownWhileNoPartitionIsRead) {
+  KafkaConfig config;
+  config.brokers = "127.0.0.1:1";
+  config.group_id = "lag-down";
+  config.properties = {{"statistics.interval.ms", "100"}};
+  KafkaTopicConfig topic;
+  topic.name = "kern";
+  config.topics.push_back(topic);
+  KafkaSource source(config);
+  std::jthread run(
+      [&](const std::stop_token& stop) { source.run([](RecordBatch& /*batch*/) {}, stop); });
+  std::this_thread::sleep_for(milliseconds(1000));  // statistics every 100 ms meanwhile
+  EXPECT_EQ(source.stats().topics[0].lag, -1);
+}
+
 // A config of `group` on `cluster` for the caught_up tests: a short session keeps the mock
 // coordinator's join delays small.
 KafkaConfig caughtUpConfig(MockCluster& cluster, const std::string& group,

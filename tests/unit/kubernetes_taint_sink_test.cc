@@ -1577,6 +1577,24 @@ TEST_F(TaintSinkTest, UntaintRemovesOnlyWhatFaultlineSet) {
   EXPECT_TRUE(untaint_event);
 }
 
+// faultline's annotation was removed (another tool, by hand) while its taint stays: the untaint is
+// refused, the taint not being known as faultline's, but the condition faultline set True says
+// the node recovered. It stayed True.
+TEST_F(TaintSinkTest, ARefusedUntaintStillSetsTheConditionFalse) {
+  createNode("n1");
+  TaintSink sink(config(), options(), hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_EQ(condition("n1"), "True");
+  ASSERT_TRUE(
+      server_.mutate("n1", {{"metadata", {{"annotations", {{"faultline.dev/taint", nullptr}}}}}}));
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(condition("n1"), "False");
+}
+
 // A rollout changed the config's taint {key, effect}: the fault restored from faultline's mark
 // (Hooks::on_restored) is untainted with the new config's taint, yet the taint to lift is the one
 // the mark names, which faultline wrote. One put back by hand since stays, as for any key.

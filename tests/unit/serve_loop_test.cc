@@ -200,6 +200,7 @@ TEST(ServeConfig, EverySectionRefusesBadValuesWithTheirLine) {
   EXPECT_EQ(refusal("\xEF\xBB\xBFkubernetes:\n  opt_out_label: 'x\n  dry_run: true\n"),
             "FILE:2: a quote opened here is not closed");
   EXPECT_EQ(refusal(http + "rules_reload: 0\n"), "");
+  EXPECT_EQ(refusal(http + "rules_reload: 0s\n"), "");
   EXPECT_EQ(refusal(http + "rules_reload: 1m\n"), "");
   EXPECT_EQ(refusal(http + "  threads: -2\n"), "FILE:3: http.threads: expected an integer >= 1");
   EXPECT_EQ(refusal("http:\n  listen: 3100\n"),
