@@ -901,17 +901,20 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
       }
     }
   }
-  // A duplicate names where the id came first: the file read first (by name) is not the one at
-  // fault more often than the other.
-  std::map<std::string, std::string> first;
-  for (const Signature& s : bank->signatures) {
-    if (const auto [at, fresh] =
-            first.try_emplace(s.id, s.file + ":" + std::to_string(s.file_line));
-        !fresh) {
-      problems.addAt(s.file, s.file_line,
-                     "duplicate signature id " + s.id + " (first at " + at->second + ")");
+  // Refuses a second signature or rule of one id, naming where it came first: the file read
+  // first (by name) is not the one at fault more often than the other.
+  const auto refuseDuplicates = [&problems](const auto& items, const std::string& what) {
+    std::map<std::string, std::string> first;
+    for (const auto& x : items) {
+      if (const auto [at, fresh] =
+              first.try_emplace(x.id, x.file + ":" + std::to_string(x.file_line));
+          !fresh) {
+        problems.addAt(x.file, x.file_line,
+                       "duplicate " + what + " id " + x.id + " (first at " + at->second + ")");
+      }
     }
-  }
+  };
+  refuseDuplicates(bank->signatures, "signature");
   for (const auto& [name, doc] : docs) {
     if (doc.IsMap()) {
       for (const YAML::Node& t : entries(doc, "tables", name, &problems)) {
@@ -941,15 +944,7 @@ std::shared_ptr<const Bank> loadBank(const std::vector<RuleFile>& files) {
     }
   }
   resolveRefs(refs, bank.get(), &problems);
-  first.clear();
-  for (const Rule& r : bank->rules) {
-    if (const auto [at, fresh] =
-            first.try_emplace(r.id, r.file + ":" + std::to_string(r.file_line));
-        !fresh) {
-      problems.addAt(r.file, r.file_line,
-                     "duplicate rule id " + r.id + " (first at " + at->second + ")");
-    }
-  }
+  refuseDuplicates(bank->rules, "rule");
   if (!problems.any() && bank->signatures.empty() && bank->rules.empty()) {
     // Empty files load (comments only), but a bank of them decides nothing: a ConfigMap whose
     // keys lost their values would stop every taint in silence.

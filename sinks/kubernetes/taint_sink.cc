@@ -547,14 +547,9 @@ bool TaintSink::list() {
   have_snapshot_ = true;
   {
     std::lock_guard lock(mu_);
-    // A decision for the node and key already queued is later and supersedes the refused taint
-    // (as in resumeRefused()): queued behind an untaint, it would taint a node that recovered.
-    std::set<std::pair<std::string, std::string>> queued;
-    for (const Pending& p : queue_) {
-      if (!p.decision.dry_run) {
-        queued.insert({p.decision.node, p.decision.taint.key});
-      }
-    }
+    // A decision for the node and key already queued is later and supersedes the refused taint:
+    // queued behind an untaint, it would taint a node that recovered.
+    const std::set<std::pair<std::string, std::string>> queued = queuedKeys();
     for (auto it = ineligible_.begin(); it != ineligible_.end();) {
       const bool listed = nodes_.contains(it->first.first);
       if (listed && !queued.contains(it->first)) {
@@ -885,6 +880,16 @@ void TaintSink::supersede(const Decision& d) {
   ineligible_.erase(key);
 }
 
+std::set<std::pair<std::string, std::string>> TaintSink::queuedKeys() const {
+  std::set<std::pair<std::string, std::string>> queued;
+  for (const Pending& p : queue_) {
+    if (!p.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
+      queued.insert({p.decision.node, p.decision.taint.key});
+    }
+  }
+  return queued;
+}
+
 void TaintSink::resumeRefused() {
   std::vector<Decision> refused;
   for (auto& [key, r] : refused_) {
@@ -897,12 +902,7 @@ void TaintSink::resumeRefused() {
   std::lock_guard lock(mu_);
   // A decision for the node and key already queued is later and supersedes the refused taint,
   // which queued behind it would taint a node whose untaint was just handled.
-  std::set<std::pair<std::string, std::string>> queued;
-  for (const Pending& p : queue_) {
-    if (!p.decision.dry_run) {  // a rule in dry run decides apart (Correlator)
-      queued.insert({p.decision.node, p.decision.taint.key});
-    }
-  }
+  const std::set<std::pair<std::string, std::string>> queued = queuedKeys();
   for (Decision& d : refused) {
     if (!queued.contains({d.node, d.taint.key})) {
       queue_.push_back(

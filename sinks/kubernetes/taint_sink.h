@@ -94,6 +94,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -298,6 +299,8 @@ class TaintSink : public DecisionSink {
   // handled again (through the guard: they may trip it again), but for a node and key with a
   // decision in the queue already.
   void resumeRefused();
+  // The node and taint key of each decision in queue_ but those of rules in dry run. mu_ held.
+  std::set<std::pair<std::string, std::string>> queuedKeys() const;
   // POSTs the breaker ConfigMap; true once it exists (201, or 409 AlreadyExists).
   bool record(const std::string& reason);
   void setBreaker(Breaker state, std::string reason);
