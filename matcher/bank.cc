@@ -36,7 +36,12 @@ class Problems {
     addAt(file, at.IsDefined() ? at.Mark().line + 1 : 0, cause);
   }
   void addAt(const std::string& file, int line, const std::string& cause) {
-    list_ << file << ':' << line << ": " << cause << '\n';
+    // Line 0: the problem is of no one line (a bank of empty files).
+    list_ << file;
+    if (line > 0) {
+      list_ << ':' << line;
+    }
+    list_ << ": " << cause << '\n';
     ++n_;
   }
   bool any() const { return n_ > 0; }
@@ -309,19 +314,27 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
   bank->signatures.push_back(std::move(sig));
 }
 
+// The table that adds `field` to the hits of `sig`, or null when `field` is none of its columns or
+// is a capture group of `sig`.
+const Table* columnTable(const Bank& bank, const Signature& sig, const std::string& field) {
+  if (std::find(sig.fields.begin(), sig.fields.end(), field) != sig.fields.end()) {
+    return nullptr;
+  }
+  for (uint32_t t : sig.tables) {
+    const auto& cols = bank.tables[t].columns;
+    if (std::find(cols.begin(), cols.end(), field) != cols.end()) {
+      return &bank.tables[t];
+    }
+  }
+  return nullptr;
+}
+
 // The fields a rule on `sig` may name: its captures and the columns of its tables ('' names an
 // unnamed group).
 bool hasField(const Bank& bank, const Signature& sig, const std::string& field) {
-  if (field.empty()) {
-    return false;
-  }
-  if (std::find(sig.fields.begin(), sig.fields.end(), field) != sig.fields.end()) {
-    return true;
-  }
-  return std::any_of(sig.tables.begin(), sig.tables.end(), [&](uint32_t t) {
-    const auto& cols = bank.tables[t].columns;
-    return std::find(cols.begin(), cols.end(), field) != cols.end();
-  });
+  return !field.empty() &&
+         (std::find(sig.fields.begin(), sig.fields.end(), field) != sig.fields.end() ||
+          columnTable(bank, sig, field) != nullptr);
 }
 
 // Rule ids a rule names (attach_to, ...), resolved once every rule is parsed.
@@ -486,6 +499,21 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
         return;
       } else if (!scalarList(kv.second, file, where + ": where: " + field, &values, problems)) {
         return;
+      }
+      // A table column holds only its rows' values (or '' where no row matched): a value no row
+      // holds, `Fatal` for `fatal`, would load a rule that never fires.
+      if (const Table* t = columnTable(*bank, *it, field)) {
+        const size_t col =
+            std::find(t->columns.begin(), t->columns.end(), field) - t->columns.begin();
+        for (const std::string& v : values) {
+          if (!v.empty() && std::none_of(t->rows.begin(), t->rows.end(),
+                                         [&](const auto& row) { return row.second[col] == v; })) {
+            problems->add(
+                file, kv.second,
+                where + ": where: no row of table " + t->id + " gives " + field + " '" + v + "'");
+            return;
+          }
+        }
       }
       rule.where.emplace_back(field, std::move(values));
     }

@@ -52,8 +52,8 @@ const char* const kTexts[] = {
     "mlx5_core 0000:ab:00.0 mlx5_5: Port: 2 Link DOWN",
     "mlx5_core 0000:ab:00.0 mlx5_5: Port: 2 Link ACTIVE",
     "NVRM: Xid (PCI:0000:63:00): 31, pid=1234, name=python3, Ch 00000008",
-    "NVRM: Xid (PCI:0000:63:00): 31, pid=1234, name=python3, Ch 00000008, intr 10000000. MMU "
-    "Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_12340000.",
+    ("NVRM: Xid (PCI:0000:63:00): 31, pid=1234, name=python3, Ch 00000008, intr 10000000. MMU "
+     "Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_12340000."),
     "NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error",
     "NVRM: Xid (PCI:0000:9b:00): 45, pid=1, name=python3, Ch 00000001",
     "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",

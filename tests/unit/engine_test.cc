@@ -195,7 +195,7 @@ rules:
 // silence.
 TEST(Bank, RefusesAnEmptyBank) {
   EXPECT_EQ(problemsOf({{"a.yaml", "# emptied\n"}, {"b.yaml", ""}}),
-            "a.yaml, b.yaml:0: no signature and no rule: the bank would decide nothing\n");
+            "a.yaml, b.yaml: no signature and no rule: the bank would decide nothing\n");
 }
 
 // suppressed_by itself drops every hit but the first, silently: refused, as any self-reference.
@@ -507,6 +507,19 @@ TEST(Bank, RefusesTableColumnsThatAnotherFieldWouldHide) {
        }) {
     EXPECT_TRUE(reports(what, problem)) << problem << "\nin:\n" << what;
   }
+}
+
+// A table column holds only its rows' values: a rule asking for another (a case slip) never fires.
+TEST(Bank, RefusesAWhereValueThatNoTableRowGives) {
+  const std::string text = std::string(kOneSignature) + R"(tables:
+  - {id: t, signature: s, key: [code], columns: [class], rows: [[79, fatal], [13, app]]}
+rules:
+  - {id: r1, signature: s, severity: fatal, where: {class: [Fatal]}}
+  - {id: r2, signature: s, severity: fatal, where: {class: [fatal, '']}}
+  - {id: r3, signature: s, severity: fatal, where: {code: [Fatal]}}
+)";
+  EXPECT_EQ(problemsOf({{"a.yaml", text}}),
+            "a.yaml:10: rule r1: where: no row of table t gives class 'Fatal'\n");
 }
 
 TEST(Bank, AFileOfCommentsOnlyIsEmpty) {
