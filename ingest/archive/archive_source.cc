@@ -52,9 +52,9 @@ std::shared_ptr<Chunk> acquire(std::vector<std::shared_ptr<Chunk>>* pool, size_t
 // A name part that says what the file holds, not whose it is: "dmesg", "log", and with
 // logrotate's dateext "log-20261128".
 bool logWord(std::string_view part) {
-  static constexpr std::string_view kWords[] = {"log",     "txt",  "out",      "dmesg",
-                                                "kmsg",    "kern", "kernel",   "syslog",
-                                                "journal", "json", "messages", "jsonl"};
+  static constexpr std::string_view kWords[] = {"log",  "logs",     "txt",    "out",    "dmesg",
+                                                "kmsg", "kern",     "kernel", "syslog", "journal",
+                                                "json", "messages", "jsonl"};
   const std::string_view word = part.substr(0, part.find('-'));
   const std::string_view date = part.substr(std::min(word.size() + 1, part.size()));
   return std::ranges::find(kWords, word) != std::end(kWords) && std::ranges::all_of(date, isDigit);
@@ -70,10 +70,8 @@ bool date(std::string_view part) {
          std::ranges::all_of(part, [](char c) { return isDigit(c) || c == '-'; });
 }
 
-}  // namespace
-
-std::string nodeFromFileName(const std::string& path) {
-  const std::string base = std::filesystem::path(path).filename().string();
+// `base` without the parts log tools add at its end (nodeFromFileName's rule for a file name).
+std::string nameWithoutLogParts(const std::string& base) {
   std::vector<std::string_view> parts;
   for (size_t at = 0; at <= base.size();) {
     const size_t dot = std::min(base.find('.', at), base.size());
@@ -91,6 +89,28 @@ std::string nodeFromFileName(const std::string& path) {
     --n;
   }
   return base.substr(0, static_cast<size_t>(parts[n - 1].end() - base.data()));
+}
+
+}  // namespace
+
+std::string nodeFromFileName(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::string node = nameWithoutLogParts(p.filename().string());
+  if (!logWord(node) && !date(node)) {
+    return node;
+  }
+  // A name of log words only, as in per-node trees (gpu-node-01/var/log/dmesg): the node is the
+  // nearest directory of the path named otherwise, not "dmesg" for every node of the tree.
+  for (std::filesystem::path dir = p.parent_path();; dir = dir.parent_path()) {
+    const std::string name = dir.filename().string();
+    if (name.empty() || name == "." || name == "..") {
+      return node;
+    }
+    std::string d = nameWithoutLogParts(name);
+    if (!logWord(d) && !date(d) && d != "var") {
+      return d;
+    }
+  }
 }
 
 ArchiveSource::ArchiveSource(std::vector<ArchiveInput> inputs, ArchiveOptions options)

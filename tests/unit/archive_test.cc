@@ -391,6 +391,17 @@ TEST(Archive, NodeFromFileNameKeepsANodeNameWithDots) {
   EXPECT_EQ(nodeFromFileName("node.gz"), "node");
 }
 
+// Per-node trees (a must-gather, a sosreport per node) name every node's kernel log alike: each
+// read as node "dmesg", the nodes' faults were one node's.
+TEST(Archive, NodeFromFileNameOfLogWordsOnlyIsItsDirectorys) {
+  EXPECT_EQ(nodeFromFileName("nodes/gpu-node-01/var/log/dmesg"), "gpu-node-01");
+  EXPECT_EQ(nodeFromFileName("/srv/gpu-node-02.logs/kern.log.1.gz"), "gpu-node-02");
+  EXPECT_EQ(nodeFromFileName("gpu-node-03/2026-11-28/syslog-20261128"), "gpu-node-03");
+  EXPECT_EQ(nodeFromFileName("/var/log/dmesg"), "dmesg");  // no directory named otherwise
+  EXPECT_EQ(nodeFromFileName("../log/dmesg"), "dmesg");    // not past ".."
+  EXPECT_EQ(nodeFromFileName("gpu-node-04/gpu-node-04.dmesg"), "gpu-node-04");
+}
+
 // A container's log (kubectl logs --timestamps, /var/log/pods) names no node, and its file is
 // named after the pod: its node is --node alone. Without it the file is an error saying so, not
 // records of a node named after the pod.
