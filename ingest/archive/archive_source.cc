@@ -135,9 +135,6 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
       input.from_memory ? openArchiveBytes(input.bytes, input.name) : openArchive(input.name);
   ++stats_.files;
   ParseOptions parse = options_.parse;
-  if (parse.node.empty()) {
-    parse.node = input.name == "-" ? "stdin" : nodeFromFileName(input.name);
-  }
   std::unique_ptr<LineParser> parser;
   const uint64_t lines_before = stats_.lines;
   const uint64_t records_before = stats_.records;
@@ -257,12 +254,14 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
         throw std::runtime_error(input.name + ": unknown log format (use --format)");
       }
       format = *found;
-      if (format == Format::kContainer && options_.parse.node.empty()) {
-        // A container's output names no node, and its file is named after the pod or the
-        // container's restart count (/var/log/pods/NS_POD_UID/CONTAINER/0.log), never the node.
-        parse.node.clear();
-        nodeless = true;
+      // Only a dmesg file names no node in its lines: the file's name does. A container's output
+      // names none either, but its file is named after the pod or the container's restart count
+      // (/var/log/pods/NS_POD_UID/CONTAINER/0.log), never the node. A json record without a node
+      // field is --node's, else dropped, as the live service reads it (a Kafka topic's archive).
+      if (format == Format::kDmesg && parse.node.empty()) {
+        parse.node = input.name == "-" ? "stdin" : nodeFromFileName(input.name);
       }
+      nodeless = format == Format::kContainer && parse.node.empty();
       parser = makeParser(format, parse);
     }
     batch.hold(chunk, chunk->capacity);

@@ -441,6 +441,20 @@ TEST(Archive, ARecordNamingNoNodeIsDroppedAsLive) {
   EXPECT_EQ(stats.lines, 2U);
   EXPECT_EQ(stats.malformed, 1U);
   EXPECT_EQ(stats.records, 1U);
+
+  // A json record (a Kafka json topic's archive) without a node field is --node's, as a message
+  // without one is its key's live; not the file's name's (gpu-9.json read as node gpu-9).
+  const std::string json = R"({"time":"2026-11-28T10:00:00Z","message":"a"})"
+                           "\n"
+                           R"({"time":"2026-11-28T10:00:01Z","message":"b","host":"gpu-1"})"
+                           "\n";
+  EXPECT_EQ(replay({{"/logs/gpu-9.json", json, true}}, &stats),
+            std::vector<std::string>{"gpu-1|b"});
+  EXPECT_EQ(stats.malformed, 1U);
+  ArchiveOptions options;
+  options.parse.node = "gpu-7";
+  EXPECT_EQ(replay({{"/logs/gpu-9.json", json, true}}, &stats, nullptr, options),
+            (std::vector<std::string>{"gpu-7|a", "gpu-1|b"}));
 }
 
 // A file none of whose lines gave a record is an error naming it, the others are read: replay
