@@ -189,9 +189,8 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
           const std::string topic = Metrics::label("topic", t.topic);
           m.set("faultline_kafka_messages_total", topic, static_cast<double>(t.messages));
           m.set("faultline_kafka_malformed_total", topic, static_cast<double>(t.malformed));
-          if (t.lag >= 0) {
-            m.set("faultline_kafka_consumer_lag", topic, static_cast<double>(t.lag));
-          }
+          // -1 too: a value left from before the brokers went away would read "caught up".
+          m.set("faultline_kafka_consumer_lag", topic, static_cast<double>(t.lag));
           bytes += t.bytes;
         }
         // Beside push's bytes (README "/metrics": bytes in by source), with the format of Kafka's

@@ -7,7 +7,7 @@
 # @opentelemetry/exporter-logs-otlp-proto 0.223.1, a pod's record on node-3) and a pod's Xid in
 # otlp_json must taint nothing; a kernel Xid in otlp_json for gpu-2 must taint gpu-2. A garbage
 # message is counted as malformed and skipped; every message's bytes are counted, and the
-# consumer lag comes to 0.
+# consumer lag comes to 0, then to -1 (unknown) once the brokers are gone.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
@@ -16,7 +16,8 @@ command -v protoc >/dev/null || fail "protoc not installed"
 
 "$FL_BUILD/tests/tools/mock_kafka" --brokers 1 --topic otlp_logs:1 --topic otlp_json:1 \
   --bootstrap-file "$tmp/bootstrap" >"$tmp/mock.log" 2>&1 &
-pids+=($!)
+mock_pid=$!
+pids+=("$mock_pid")
 start_apiserver gpu-1,gpu-2,node-3
 wait_file "$tmp/bootstrap" 20
 brokers=$(cat "$tmp/bootstrap")
@@ -89,6 +90,14 @@ lag_settled() {
 }
 for _ in $(seq 100); do lag_settled && break; sleep 0.1; done
 lag_settled || fail "metrics: consumer lag: $(grep consumer_lag <<<"$metrics")"
+# With the brokers gone no partition is read: the lag is unknown, -1, not the 0 it last read.
+kill "$mock_pid"
+lag_unknown() {
+  metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
+  grep -q '^faultline_kafka_consumer_lag{topic="otlp_logs"} -1$' <<<"$metrics"
+}
+for _ in $(seq 300); do lag_unknown && break; sleep 0.1; done
+lag_unknown || fail "metrics: consumer lag with the brokers gone: $(grep consumer_lag <<<"$metrics")"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve exited non-zero after SIGTERM"
 [[ $(curl -fsS "$api/api/v1/nodes/node-3" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length') == 0 ]] ||
