@@ -210,7 +210,8 @@ int replay(const ReplayArgs& a) {
   TaintSinkOptions sink_options;
   std::string rules_dir = a.rules;
   if (!a.config.empty()) {
-    const ServiceConfig cfg = loadServiceConfig(a.config);
+    // Outside a pod too, where the connection is not the config's: no --apply, or --kube-server.
+    const ServiceConfig cfg = loadServiceConfig(a.config, a.apply && a.kube.server.empty());
     taint = cfg.taint;
     kube = cfg.kubernetes;
     sink_options = cfg.taint_sink;
@@ -494,7 +495,7 @@ void execAgain(char** argv) {
 
 // Returns kRestartOnNewRules with the files to restart on in *restart_files.
 int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) {
-  const ServiceConfig cfg = loadServiceConfig(config_path);
+  const ServiceConfig cfg = loadServiceConfig(config_path, true);
   if (!cfg.kafka && !cfg.http) {
     std::cerr << "faultline: " << config_path << ": no source configured (kafka, http)\n";
     return 2;
@@ -647,7 +648,7 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
       // cannot open its decisions file or listen where it says: such a bank is refused here,
       // where the running service goes on.
       auto runnable = [&config_path, &cfg](const std::shared_ptr<const Bank>& b) {
-        const ServiceConfig next = loadServiceConfig(config_path);
+        const ServiceConfig next = loadServiceConfig(config_path, true);
         const Correlator correlator(b, next.taint, next.max_lag_ns,
                                     next.taint_sink.dryRunRules(*b));
         if (next.decisions_path != cfg.decisions_path) {

@@ -33,7 +33,7 @@ void validateTaint(const Taint& t) {
   }
 }
 
-ServiceConfig loadServiceConfig(const std::string& path) {
+ServiceConfig loadServiceConfig(const std::string& path, bool in_cluster) {
   try {
     std::ifstream in(path);
     if (!in) {
@@ -79,7 +79,7 @@ ServiceConfig loadServiceConfig(const std::string& path) {
                  "eligible", "opt_out_label", "node_list_period", "guard", "namespace",
                  "breaker_configmap", "dry_run", "dry_run_rules", "reapply_after", "condition_type",
                  "leader_election"});
-      cfg.kubernetes = KubeConfig::fromYaml(k);
+      cfg.kubernetes = KubeConfig::fromYaml(k, in_cluster);
       cfg.taint_sink = TaintSinkOptions::fromYaml(k);
       if (const YAML::Node le = k["leader_election"]) {
         cfg.leader_election = LeaderElectionConfig::fromYaml(le);

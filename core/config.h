@@ -47,8 +47,10 @@ struct ServiceConfig {
   int64_t max_lag_ns = 600 * kNanosPerSecond;  // Correlator's max_lag, ns of event time
 };
 
-// Reads and validates the file. Throws std::runtime_error("FILE: cause") on any problem.
-ServiceConfig loadServiceConfig(const std::string& path);
+// Reads and validates the file. `in_cluster`: a kubernetes section without a server is the pod's
+// service account (KubeConfig::fromYaml), else its server stays empty. Throws
+// std::runtime_error("FILE: cause") on any problem.
+ServiceConfig loadServiceConfig(const std::string& path, bool in_cluster);
 
 // Validates a taint (key a qualified name, effect one of the three); throws std::runtime_error.
 void validateTaint(const Taint& taint);

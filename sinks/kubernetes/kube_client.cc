@@ -115,9 +115,10 @@ KubeConfig KubeConfig::inCluster() {
   return config;
 }
 
-KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
+KubeConfig KubeConfig::fromYaml(const YAML::Node& node, bool in_cluster) {
   const std::string server = stringOr(node, "kubernetes.", "server", "");
-  KubeConfig config = server.empty() ? inCluster() : KubeConfig{};
+  in_cluster = in_cluster && server.empty();
+  KubeConfig config = in_cluster ? inCluster() : KubeConfig{};
   if (const YAML::Node n = node["qps"]) {
     config.qps = numberAt(n, "kubernetes.qps", -std::numeric_limits<double>::max(),
                           std::numeric_limits<double>::max());
@@ -137,7 +138,7 @@ KubeConfig KubeConfig::fromYaml(const YAML::Node& node) {
   if (const YAML::Node n = node["insecure_skip_tls_verify"]) {
     config.insecure_skip_tls_verify = boolAt(n, "kubernetes.insecure_skip_tls_verify");
   }
-  if (std::string token; server.empty() && !readFile(config.token_file, &token)) {
+  if (std::string token; in_cluster && !readFile(config.token_file, &token)) {
     throw std::runtime_error("cannot read service account token " + config.token_file);
   }
   return config;

@@ -33,10 +33,11 @@ struct KubeConfig {
 
   // Keys: server, token_file, ca_file, insecure_skip_tls_verify, qps, burst (all optional). A
   // missing or empty server means inCluster(), whose token and CA files token_file and ca_file
-  // replace when given. Throws YAML::Exception marked at the value's line when a value is not of
-  // its type (yaml_read.h), std::runtime_error when not in a pod without a server, or when,
-  // in a pod, the token file cannot be read.
-  static KubeConfig fromYaml(const YAML::Node& node);
+  // replace when given; with `in_cluster` false it leaves server empty instead (replay, which
+  // connects only with --apply and no --kube-server). Throws YAML::Exception marked at the value's
+  // line when a value is not of its type (yaml_read.h), std::runtime_error when not in a pod
+  // without a server, or when, in a pod, the token file cannot be read.
+  static KubeConfig fromYaml(const YAML::Node& node, bool in_cluster);
 };
 
 // One connection to the API server, safe to share between threads (requests are serialised).

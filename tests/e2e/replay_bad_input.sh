@@ -141,9 +141,11 @@ echo "[   16.0] gpu-4 kernel: NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU
 [[ $(jq -r '"\(.node) \(.action)"' "$tmp/mono.jsonl") == "gpu-4 taint" ]] ||
   fail "short-monotonic kernel line: $(cat "$tmp/mono.jsonl")"
 
-# A Kafka json topic's archive replays with the topic's fields and stream from --config; topics
+# A Kafka json topic's archive replays with the topic's fields and stream from --config, outside a
+# pod too with the service's own config (its kubernetes section names no server: the pod's); topics
 # reading json two ways leave replay no way to choose, an error.
 cat >"$tmp/json.yaml" <<YAML
+kubernetes: {}
 kafka:
   brokers: 127.0.0.1:1
   topics:
@@ -151,8 +153,9 @@ kafka:
 YAML
 printf '{"origin":"gpu-j","text":"NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU has fallen off the bus.","at":1764324002}\n' \
   >"$tmp/kern.jsonl"
-"$FAULTLINE" replay --config "$tmp/json.yaml" --decisions "$tmp/json.out" "$tmp/kern.jsonl" \
-  2>"$tmp/json.err" || fail "a json topic's archive: $(cat "$tmp/json.err")"
+env -u KUBERNETES_SERVICE_HOST "$FAULTLINE" replay --config "$tmp/json.yaml" \
+  --decisions "$tmp/json.out" "$tmp/kern.jsonl" 2>"$tmp/json.err" ||
+  fail "a json topic's archive: $(cat "$tmp/json.err")"
 [[ $(jq -r '"\(.node) \(.action)"' "$tmp/json.out") == "gpu-j taint" ]] ||
   fail "a json topic's archive: $(cat "$tmp/json.out") $(cat "$tmp/json.err")"
 rc=0

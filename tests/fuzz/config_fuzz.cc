@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();  // the harness, not the input
   }
   try {
-    const faultline::ServiceConfig cfg = faultline::loadServiceConfig(path);
+    const faultline::ServiceConfig cfg = faultline::loadServiceConfig(path, true);
     faultline::validateTaint(cfg.taint);  // what loaded is valid
     if (cfg.queue_bytes == 0 || cfg.match_threads == 0 || cfg.match_threads > 256 ||
         cfg.max_lag_ns < 0 || cfg.max_lag_ns > 86400 * faultline::kNanosPerSecond) {

@@ -217,7 +217,8 @@ TEST(KubeClientTest, CountsBothTriesOfA401) {
 TEST(KubeConfigTest, FromYaml) {
   const KubeConfig config = KubeConfig::fromYaml(
       YAML::Load("{server: 'https://k8s.example:6443/', token_file: /t, ca_file: /ca.pem, "
-                 "insecure_skip_tls_verify: true}"));
+                 "insecure_skip_tls_verify: true}"),
+      true);
   EXPECT_EQ(config.server, "https://k8s.example:6443");
   EXPECT_EQ(config.token_file, "/t");
   EXPECT_EQ(config.ca_file, "/ca.pem");
@@ -225,17 +226,23 @@ TEST(KubeConfigTest, FromYaml) {
   EXPECT_EQ(config.qps, 5);
   EXPECT_EQ(config.burst, 10);
   const KubeConfig limited =
-      KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', qps: 20, burst: 40}"));
+      KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', qps: 20, burst: 40}"), true);
   EXPECT_EQ(limited.qps, 20);
   EXPECT_EQ(limited.burst, 40);
-  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', burst: 0}")),
+  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', burst: 0}"), true),
                std::runtime_error);
 }
 
 TEST(KubeConfigTest, EmptyServerOutsideAPodThrows) {
   unsetenv("KUBERNETES_SERVICE_HOST");
-  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{}")), std::runtime_error);
+  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{}"), true), std::runtime_error);
   EXPECT_THROW(KubeConfig::inCluster(), std::runtime_error);
+  // Replay without a connection of the config's reads its other keys (its Kafka json topics)
+  // outside a pod: the deploy configs name no server.
+  const KubeConfig settings = KubeConfig::fromYaml(YAML::Load("{qps: 20, token_file: /t}"), false);
+  EXPECT_EQ(settings.server, "");
+  EXPECT_EQ(settings.token_file, "/t");
+  EXPECT_EQ(settings.qps, 20);
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ std::string refusal(const std::string& text) {
   std::ofstream(path) << text;
   std::string what;
   try {
-    loadServiceConfig(path);
+    loadServiceConfig(path, true);
   } catch (const std::runtime_error& e) {
     what = e.what();
     if (what.rfind(path, 0) == 0) {
@@ -281,7 +281,7 @@ TEST(ServeConfig, InAPodTheTokenFileIsTheConfiguredOne) {
     const std::string path = token + ".yaml";
     std::ofstream(path) << "kubernetes: {token_file: " << token << ", ca_file: /x/ca.crt}\n"
                         << "http: {listen: \"127.0.0.1:0\"}\n";
-    ServiceConfig c = loadServiceConfig(path);
+    ServiceConfig c = loadServiceConfig(path, true);
     std::filesystem::remove(path);
     return c;
   }();
@@ -310,7 +310,7 @@ TEST(ServeConfig, ATaintKeyTheApiServerRefusesIsRefused) {
 
 TEST(ServeConfig, AMissingFileIsRefusedWithItsCause) {
   try {
-    loadServiceConfig("/nonexistent/faultline.yaml");
+    loadServiceConfig("/nonexistent/faultline.yaml", true);
     FAIL() << "loaded";
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "/nonexistent/faultline.yaml: No such file or directory");
