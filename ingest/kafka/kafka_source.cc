@@ -117,7 +117,8 @@ constexpr std::pair<std::string_view, std::string_view> kReservedProperties[] = 
      "the group is kafka.group_id, suffixed with the pod name under leader election so that each "
      "replica reads every partition"}};
 
-// Builds the consumer configuration; throws naming the property librdkafka rejects.
+// Builds the consumer configuration (its properties checked by fromYaml); throws naming the setting
+// librdkafka rejects.
 ConfPtr makeConf(const KafkaConfig& config) {
   ConfPtr conf(rd_kafka_conf_new());
   char err[512];
@@ -133,12 +134,6 @@ ConfPtr makeConf(const KafkaConfig& config) {
   set("enable.auto.commit", "true");
   set("auto.offset.reset", "earliest");
   for (const auto& [key, value] : config.properties) {
-    for (const auto& [reserved, why] : kReservedProperties) {
-      if (key == reserved) {
-        throw std::runtime_error("kafka.properties." + key + ": must not be set; " +
-                                 std::string(why));
-      }
-    }
     set(key, value);
   }
   set("enable.auto.offset.store", "false");
@@ -238,12 +233,25 @@ KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
       failAt(props, "kafka.properties", "expected a mapping");
     }
     std::set<std::string> given;  // a key given twice: which value would win is not obvious
+    const ConfPtr check(rd_kafka_conf_new());  // each property on its own, to name its line
+    char err[512];
     for (const auto& kv : props) {
       const std::string key = kv.first.Scalar();
+      const std::string path = "kafka.properties." + key;
       if (!given.insert(key).second) {
-        failAt(kv.first, "kafka.properties." + key, "repeated key");
+        failAt(kv.first, path, "repeated key");
       }
-      config.properties[key] = stringAt(kv.second, "kafka.properties." + key);
+      for (const auto& [reserved, why] : kReservedProperties) {
+        if (key == reserved) {
+          failAt(kv.first, path, "must not be set; " + std::string(why));
+        }
+      }
+      const std::string value = stringAt(kv.second, path);
+      if (rd_kafka_conf_set(check.get(), key.c_str(), value.c_str(), err, sizeof(err)) !=
+          RD_KAFKA_CONF_OK) {
+        failAt(kv.first, path, err);
+      }
+      config.properties[key] = value;
     }
   }
   const YAML::Node topics = node["topics"];
@@ -260,7 +268,7 @@ KafkaConfig KafkaConfig::fromYaml(const YAML::Node& node) {
     }
     config.topics.push_back(std::move(topic));
   }
-  makeConf(config);  // rejects unknown or invalid librdkafka properties now, not at start
+  makeConf(config);  // rejects what librdkafka refuses in `brokers` now, not at start
   return config;
 }
 

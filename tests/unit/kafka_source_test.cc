@@ -121,10 +121,24 @@ TEST(KafkaConfig, PropertiesMustNotSetTheGroupOrTheCommit) {
       KafkaConfig::fromYaml(YAML::Load(std::string("brokers: b\nproperties: {") + key +
                                        ": x}\ntopics: [{name: t}]\n"));
       ADD_FAILURE() << key << " accepted";
-    } catch (const std::runtime_error& e) {
-      const std::string what = e.what();
-      EXPECT_EQ(what.rfind(std::string("kafka.properties.") + key + ": must not be set; ", 0), 0u)
-          << what;
+    } catch (const YAML::ParserException& e) {
+      EXPECT_EQ(e.msg.rfind(std::string("kafka.properties.") + key + ": must not be set; ", 0), 0u)
+          << e.msg;
+      EXPECT_EQ(e.mark.line, 1);  // the key's line, 0-based
+    }
+  }
+}
+
+// A property librdkafka does not know, or a value it refuses, names its line as other keys do.
+TEST(KafkaConfig, ABadPropertyNamesItsLine) {
+  for (const char* property : {"no.such.property: 1", "fetch.wait.max.ms: soon"}) {
+    try {
+      KafkaConfig::fromYaml(YAML::Load(std::string("brokers: b\nproperties:\n  ") + property +
+                                       "\ntopics: [{name: t}]\n"));
+      ADD_FAILURE() << property << " accepted";
+    } catch (const YAML::ParserException& e) {
+      EXPECT_EQ(e.mark.line, 2) << e.msg;
+      EXPECT_EQ(e.msg.rfind("kafka.properties.", 0), 0U) << e.msg;
     }
   }
 }
