@@ -12,14 +12,12 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <stop_token>
 #include <utility>
 
 #include "core/record.h"
@@ -47,23 +45,13 @@ class BatchQueue {
     return true;
   }
 
-  // Waits for room, then enqueues. Returns false (item left) if `stop` is requested or the queue
-  // is closed first. `wake` is called about every `wake_ms` while waiting (the Kafka source polls
-  // its consumer there so that it stays in its group).
-  bool push(Item& item, const std::stop_token& stop, const std::function<void()>& wake = {},
-            int wake_ms = 100) {
+  // Waits for room, then enqueues. Returns false (item left) if the queue is closed first.
+  bool push(Item& item) {
     std::unique_lock lock(mu_);
     ++waiting_;
-    while (!closed_ && !stop.stop_requested() && !fits(item.bytes)) {
-      room_.wait_for(lock, std::chrono::milliseconds(wake_ms));
-      if (wake) {
-        lock.unlock();
-        wake();
-        lock.lock();
-      }
-    }
+    room_.wait(lock, [&] { return closed_ || fits(item.bytes); });
     --waiting_;
-    if (closed_ || !fits(item.bytes)) {
+    if (closed_) {
       return false;
     }
     enqueue(item);

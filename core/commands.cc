@@ -332,7 +332,6 @@ int replay(const ReplayArgs& a) {
                              sources[t]->sinceFirstStamp().end());
     const ArchiveStats& st = sources[t]->stats();
     s.files += st.files;
-    s.bytes_read += st.bytes_read;
     s.records += st.records;
     s.lines += st.lines;
     s.malformed += st.malformed;

@@ -8,8 +8,10 @@
 
 namespace faultline {
 
-// Runs the command line; returns the process exit code (0 ok, 1 failure found, 2 usage or
-// configuration error).
+// Runs the command line; returns the process exit code: 0 success (replay whether or not it
+// tainted); 2 a usage or configuration error, a bank that does not load, an error that ends serve
+// (a port taken), replay inputs not read in full or decisions not written; 1 only when serve's
+// restart on new rules cannot execv the binary.
 int runCli(int argc, char** argv);
 
 // Makes glibc's malloc keep freed memory for reuse: blocks under 32 MiB come from the heap and an

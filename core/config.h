@@ -49,7 +49,8 @@ struct ServiceConfig {
 
 // Reads and validates the file. `in_cluster`: a kubernetes section without a server is the pod's
 // service account (KubeConfig::fromYaml), else its server stays empty. Throws
-// std::runtime_error("FILE: cause") on any problem.
+// std::runtime_error("FILE:LINE: cause") for a value at fault (yaml_read.h), "FILE: cause" when the
+// file cannot be read or is not a mapping.
 ServiceConfig loadServiceConfig(const std::string& path, bool in_cluster);
 
 // Validates a taint (key a qualified name, effect one of the three); throws std::runtime_error.

@@ -48,10 +48,12 @@ struct Decision {
 // "taint" | "untaint" | "suppressed"
 std::string_view actionName(Decision::Action action);
 
-// A stage that receives decisions. write() is called by one thread at a time (the match worker
-// whose batch is being correlated: core/serve_loop.h); a sink that talks to the network must
-// queue and return quickly. flush() blocks until every decision written so
-// far has been handled (written out, applied, or given up with a logged reason).
+// A stage that receives decisions. write() may run on two threads at once: the match worker whose
+// batch is being correlated (core/serve_loop.h) and, for the decision log and counter, the taint
+// sink's thread (refused and resumed decisions: TaintSink::Hooks). A sink that talks to the
+// network must queue and return quickly. flush() blocks until every decision written so far has
+// been handled: written out, applied, given up with a logged reason, or (TaintSink) held or
+// deferred.
 class DecisionSink {
  public:
   virtual ~DecisionSink() = default;

@@ -130,15 +130,16 @@ class Pipeline {
   // Nodes the correlator keeps state for (Correlator::forgetAfterNs), as of the last correlate();
   // any thread may read it.
   size_t correlatorNodes() const { return correlator_nodes_.load(std::memory_order_relaxed); }
-  // The correlator's counts (Correlator::Stats: job events, attached, suppressed, repeats) as of
-  // the last correlate(); any thread may read them.
+  // The correlator's counts (Correlator::Stats) as of the last correlate(); any thread may read
+  // them.
   Correlator::Stats correlatorStats() const {
     const std::lock_guard lock(stats_mu_);
     return correlator_stats_;
   }
 
  private:
-  // Drops hits_[first..] whose (node, signature, second, line) is already kept (see collect()).
+  // Drops hits_[first..] whose (node, signature, second, job, line) is already kept, but for a
+  // state signature's (see collect()).
   void keep(size_t first);
   // Records the job runs with the correlator.
   void noteMembers(const std::vector<BatchMatch::JobRun>& runs);
@@ -153,7 +154,7 @@ class Pipeline {
   std::vector<DecisionSink*> sinks_;
   BatchMatch matched_;     // process() and collect(): the current batch's
   std::vector<Hit> hits_;  // collect(): every batch's hits kept so far
-  // collect(): (node, signature, line, second) -> index into hits_ of the hit kept for it.
+  // collect(): (node, signature, second, job, line) -> index into hits_ of the hit kept for it.
   FlatMap<size_t> kept_;
   int64_t max_time_ns_ = INT64_MIN;  // newest record time seen by collect(), for timers
   std::vector<bool> newest_first_;   // by input number: newestFirst()

@@ -210,7 +210,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
             const size_t records = batch.records.size();
             item.batch = std::move(batch);
             item.done = [&processed] { processed.set_value(); };
-            queue.push(item, std::stop_token());
+            queue.push(item);
             processed.get_future().wait();
             metrics.add("faultline_records_total",
                         Metrics::label("source", "kafka") + "," + Metrics::label("format", "all"),

@@ -8,18 +8,19 @@
 
 namespace faultline {
 
-// Called with each batch a source reads. When it returns, the batch's records have been matched
-// and their decisions handed to the sinks, so the source may acknowledge the input (for Kafka:
-// store the offsets for commit). The handler may clear or move from the batch.
+// Called with each batch a source reads. A source may acknowledge its input once it returns (for
+// Kafka: store the offsets for commit), so a live handler returns only after the batch's
+// decisions reached the sinks. The handler may clear or move from the batch.
 using BatchHandler = std::function<void(RecordBatch& batch)>;
 
 class Source {
  public:
   virtual ~Source() = default;
-  // Reads until the input ends or `stop` is requested, calling `handle` per batch on the
-  // calling thread. Errors in single lines or messages are counted and skipped, never fatal;
-  // returns normally at the end. Throws std::runtime_error only when the source cannot start
-  // (for example an unreadable file or an invalid Kafka configuration).
+  // Reads until the input ends or `stop` is requested, calling `handle` once per batch, one at a
+  // time (KafkaSource on a thread of its own, to keep polling while it blocks). Errors in single
+  // lines or messages are counted and skipped, never fatal; returns normally at the end.
+  // KafkaSource throws std::runtime_error when it cannot start and rethrows what `handle`
+  // throws; ArchiveSource throws nothing: a file it cannot read goes to its errors().
   virtual void run(const BatchHandler& handle, std::stop_token stop) = 0;
 };
 

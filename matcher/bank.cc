@@ -223,8 +223,8 @@ void parseSignature(const YAML::Node& n, const std::string& file, Bank* bank, Pr
                  file, where, problems)) {
     return;
   }
-  sig.description = scalar(n["description"]);
-  sig.source = scalar(n["source"]);
+  // description and source are for the reader of the file (source: where the pattern and
+  // examples come from); nothing reads them here.
   sig.pattern = scalar(n["pattern"]);
   if (sig.pattern.empty()) {
     problems->add(file, n, where + ": missing pattern");

@@ -39,9 +39,7 @@ inline constexpr std::string_view kJobField = "job";
 
 struct Signature {
   std::string id;
-  std::string description;
-  std::string source;  // where the pattern and examples come from (URL)
-  std::string file;    // rule file and line of the definition, for error messages
+  std::string file;  // rule file and line of the definition, for error messages
   int file_line = 0;
   std::string pattern;
   uint8_t streams = 0;  // bit (1 << StreamKind)

@@ -327,7 +327,6 @@ class Correlator {
   void clearFault(NodeData& node, const std::string& node_name, const std::string& key,
                   int64_t at_ns, std::string reason, std::vector<Decision>* out);
   void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
-  // Decides the first window of rule ri's held hits of one job.
   // Decides the first window of rule ri's held hits of job `job_name` (a copy: the index entry
   // that named it goes).
   void flushHeld(uint32_t ri, std::string job_name, std::vector<Decision>* out);

@@ -265,7 +265,6 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
   for (size_t i = 0; i < n; ++i) {
     const LogRecord& rec = batch.records[i];
     ++stats_.lines;
-    stats_.bytes += rec.line.size();
     ++seq_;
     if (may_[i] == 0) {
       continue;  // the common case: no literal of the bank, so no signature can match

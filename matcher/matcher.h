@@ -74,7 +74,6 @@ std::vector<ExampleFailure> checkExamples(const Bank& bank);
 
 struct MatcherStats {
   uint64_t lines = 0;
-  uint64_t bytes = 0;
   uint64_t hits = 0;
   uint64_t candidates = 0;  // lines the literal gate passed to the RE2::Set
   uint64_t set_errors = 0;  // RE2::Set DFA out of memory: the line was matched pattern by pattern

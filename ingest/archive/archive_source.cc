@@ -15,6 +15,7 @@ namespace faultline {
 namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
+constexpr size_t kBatchRecords = 8192;  // records per batch handed on
 // The longest first line a file's format is told from.
 constexpr size_t kMaxFirstLine = 16 << 20;
 
@@ -291,7 +292,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
       if (!parser->parse(line, &batch)) {
         ++stats_.malformed;
       }
-      if (batch.records.size() >= options_.batch_records) {
+      if (batch.records.size() >= kBatchRecords) {
         deliver(batch);
         batch.clear();
         batch.hold(chunk, chunk->capacity);
@@ -310,7 +311,6 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   if (parser) {
     parser->finish(&batch);
   }
-  stats_.bytes_read += reader->compressedBytes();
   if (!batch.records.empty()) {
     deliver(batch);
   }

@@ -22,8 +22,8 @@ struct ArchiveInput {
 struct ArchiveOptions {
   std::optional<Format> format;  // force one format for every file; default: detect per file
   ParseOptions parse;            // parse.node empty: dmesg files take the node from their name,
-                                 // container files have none (an error)
-  size_t batch_records = 8192;
+                                 // container files have none (an error), json records without
+                                 // a node field none (dropped)
 };
 
 struct ArchiveError {
@@ -33,7 +33,6 @@ struct ArchiveError {
 
 struct ArchiveStats {
   uint64_t files = 0;
-  uint64_t bytes_read = 0;  // as stored (compressed), bytes
   uint64_t bytes_text = 0;  // after decompression, bytes
   uint64_t lines = 0;
   uint64_t malformed = 0;  // lines no parser of the file's format accepted, records naming no node
@@ -44,8 +43,10 @@ class ArchiveSource : public Source {
  public:
   ArchiveSource(std::vector<ArchiveInput> inputs, ArchiveOptions options);
 
-  // Reads the inputs in order. A file that cannot be opened, is corrupt, or whose format cannot
-  // be detected is recorded in errors() and the next one is read: the whole lines it gave before
+  // Reads the inputs in order. A file that cannot be opened or read in full (corrupt, truncated),
+  // whose format cannot be detected (binary, logcli's default output), a tar archive, a container
+  // log without ParseOptions::node, or a file of which no line gave a record is recorded in
+  // errors() and the next one is read: the whole lines it gave before
   // the error are delivered, its cut last line is not. NUL bytes that start a line (a log's
   // unwritten blocks after a power loss) are skipped.
   void run(const BatchHandler& handle, std::stop_token stop) override;

@@ -47,10 +47,8 @@ class RawInput {
         throw std::runtime_error(name_ + ": read error");
       }
     }
-    consumed_ += got;
     return got;
   }
-  uint64_t consumed() const { return consumed_; }
   const std::string& name() const { return name_; }
 
  private:
@@ -59,7 +57,6 @@ class RawInput {
   bool owned_ = false;
   const std::string* memory_ = nullptr;
   size_t pos_ = 0;
-  uint64_t consumed_ = 0;
 };
 
 constexpr size_t kInChunk = size_t{256} * 1024;
@@ -70,7 +67,6 @@ class Reader : public ByteReader {
  public:
   Reader(std::unique_ptr<RawInput> raw, std::string peeked)
       : raw_(std::move(raw)), in_(std::move(peeked)) {}
-  uint64_t compressedBytes() const override { return raw_->consumed(); }
 
  protected:
   // Refills in_ when drained; false at the end of input.

@@ -15,7 +15,6 @@ class ByteReader {
   // Reads up to `n` decompressed bytes into `out`; returns 0 at the end of input. Throws
   // std::runtime_error on corrupt input.
   virtual size_t read(char* out, size_t n) = 0;
-  virtual uint64_t compressedBytes() const = 0;  // bytes consumed from the underlying input
 };
 
 // Opens `path` ("-" = stdin) and picks the decoder from its magic bytes. Throws

@@ -16,16 +16,21 @@
 namespace faultline {
 
 enum class Format : uint8_t {
-  kDmesg,        // kernel ring buffer: `[12345.678901] msg`, `dmesg -T`, `<6>[..]`, /dev/kmsg
-                 // `6,1234,5678,-;msg`, `dmesg --time-format iso` with or without --decode
-  kSyslog,       // `Mon DD HH:MM:SS host tag: msg` and `journalctl -o short-iso`,
-                 // `short-iso-precise`, `short-monotonic`
-  kJournalJson,  // `journalctl -o json`, one entry per line
+  kDmesg,        // kernel ring buffer (util-linux dmesg(1); /dev/kmsg: the kernel's
+                 // Documentation/ABI/testing/dev-kmsg): `[12345.678901] msg`, `dmesg -T`,
+                 // `<6>[..]`, `6,1234,5678,-;msg`, `dmesg --time-format iso`, each with or
+                 // without --decode, --show-delta, and --reltime (-H)
+  kSyslog,       // `Mon DD HH:MM:SS host tag: msg` (RFC 3164 as rsyslog's traditional file
+                 // format writes it) and journalctl(1)'s `-o short-iso`, `short-iso-precise`,
+                 // `short-monotonic`, `short-delta`
+  kJournalJson,  // `journalctl -o json`, one entry per line (systemd's JOURNAL_EXPORT_FORMATS)
   kOtlpJson,     // one OTLP ExportLogsServiceRequest (JSON mapping) per line, as the collector's
                  // file exporter writes it
-  kLokiJsonl,    // `logcli query --output=jsonl`: {"labels":{..},"line":"..","timestamp":".."}
+  kLokiJsonl,    // `logcli query --output=jsonl` (Loki's pkg/logcli/output/jsonl.go):
+                 // {"labels":{..},"line":"..","timestamp":".."}
   kContainer,    // a container's output: `kubectl logs --timestamps` and the CRI log files of
-                 // /var/log/pods (`STAMP stdout F msg`); pod streams of ParseOptions::node
+                 // /var/log/pods (`STAMP stdout F msg`: the kubelet's
+                 // pkg/kubelet/kuberuntime/logs/logs.go); pod streams of ParseOptions::node
   kJson,         // one JSON object per line as Vector, Fluent Bit or rsyslog write them (the
                  // Kafka source's json encoding): JsonRecordDecoder (json_record.h)
 };
@@ -56,7 +61,8 @@ struct ParseOptions {
   std::optional<int64_t> boot_time_ns;  // dmesg, syslog: boot time for `[uptime]` stamps (dmesg,
                                         // journalctl -o short-monotonic); else the first
                                         // stamp of the file is taken as time 0 (the epoch)
-  int year = 1970;                      // syslog: the year of a file's first `Mon DD` line
+  int year = 1970;                      // syslog, dmesg --reltime: the year of a file's first
+                                        // `Mon DD` line (dmesg: minute)
   StreamRules streams;                  // which labels name the node and the stream kind
   JsonRecordFields json_fields;         // json: the field paths (a Kafka json topic's `fields`);
                                         // a record without a time field is malformed
@@ -96,7 +102,7 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 // bytesValue (base64, as the protobuf decoder takes bytes_value); time is timeUnixNano, else
 // observedTimeUnixNano, else 0 (ns since the epoch; a time or intValue written as a string counts
 // only if it is a JSON integer, "0012" being none; an intValue past int64 is no scalar, a time
-// past it is the latest there is); node and stream come from classify(rules). A
+// past it is the latest there is); node and stream come from classifyShipped(rules) (labels.h). A
 // logRecord without a usable line is skipped and counted in *rejected. Returns false with a
 // one-line reason in *error, and the batch as it was, when `doc` is not a JSON object or
 // resourceLogs is not an array; a document without resourceLogs is an empty request. Read in one

@@ -49,7 +49,8 @@ struct StreamRules {
   std::vector<std::string> transport_labels = {"_TRANSPORT", "transport"};
 };
 
-// The label names some stage reads: the rules' node, pod and kernel labels, and kJobLabels.
+// The label names some stage reads: the rules' node, pod, kernel, facility and transport labels,
+// and kJobLabels.
 // Decoders of formats that carry many fields per record (a journal entry's, OTLP attributes) keep
 // only these: no stage reads the others, and turning them all into labels was most of an OTLP
 // record's decoding (bench/README.md, "Only the labels a stage reads").

@@ -19,7 +19,7 @@ namespace faultline {
 // keeps its key (the values of other keys are not read) and its value is a scalar (string, int,
 // bool, bytes, an array of byte values). Line: a string or bytes body, or the kvlist body's
 // MESSAGE. Time: time_unix_nano, else observed_time_unix_nano, else 0 (ns since the epoch). Node
-// and stream: classify(rules).
+// and stream: classifyShipped(rules) (labels.h), the resource attributes as the shipper's labels.
 // The message is read in place, field by field (WireReader: libprotobuf's wire parsers), not
 // parsed into generated classes: lines and labels are views into `bytes`, so the caller makes
 // the batch hold them (RecordBatch::hold) or keeps them alive as long. Only integer and byte-array

@@ -28,7 +28,8 @@ bool parseLokiSelector(std::string_view selector, RecordBatch* batch, std::strin
 // structured metadata. Time: the entry's
 // timestamp (ns since the epoch). Node: the first of rules.node_labels among the stream's labels,
 // else among the entry's structured metadata (which shippers fill from the line's own fields, so
-// it never overrides the stream's). Stream: classify(rules). On false (a reason in *error) the
+// it never overrides the stream's). Stream: classifyShipped(rules) (labels.h), the stream's
+// selector as the shipper's labels. On false (a reason in *error) the
 // batch may hold part of the request and must be discarded.
 
 // `snappy` is the raw body: snappy block format (not framed) of a PushRequest. Its uncompressed

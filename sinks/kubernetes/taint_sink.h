@@ -22,7 +22,9 @@
 //         A = {"rule","key","effect","time" (decision event time),"applied" (wall clock)},
 //         RFC 3339 times, JSON-encoded as the annotation's string value.
 //   PATCH /api/v1/nodes/{node}/status      condition `condition_type` (NPD-style; conditions
-//         merge by type): status True on taint, False on untaint; skipped when unchanged.
+//         merge by type): status True on taint; False on untaint and on a refused untaint
+//         (where faultline set it); Unknown, reason TaintRemovedByHand, when its annotation is
+//         found without its taint (not in dry run); skipped when unchanged.
 //   POST  /api/v1/namespaces/default/events, PATCH .../events/{name} (count, lastTimestamp on
 //         a repeat of the same node, reason and message, among the last kMaxEvents written),
 //         core/v1 Event.
@@ -36,7 +38,8 @@
 // Per taint decision, in order (a refusal becomes a kSuppressed decision, see Hooks):
 //   * dry run (global or the rule's): logged and counted, nothing written;
 //   * node not in the snapshot (not eligible or gone), nor in a new LIST when the snapshot is
-//     older than 1 s (a node that just joined): suppressed; deferred if that LIST fails;
+//     older than 1 s (a node that just joined): suppressed, and held 10 minutes: the first LIST
+//     in that time that lists the node takes it up; deferred if that LIST fails;
 //   * node labelled opt_out_label=true: suppressed;
 //   * taint (same key and effect) already on the node, or faultline's taint as its annotation
 //     names it (hasMarkedTaint: another key or effect, written before the config's taint
@@ -126,7 +129,9 @@ struct BlastRadiusLimits {
 };
 
 struct TaintSinkOptions {
-  int max_attempts = 8;  // tries per request before the decision counts as failed
+  // Tries per request; still failing retryably after them, the decision is deferred (handled again
+  // every node_list_period); any other failure is final at its first answer.
+  int max_attempts = 8;
   // Backoff before try n+1 is drawn uniformly from [b/2, b], b = min(initial * 2^(n-1), max),
   // and is at least a 429's Retry-After (of at most 60 s).
   std::chrono::milliseconds initial_backoff{200};

@@ -785,7 +785,7 @@ TEST(BatchQueue, FullRefusesTryPushAndPushWaitsUntilProcessed) {
   std::thread producer([&] {
     BatchQueue::Item b;
     b.bytes = 8;
-    EXPECT_TRUE(queue.push(b, std::stop_token()));
+    EXPECT_TRUE(queue.push(b));
     pushed = true;
   });
   auto first = queue.pop();  // taken off the queue, but its bytes count until done()
