@@ -1,8 +1,13 @@
 // OTLP logs in protobuf: ExportLogsServiceRequest (POST /v1/logs) and LogsData (the OTel
 // collector's kafka exporter, encoding otlp_proto), which are wire-identical
 // (opentelemetry-proto v1.11.0, opentelemetry/proto/collector/logs/v1/logs_service.proto and
-// logs/v1/logs.proto; field numbers in ingest/otlp/proto/). The JSON mapping of the same message
-// is decoded by decodeOtlpJson() (ingest/formats/formats.h).
+// logs/v1/logs.proto; field numbers in ingest/otlp/proto/). The fields read: request
+// resource_logs 1; ResourceLogs resource 1 (Resource attributes 1), scope_logs 2; ScopeLogs
+// log_records 2; LogRecord time_unix_nano 1 (fixed64), body 5, attributes 6,
+// observed_time_unix_nano 11 (fixed64); KeyValue key 1, value 2; AnyValue string_value 1,
+// bool_value 2, int_value 3, double_value 4, array_value 5 (ArrayValue values 1), kvlist_value 6
+// (KeyValueList values 1), bytes_value 7. The JSON mapping of the same message is decoded by
+// decodeOtlpJson() (ingest/formats/formats.h).
 #pragma once
 
 #include <cstdint>

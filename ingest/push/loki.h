@@ -1,7 +1,10 @@
 // The Loki push API body (POST /loki/api/v1/push), after any Content-Encoding is undone:
 // protobuf PushRequest in raw snappy block format, or JSON. Sources: grafana/loki
 // pkg/push/push.proto @01a3f3fa (ingest/push/proto/loki/push.proto), pkg/loghttp/push/push.go
-// @21c78615 (ParseLokiRequest), docs/sources/reference/loki-http-api.md @003e03c9.
+// @21c78615 (ParseLokiRequest), docs/sources/reference/loki-http-api.md @003e03c9. The protobuf
+// fields read: PushRequest streams 1; StreamAdapter labels 1, entries 2; EntryAdapter timestamp 1
+// (google.protobuf.Timestamp seconds 1, nanos 2), line 2, structuredMetadata 3
+// (LabelPairAdapter name 1, value 2).
 #pragma once
 
 #include <cstddef>
