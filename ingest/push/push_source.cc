@@ -750,6 +750,18 @@ PushServer::Response PushServer::reject(Protocol protocol, bool json, int status
                                         const std::string& reason,
                                         const std::string& metric_reason) {
   countRejected(metric_reason);
+  if (status != 429 && status != 503) {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(logged_mu_);
+    const auto [at, first] = logged_.try_emplace(metric_reason, now);
+    if (first || now - at->second >= std::chrono::minutes(1)) {
+      at->second = now;
+      spdlog::warn(
+          "http: {} push refused with {}: {} (counted in "
+          "faultline_push_requests_rejected_total{{reason=\"{}\"}}; logged at most once a minute)",
+          protocol == Protocol::kLoki ? "a Loki" : "an OTLP", status, reason, metric_reason);
+    }
+  }
   Response res;
   res.status = status;
   if (status == 429 || status == 503) {

@@ -45,7 +45,9 @@
 //   never taint, and the leader would never see them; the client's retry goes through the
 //   Service again, to the leader); 500 if answering threw (e.g. out of memory), in text/plain.
 // A 2xx means the records are queued for the pipeline, which drains the queue before the
-// service exits. A line over max_line_bytes is truncated to that size and counted.
+// service exits. A line over max_line_bytes is truncated to that size and counted. A rejected
+// push but for 429 and 503 (load, failover: the client retries) is also logged, with its reason,
+// at most once a minute per metric reason: a shipper sending what is refused loses its lines.
 #pragma once
 
 #include <atomic>
@@ -54,6 +56,7 @@
 #include <cstdint>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -182,6 +185,9 @@ class PushServer {
   int bound_probe_port_ = -1;
 
   std::atomic<bool> warned_nodeless_{false};  // a push named no node for a record: logged once
+  std::mutex logged_mu_;
+  // Metric reason -> when a rejection of it was last logged.
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> logged_;
   std::mutex token_mu_;
   std::string token_;
   std::timespec token_mtime_{};

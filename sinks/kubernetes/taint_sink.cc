@@ -946,6 +946,8 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
   json node = found->second;
   bool guarded = false;
   const std::string path = "/api/v1/nodes/" + d.node;
+  const std::string message =
+      "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
   // The taint is on the node: its event and condition follow.
   auto applied = [&](const json& tainted) {
     spdlog::info("kubernetes: applied taint {} (rule {})", what, d.rule);
@@ -953,8 +955,6 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     nodes_[d.node] = tainted;
     added_[d.node] = nowNanos();
     decided_marks_[d.node] = {d.rule, d.time_ns};  // the mark it wrote
-    const std::string message =
-        "rule " + d.rule + (d.reason.empty() ? "" : " (" + d.reason + ")") + ": " + evidenceText(d);
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
     condition(tainted, "True", "FaultDetected", message);
     if (!resumed_.empty() && hooks_.on_resumed) {
@@ -981,6 +981,12 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       }
       spdlog::info("kubernetes: taint {} already present (rule {})", what, d.rule);
       ++already_present_;
+      // Put back by hand after faultline's was removed, the taint left the condition Unknown
+      // (TaintRemovedByHand), or False: this fault makes it True, as if faultline had tainted.
+      if (const NodeCondition c = nodeCondition(node, options_.condition_type);
+          c.present && c.status != "True") {
+        condition(node, "True", "FaultDetected", message);
+      }
       return Outcome::kDone;
     }
     if (mark && hasMarkedTaint(node, *mark)) {

@@ -5,7 +5,8 @@
 # inflating the bomb), an unknown Content-Encoding (415), a missing or stale bearer token (401;
 # the token file is re-read when it changes), a chunked body, and a line over max_line_bytes
 # (truncated and counted, still matched); then the metrics of the one request accepted (records, bytes, lines,
-# hits by signature, decisions by action, queue depth) and of the refusals by reason.
+# hits by signature, decisions by action, queue depth) and of the refusals by reason, and the
+# refusals' log lines (once a minute per reason).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 taints_decided() { jq -r 'select(.action == "taint") | "\(.node) \(.rule)"' "$1" | sort; }
@@ -119,6 +120,14 @@ for reason in 'malformed"} 9' 'too_large"} 4' 'unauthorized"} 3' 'encoding"} 1';
     fail "metrics: no $reason: $(grep rejected_total <<<"$metrics")"
 done
 grep -q '^faultline_lines_truncated_total{source="http"} 1$' <<<"$metrics" || fail "metrics: truncated"
+# The operator also sees why in the log, once a minute per reason: the first of the nine malformed
+# pushes, with its cause.
+[[ $(grep -c 'push refused with 400: ' "$tmp/serve.log") == 1 ]] ||
+  fail "log: malformed pushes: $(grep 'push refused' "$tmp/serve.log")"
+grep -qF 'a Loki push refused with 400: body is not a JSON object' "$tmp/serve.log" ||
+  fail "log: the first malformed push: $(grep 'push refused' "$tmp/serve.log")"
+grep -q 'push refused with 401: missing or wrong bearer token' "$tmp/serve.log" ||
+  fail "log: unauthorized push: $(grep 'push refused' "$tmp/serve.log")"
 # null is an empty list or map, as Go clients write a nil one and Loki answers 204: no record.
 expect 204 '' "${auth[@]}" "${json[@]}" --data-binary '{"streams":null}' "$loki"
 expect 204 '' "${auth[@]}" "${json[@]}" --data-binary '{"streams":[{"stream":{"node":"gpu-3"},"values":null}]}' "$loki"

@@ -119,6 +119,20 @@ printf 'kubernetes: {server: "%s", guard: {max_tainted: 0, max_tainted_percent: 
   fail "--apply wrote to a node whose fault the archive shows cleared"
 [[ $(curl -fsS "$api/api/v1/nodes/gpu-node-04" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length') == 1 ]] ||
   fail "--apply did not taint the node still faulty: $(cat "$tmp/end.jsonl")"
+# The end state is applied earliest fault first, so that the guard refuses the latest, as live:
+# with room for one more taint (the six above count against max_new 7), gpu-node-08's earlier
+# fault is tainted, not gpu-node-07's, though gpu-node-07 comes first by name.
+cat >"$tmp/order.log" <<'EOF'
+2026-11-29T21:00:19.000000+00:00 gpu-node-07 kernel: NVRM: Xid (PCI:0000:a1:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.
+2026-11-29T16:00:19.000000+00:00 gpu-node-08 kernel: NVRM: Xid (PCI:0000:a1:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.
+EOF
+printf 'kubernetes: {server: "%s", guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 7}}\n' \
+  "$api" >"$tmp/order.yaml"
+"$FAULTLINE" replay "$tmp/order.log" --decisions /dev/null --apply --config "$tmp/order.yaml" \
+  2>>"$tmp/replay.log"
+faulty() { curl -fsS "$api/api/v1/nodes/$1" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length'; }
+[[ $(faulty gpu-node-08) == 1 && $(faulty gpu-node-07) == 0 ]] ||
+  fail "--apply's end state is not earliest first: gpu-node-07 $(faulty gpu-node-07), gpu-node-08 $(faulty gpu-node-08)"
 # Without --kube-server, --kube-token-file replaces the token file of the config's connection
 # (as a config's token_file replaces the pod's).
 echo -n "s3cret" >"$tmp/token"

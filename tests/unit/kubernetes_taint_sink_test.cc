@@ -1986,6 +1986,28 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
   EXPECT_EQ(lifted, (Lines{"n1", "n2"}));
 }
 
+// After its taint was removed by hand (condition Unknown), the operator puts it back and the node
+// has a new fault (another rule's): the taint is there already, and the condition says the node
+// is faulty again, not Unknown until that fault recovers.
+TEST_F(TaintSinkTest, ANewFaultOnATaintPutBackByHandSetsTheConditionTrue) {
+  createNode("n1");
+  TaintSinkOptions o = options();
+  o.node_list_period = std::chrono::milliseconds(100);
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  ASSERT_TRUE(server_.mutate("n1", {{"spec", {{"taints", json::array()}}}}));
+  ASSERT_TRUE(waitFor([&] { return condition("n1") == "Unknown"; }));
+  ASSERT_TRUE(server_.mutate("n1", {{"spec",
+                                     {{"taints", json::array({{{"key", "faultline.dev/faulty"},
+                                                               {"effect", "NoSchedule"}}})}}}}));
+  sink.write(decision("n1", "other-rule"));
+  sink.flush();
+  EXPECT_EQ(condition("n1"), "True");
+  EXPECT_NE(server_.node("n1").dump().find(R"("reason":"FaultDetected")"), std::string::npos);
+}
+
 // The other leader lifted the taint this replica set and tainted the node again, for a fault of
 // its own (pushes of both went to it). This replica's correlator still holds the fault it decided:
 // restored over it, the LIST changed nothing there ("tainted already"), and that stale fault's
