@@ -181,7 +181,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
       metrics.declare("faultline_kafka_consumer_lag", T::kGauge,
                       "Messages on this member's partitions not yet handled (high watermark minus "
                       "the stored, else committed, offset), by topic, as of librdkafka's last "
-                      "statistics");
+                      "statistics; -1 while no partition of the topic is read");
       metrics.onRender([source = kafka.get()](Metrics& m) {
         const KafkaStats stats = source->stats();
         uint64_t bytes = 0;

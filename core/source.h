@@ -20,7 +20,8 @@ class Source {
   // time (KafkaSource on a thread of its own, to keep polling while it blocks). Errors in single
   // lines or messages are counted and skipped, never fatal; returns normally at the end.
   // KafkaSource throws std::runtime_error when it cannot start and rethrows what `handle`
-  // throws; ArchiveSource throws nothing: a file it cannot read goes to its errors().
+  // throws; ArchiveSource records a file it cannot read (a std::runtime_error from its reader or
+  // parser) in its errors() and reads on.
   virtual void run(const BatchHandler& handle, std::stop_token stop) = 0;
 };
 

@@ -83,7 +83,7 @@ std::string nameWithoutLogParts(const std::string& base) {
   if (n > 1 && (parts[n - 1] == "gz" || parts[n - 1] == "zst" || parts[n - 1] == "zstd")) {
     --n;
   }
-  if (n > 2 && digits(parts[n - 1]) && logWord(parts[n - 2])) {  // rotated: kern.log.1
+  if (n > 1 && digits(parts[n - 1]) && logWord(parts[n - 2])) {  // rotated: kern.log.1, dmesg.0
     --n;
   }
   while (n > 1 && (logWord(parts[n - 1]) || date(parts[n - 1]))) {
@@ -338,7 +338,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     const std::string_view hint =
         format == Format::kJson
             ? "; a json record needs a line, a node and a time field: give the shipper's as a "
-              "--config Kafka json topic's fields"
+              "--config Kafka json topic's fields, or the node with --node"
             : "";
     throw std::runtime_error(input.name + ": none of its " +
                              std::to_string(stats_.lines - lines_before) +

@@ -83,10 +83,10 @@ class ArchiveSource : public Source {
 // The node a dmesg archive speaks for when --node is not given: its file name without the parts
 // that log tools, logrotate and archives add at its end, so that a node name with dots (EKS's
 // "ip-10-0-1-23.ec2.internal") stays whole. Dropped from the end, in this order: a compression
-// extension (gz, zst, zstd); a rotation number after a log word ("kern.log.1"); then any log word
-// (log, logs, txt, out, dmesg, kmsg, kern, kernel, syslog, journal, json, jsonl, messages, each
-// also with logrotate's "-20261128") or date ("20261128", "2026-11-28"). The first part always
-// stays: "/logs/ip-10-0-1-23.ec2.internal.dmesg.1.gz" -> "ip-10-0-1-23.ec2.internal",
+// extension (gz, zst, zstd); a rotation number after a log word ("kern.log.1", "dmesg.0"); then
+// any log word (log, logs, txt, out, dmesg, kmsg, kern, kernel, syslog, journal, json, jsonl,
+// messages, each also with logrotate's "-20261128") or date ("20261128", "2026-11-28"). The first
+// part always stays: "/logs/ip-10-0-1-23.ec2.internal.dmesg.1.gz" -> "ip-10-0-1-23.ec2.internal",
 // "gpu-node-7.2026-11-28.dmesg.zst" -> "gpu-node-7", "10.0.1.23.log" -> "10.0.1.23". A name left
 // a log word or date ("dmesg", "kern.log.1") gives way to the nearest directory of `path` named
 // otherwise (by the same rule, `var` skipped too; not past "." or ".."):

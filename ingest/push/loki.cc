@@ -526,7 +526,9 @@ bool decodeLokiJson(std::string_view text, size_t readable, std::string_view ten
       for (const auto label : labels) {
         std::string_view value;
         if (label.value.get(value) != SUCCESS) {
-          return fail(where() + ".stream." + std::string(label.key) + " is not a string");
+          // The key as the client wrote it, cut: the answer and the log quote it.
+          return fail(where() + ".stream." + std::string(label.key.substr(0, 200)) +
+                      " is not a string");
         }
         batch->labels.push_back({batch->copy(label.key), batch->copy(value)});
       }

@@ -37,6 +37,21 @@
 namespace faultline {
 namespace {
 
+// A refusal's reason for the log: it may quote the client's bytes (a label name, a header), so at
+// most 300 bytes, each control byte as \xNN: no forged line, no terminal escape.
+std::string loggable(std::string_view reason) {
+  constexpr size_t kMax = 300;
+  std::string out;
+  for (const char c : reason.substr(0, kMax)) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return reason.size() > kMax ? out + "..." : out;
+}
+
 bool isPushPath(std::string_view path) {
   return path == "/loki/api/v1/push" || path == "/v1/logs";
 }
@@ -742,6 +757,17 @@ bool PushServer::authorized(const Request& req) {
   return differ == 0;
 }
 
+bool PushServer::logNow(const std::string& metric_reason) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(logged_mu_);
+  const auto [at, first] = logged_.try_emplace(metric_reason, now);
+  if (!first && now - at->second < std::chrono::minutes(1)) {
+    return false;
+  }
+  at->second = now;
+  return true;
+}
+
 void PushServer::countRejected(const std::string& metric_reason) {
   metrics_->add("faultline_push_requests_rejected_total", Metrics::label("reason", metric_reason));
 }
@@ -750,17 +776,12 @@ PushServer::Response PushServer::reject(Protocol protocol, bool json, int status
                                         const std::string& reason,
                                         const std::string& metric_reason) {
   countRejected(metric_reason);
-  if (status != 429 && status != 503) {
-    const auto now = std::chrono::steady_clock::now();
-    std::lock_guard lock(logged_mu_);
-    const auto [at, first] = logged_.try_emplace(metric_reason, now);
-    if (first || now - at->second >= std::chrono::minutes(1)) {
-      at->second = now;
-      spdlog::warn(
-          "http: {} push refused with {}: {} (counted in "
-          "faultline_push_requests_rejected_total{{reason=\"{}\"}}; logged at most once a minute)",
-          protocol == Protocol::kLoki ? "a Loki" : "an OTLP", status, reason, metric_reason);
-    }
+  if (status != 429 && status != 503 && logNow(metric_reason)) {
+    spdlog::warn(
+        "http: {} push refused with {}: {} (counted in "
+        "faultline_push_requests_rejected_total{{reason=\"{}\"}}; logged at most once a minute)",
+        protocol == Protocol::kLoki ? "a Loki" : "an OTLP", status, loggable(reason),
+        metric_reason);
   }
   Response res;
   res.status = status;

@@ -168,6 +168,8 @@ class PushServer {
   bool authorized(const Request& req);
   Response reject(Protocol protocol, bool json, int status, const std::string& reason,
                   const std::string& metric_reason);
+  // Whether a refusal of `metric_reason` is to be logged now: none was in the last minute.
+  bool logNow(const std::string& metric_reason);
   // Counts an error answer in faultline_push_requests_rejected_total{reason}.
   void countRejected(const std::string& metric_reason);
 

@@ -131,6 +131,10 @@ KubeConfig KubeConfig::fromYaml(const YAML::Node& node, bool in_cluster) {
     while (!config.server.empty() && config.server.back() == '/') {
       config.server.pop_back();
     }
+    // "/" would leave no server at all, and curl would fail every request, unexplained.
+    if (!config.server.starts_with("https://") && !config.server.starts_with("http://")) {
+      failAt(node["server"], "kubernetes.server", "expected an http:// or https:// URL");
+    }
   }
   // In a pod too: a projected token or a private CA mounted elsewhere than the service account's.
   config.token_file = stringOr(node, "kubernetes.", "token_file", config.token_file);

@@ -148,6 +148,14 @@ for _ in $(seq 100); do
 done
 curl -fsS "http://127.0.0.1:$port/metrics" | grep -qx 'faultline_decision_log_errors_total 1' ||
   fail "metrics: the failed decision line is not counted: $(curl -fsS "http://127.0.0.1:$port/metrics" | grep decision)"
+# A refusal quoting the client's bytes (a label name of 100 KB with a newline, a forged log line
+# and a terminal escape) logs them cut and escaped: one line, nothing forged.
+long=$(head -c 100000 /dev/zero | tr '\0' 'k')
+printf '{"streams":[{"stream":{"%s\\n[faultline] [error] FORGED\\u001b[31m":1},"values":[]}]}' "$long" >"$tmp/hostile.json"
+expect 400 'is not a string' "${json[@]}" --data-binary @"$tmp/hostile.json" "http://127.0.0.1:$port/loki/api/v1/push"
+refused=$(grep 'push refused with 400' "$tmp/serve.log") || fail "log: the hostile push's refusal"
+[[ $(wc -l <<<"$refused") == 1 && ${#refused} -lt 1000 ]] || fail "log: the refusal is not one short line: ${refused:0:300}"
+! grep -q '^\[faultline\] \[error\] FORGED' "$tmp/serve.log" || fail "log: a forged line"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || true
 echo "PASS"

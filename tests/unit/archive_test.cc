@@ -400,6 +400,8 @@ TEST(Archive, NodeFromFileNameOfLogWordsOnlyIsItsDirectorys) {
   EXPECT_EQ(nodeFromFileName("/var/log/dmesg"), "dmesg");  // no directory named otherwise
   EXPECT_EQ(nodeFromFileName("../log/dmesg"), "dmesg");    // not past ".."
   EXPECT_EQ(nodeFromFileName("gpu-node-04/gpu-node-04.dmesg"), "gpu-node-04");
+  EXPECT_EQ(nodeFromFileName("gpu-node-05/var/log/dmesg.0"), "gpu-node-05");  // Debian's rotation
+  EXPECT_EQ(nodeFromFileName("gpu-node-06/var/log/dmesg.1.gz"), "gpu-node-06");
 }
 
 // A container's log (kubectl logs --timestamps, /var/log/pods) names no node, and its file is
@@ -499,7 +501,7 @@ TEST(Archive, AFileOfWhichNoLineGaveARecordIsAnError) {
   EXPECT_EQ(errors[0].message,
             "fluent-bit.jsonl: none of its 1 lines gave a record (json: each one malformed, or "
             "naming no node; a json record needs a line, a node and a time field: give the "
-            "shipper's as a --config Kafka json topic's fields)");
+            "shipper's as a --config Kafka json topic's fields, or the node with --node)");
 }
 
 }  // namespace

@@ -229,6 +229,9 @@ TEST(KubeConfigTest, FromYaml) {
       KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', qps: 20, burst: 40}"), true);
   EXPECT_EQ(limited.qps, 20);
   EXPECT_EQ(limited.burst, 40);
+  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{server: /}"), true), YAML::ParserException);
+  EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{server: 'k8s.example:6443'}"), true),
+               YAML::ParserException);
   EXPECT_THROW(KubeConfig::fromYaml(YAML::Load("{server: 'http://127.0.0.1:1', burst: 0}"), true),
                std::runtime_error);
 }

@@ -1991,6 +1991,7 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
 // is faulty again, not Unknown until that fault recovers.
 TEST_F(TaintSinkTest, ANewFaultOnATaintPutBackByHandSetsTheConditionTrue) {
   createNode("n1");
+  createNode("n2");
   TaintSinkOptions o = options();
   o.node_list_period = std::chrono::milliseconds(100);
   TaintSink sink(config(), o, hooks());
@@ -2006,6 +2007,24 @@ TEST_F(TaintSinkTest, ANewFaultOnATaintPutBackByHandSetsTheConditionTrue) {
   sink.flush();
   EXPECT_EQ(condition("n1"), "True");
   EXPECT_NE(server_.node("n1").dump().find(R"("reason":"FaultDetected")"), std::string::npos);
+
+  // Another tool's taint of the same key on a node faultline untainted (condition False, no
+  // mark): no LIST would see it go, so the condition is not made True.
+  sink.write(decision("n2"));
+  sink.flush();
+  Decision lift = decision("n2");
+  lift.action = Decision::Action::kUntaint;
+  sink.write(lift);
+  sink.flush();
+  ASSERT_EQ(condition("n2"), "False");
+  ASSERT_TRUE(server_.mutate(
+      "n2", {{"metadata", {{"annotations", {{"faultline.dev/taint", nullptr}}}}},
+             {"spec",
+              {{"taints",
+                json::array({{{"key", "faultline.dev/faulty"}, {"effect", "NoSchedule"}}})}}}}));
+  sink.write(decision("n2", "other-rule"));
+  sink.flush();
+  EXPECT_EQ(condition("n2"), "False");
 }
 
 // The other leader lifted the taint this replica set and tainted the node again, for a fault of
