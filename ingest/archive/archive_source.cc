@@ -108,7 +108,8 @@ std::string nodeFromFileName(const std::string& path) {
       return node;
     }
     std::string d = nameWithoutLogParts(name);
-    if (!logWord(d) && !date(d) && d != "var") {
+    // sos_commands: a sosreport's, whose top directory names the host (sosreport-HOST-...).
+    if (!logWord(d) && !date(d) && d != "var" && d != "sos_commands") {
       return d;
     }
   }

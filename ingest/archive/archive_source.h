@@ -89,7 +89,7 @@ class ArchiveSource : public Source {
 // part always stays: "/logs/ip-10-0-1-23.ec2.internal.dmesg.1.gz" -> "ip-10-0-1-23.ec2.internal",
 // "gpu-node-7.2026-11-28.dmesg.zst" -> "gpu-node-7", "10.0.1.23.log" -> "10.0.1.23". A name left
 // a log word or date ("dmesg", "kern.log.1") gives way to the nearest directory of `path` named
-// otherwise (by the same rule, `var` skipped too; not past "." or ".."):
+// otherwise (by the same rule, `var` and `sos_commands` skipped too; not past "." or ".."):
 // "gpu-node-01/var/log/dmesg" -> "gpu-node-01", "/var/log/dmesg" and "dmesg.log" -> "dmesg".
 std::string nodeFromFileName(const std::string& path);
 

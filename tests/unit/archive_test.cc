@@ -402,6 +402,8 @@ TEST(Archive, NodeFromFileNameOfLogWordsOnlyIsItsDirectorys) {
   EXPECT_EQ(nodeFromFileName("gpu-node-04/gpu-node-04.dmesg"), "gpu-node-04");
   EXPECT_EQ(nodeFromFileName("gpu-node-05/var/log/dmesg.0"), "gpu-node-05");  // Debian's rotation
   EXPECT_EQ(nodeFromFileName("gpu-node-06/var/log/dmesg.1.gz"), "gpu-node-06");
+  EXPECT_EQ(nodeFromFileName("sosreport-gpu-7-2026-11-30-abcdef/sos_commands/kernel/dmesg"),
+            "sosreport-gpu-7-2026-11-30-abcdef");  // one name per node, not sos_commands
 }
 
 // A container's log (kubectl logs --timestamps, /var/log/pods) names no node, and its file is
