@@ -581,7 +581,11 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
   if (taints) {
     metrics.declare("faultline_taint_outcomes_total", Metrics::Type::kCounter,
                     "Kubernetes taint sink outcomes (sinks/kubernetes/taint_sink.h Counters)");
+    metrics.declare("faultline_breaker_tripped", Metrics::Type::kGauge,
+                    "The blast-radius breaker: 1 tripped (no taint until it is reset), 0 closed, "
+                    "-1 state unknown (its ConfigMap not read: no taint meanwhile)");
     metrics.onRender([t = taints.get()](Metrics& m) {
+      m.set("faultline_breaker_tripped", "", t->breakerState());
       const TaintSink::Counters c = t->counters();
       for (const auto& [outcome, n] :
            {std::pair{"applied", c.applied}, std::pair{"untainted", c.untainted},

@@ -255,6 +255,11 @@ std::string TaintSink::breakerTripped() const {
   return breaker_ == Breaker::kClosed ? "" : breaker_reason_;
 }
 
+int TaintSink::breakerState() const {
+  std::lock_guard lock(mu_);
+  return breaker_ == Breaker::kClosed ? 0 : breaker_ == Breaker::kUnknown ? -1 : 1;
+}
+
 void TaintSink::run() {
   std::unique_lock lock(mu_);
   // The first LIST at once: it restores the taints of an earlier process (Hooks::on_restored),

@@ -247,6 +247,9 @@ class TaintSink : public DecisionSink {
   Counters counters() const;
   // The breaker's reason while it is tripped, why its state is unknown while it is, else "".
   std::string breakerTripped() const;
+  // The breaker for /metrics: 1 tripped (its ConfigMap written or not yet), 0 closed, -1 state
+  // unknown (the ConfigMap not read yet, or unreadable: no taint is applied).
+  int breakerState() const;
 
  private:
   // kUnrecorded: tripped here, but the ConfigMap could not be created yet.

@@ -76,6 +76,8 @@ metrics=$(curl -fsS "http://127.0.0.1:$port/metrics")
 grep -q '^faultline_kafka_malformed_total{topic="otlp_logs"} 1$' <<<"$metrics" ||
   fail "metrics: the garbage message is not counted: $(grep kafka_ <<<"$metrics")"
 grep -q '^faultline_kafka_messages_total{topic="otlp_json"} 2$' <<<"$metrics" || fail "metrics: otlp_json"
+# The taints went through: the breaker was read, and is closed.
+grep -q '^faultline_breaker_tripped 0$' <<<"$metrics" || fail "metrics: breaker: $(grep breaker <<<"$metrics")"
 # Bytes in by source (README "/metrics"), as for push: every message value read, the garbage one
 # too (kcat's message of a line is the line without its newline).
 bytes=$(($(cat "$tmp/otel-js.pb" "$tmp/garbage.pb" "$tmp/kernel.pb" | wc -c) +

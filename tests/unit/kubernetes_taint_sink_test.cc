@@ -975,6 +975,7 @@ TEST_F(GuardTest, CountLimitTripsTheBreaker) {
   EXPECT_NE(s[1].reason.find("breaker is tripped"), std::string::npos) << s[1].reason;
   EXPECT_EQ(sink.counters().suppressed, 2u);
   EXPECT_EQ(sink.breakerTripped(), "would taint 3 nodes, over max_tainted 2");
+  EXPECT_EQ(sink.breakerState(), 1);  // faultline_breaker_tripped
   // The trip is recorded in the API server, where an operator sees and resets it.
   ASSERT_TRUE(breaker().is_object());
   EXPECT_EQ(breaker()["data"]["reason"], "would taint 3 nodes, over max_tainted 2");
@@ -1019,6 +1020,7 @@ TEST_F(GuardTest, ANodeCarryingTheKeyAlreadyIsNotCountedTwice) {
   EXPECT_TRUE(suppressed().empty()) << suppressed()[0].reason;
   EXPECT_EQ(sink.counters().applied, 1u);
   EXPECT_EQ(sink.breakerTripped(), "");
+  EXPECT_EQ(sink.breakerState(), 0);
   EXPECT_EQ(server_.node("g0")["spec"]["taints"].size(), 2u);
 }
 
@@ -1394,6 +1396,7 @@ TEST_F(GuardTest, UnreadableBreakerHoldsTaintsUntilItIsRead) {
   sink.flush();
   EXPECT_FALSE(tainted("g0"));
   EXPECT_EQ(sink.breakerTripped(), "state unknown: GET " + cm + ": HTTP 403");
+  EXPECT_EQ(sink.breakerState(), -1);
   EXPECT_EQ(sink.counters().deferred, 1u);
 
   ASSERT_TRUE(waitFor([&] { return tainted("g0"); }));  // read at the next LIST: not tripped
