@@ -107,6 +107,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   looked_up_.assign(n, false);
   held_.resize(n);
   held_fronts_.resize(n);
+  held_idle_.resize(n);
   where_.resize(bank_->signatures.size());
   int64_t longest = 0;  // of the rules' durations
   for (uint32_t i = 0; i < n; ++i) {
@@ -630,13 +631,22 @@ bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields
   }
   // Per job: one job's prints must not hide another job's episode on the node, which is what
   // such a rule counts.
-  std::erase_if(c.jobs_counted, [&](const auto& j) { return t >= j.second + rule.dedup_ns; });
   const std::string_view job = fieldOf(fields, kJobField);
-  if (std::any_of(c.jobs_counted.begin(), c.jobs_counted.end(),
-                  [&](const auto& j) { return j.first == job; })) {
+  if (const int64_t* last = c.jobs_counted.find(job);
+      last != nullptr && t < *last + rule.dedup_ns) {
     return true;
   }
-  c.jobs_counted.emplace_back(job, t);
+  c.jobs_counted[job] = t;
+  if (c.jobs_counted.size() >= c.jobs_prune_at) {
+    FlatMap<int64_t> kept;
+    for (const auto& [j, at] : c.jobs_counted) {
+      if (t < at + rule.dedup_ns) {
+        kept[j] = at;
+      }
+    }
+    c.jobs_counted = std::move(kept);
+    c.jobs_prune_at = std::max<size_t>(16, 2 * c.jobs_counted.size());
+  }
   return false;
 }
 
@@ -1126,10 +1136,21 @@ void Correlator::flushHeld(uint32_t ri, std::string job_name, std::vector<Decisi
     held_fronts_[ri].emplace(q.front().evidence.time_ns, std::move(job_name));
   }
   // Jobs holding nothing whose event ended before this window: windows close in time order, so
-  // none of theirs can follow on.
-  std::erase_if(held_[ri], [&](const auto& kv) {
-    return kv.second.hits.empty() && kv.second.event_until_ns < start;
-  });
+  // none of theirs can follow on. Taken from the front of held_idle_, not by a scan of every job
+  // at every window (a flood of job labels made each window cost them all). An entry whose job
+  // has held hits since, or ended another event, is stale: dropped.
+  if (q.empty()) {
+    held_idle_[ri].emplace(held->second.event_until_ns, job_name);
+  }
+  std::set<std::pair<int64_t, std::string>>& idle = held_idle_[ri];
+  while (!idle.empty() && idle.begin()->first < start) {
+    const auto entry = idle.extract(idle.begin());
+    const auto j = held_[ri].find(entry.value().second);
+    if (j != held_[ri].end() && j->second.hits.empty() &&
+        j->second.event_until_ns == entry.value().first) {
+      held_[ri].erase(j);
+    }
+  }
   for (const Held& h : window) {
     NodeData& node = nodeOf(h.node);
     if (job) {

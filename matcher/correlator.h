@@ -178,8 +178,11 @@ class Correlator {
   using Fields = std::vector<std::pair<std::string, std::string>>;
   struct Counter {
     int64_t last_counted_ns = INT64_MIN;
-    // distinct_jobs rules: each job's last counted hit inside dedup, for the job's own dedup.
-    std::vector<std::pair<std::string, int64_t>> jobs_counted;
+    // distinct_jobs rules: each job's last counted hit, for the job's own dedup. A lookup per hit
+    // however many jobs (a pushed flood of job labels scanned them all, per hit); the jobs past
+    // dedup are dropped once the map has doubled since the last drop.
+    FlatMap<int64_t> jobs_counted;
+    size_t jobs_prune_at = 16;
     int64_t last_seen_ns = INT64_MIN;
     int64_t down_ns = INT64_MIN;  // flap rules: the pending down hit
     Evidence down;
@@ -393,6 +396,9 @@ class Correlator {
   // cluster rules: (time of the first held hit, job) of each job holding hits, earliest first, so
   // that advance(), on every hit, looks at one entry per rule however many jobs hold hits
   std::vector<std::set<std::pair<int64_t, std::string>>> held_fronts_;
+  // cluster rules: (event end, job) of each job left holding no hits, earliest first; flushHeld
+  // drops the jobs whose event ended before the window it closes
+  std::vector<std::set<std::pair<int64_t, std::string>>> held_idle_;
   // job -> node -> [first, last] time it ran a pod of the job, ns; runs older than the longest
   // suspects_peers window (peers_within_ns_) are pruned every such window of event time
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
