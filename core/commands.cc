@@ -326,13 +326,10 @@ int replay(const ReplayArgs& a) {
   // A file that fails is reported after the decisions of all that could be read.
   std::vector<ArchiveError> failed;
   std::vector<std::string> since_first_stamp;
-  std::vector<std::string> several_boots;
   for (size_t t = 0; t < threads; ++t) {
     failed.insert(failed.end(), sources[t]->errors().begin(), sources[t]->errors().end());
     since_first_stamp.insert(since_first_stamp.end(), sources[t]->sinceFirstStamp().begin(),
                              sources[t]->sinceFirstStamp().end());
-    several_boots.insert(several_boots.end(), sources[t]->severalBoots().begin(),
-                         sources[t]->severalBoots().end());
     const ArchiveStats& st = sources[t]->stats();
     s.files += st.files;
     s.records += st.records;
@@ -368,16 +365,6 @@ int replay(const ReplayArgs& a) {
         "from its first line, at 1970-01-01T00:00:00Z, and meet no other file's (cluster "
         "windows, corroboration): {}{}",
         files, fmt::join(since_first_stamp, ", "), files > since_first_stamp.size() ? ", ..." : "");
-  }
-  if (!several_boots.empty()) {
-    // Read from one boot time, a later boot's records would fall back among the first's.
-    std::sort(several_boots.begin(), several_boots.end());
-    spdlog::warn(
-        "{} file(s) of several boots (their stamps since boot start again): each boot after the "
-        "first is placed right after the last record of the one before, as nothing gives its "
-        "boot time; replay each boot as a file of its own (journalctl -b, one boot's dmesg) "
-        "with its --boot-time for its true times: {}",
-        several_boots.size(), fmt::join(several_boots, ", "));
   }
   std::sort(failed.begin(), failed.end(),
             [](const ArchiveError& x, const ArchiveError& y) { return x.number < y.number; });

@@ -321,9 +321,6 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
   if (parser && parser->sinceFirstStamp()) {
     since_first_stamp_.push_back(input.name);
   }
-  if (parser && parser->boots() > 1) {
-    several_boots_.push_back(input.name);
-  }
   if (error) {
     std::rethrow_exception(error);
   }

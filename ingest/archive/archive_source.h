@@ -61,9 +61,6 @@ class ArchiveSource : public Source {
   // The names of the inputs read whose times count from their first stamp since boot, at the
   // epoch (LineParser::sinceFirstStamp: no ArchiveOptions' boot time), in the order read.
   const std::vector<std::string>& sinceFirstStamp() const { return since_first_stamp_; }
-  // The names of the inputs read whose stamps since boot show several boots (LineParser::boots),
-  // in the order read.
-  const std::vector<std::string>& severalBoots() const { return several_boots_; }
   // The input being read; valid in the handler that run() calls.
   const ArchiveInput& current() const { return inputs_[current_]; }
 
@@ -76,7 +73,6 @@ class ArchiveSource : public Source {
   std::vector<ArchiveError> errors_;
   std::vector<uint32_t> newest_first_;
   std::vector<std::string> since_first_stamp_;
-  std::vector<std::string> several_boots_;
   size_t current_ = 0;
 };
 

@@ -13,24 +13,6 @@
 
 namespace faultline {
 
-bool UptimeClock::place(int64_t uptime_ns, int64_t* out) {
-  int64_t base = base_ns_;
-  const bool new_boot = boots_ == 0 || uptime_ns < last_uptime_ns_ - kNanosPerSecond;
-  if (new_boot) {
-    base = boots_ > 0 ? last_ns_ - uptime_ns : boot_ns_ ? *boot_ns_ : -uptime_ns;
-  }
-  int64_t t = 0;
-  if (__builtin_add_overflow(base, uptime_ns, &t)) {
-    return false;
-  }
-  boots_ += new_boot ? 1 : 0;
-  base_ns_ = base;
-  last_uptime_ns_ = uptime_ns;
-  last_ns_ = t;
-  *out = t;
-  return true;
-}
-
 bool parseSeconds(std::string_view s, int64_t* ns) {
   s = trimLeft(s);
   int64_t sec = 0;
@@ -292,7 +274,7 @@ Head parseHead(std::string_view line) {
 class DmesgParser : public LineParser {
  public:
   explicit DmesgParser(const ParseOptions& o)
-      : uptime_(o.boot_time_ns), year_(o.year), node_(o.node) {}
+      : boot_ns_(o.boot_time_ns), year_(o.year), node_(o.node) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     const Head h = parseHead(line);
@@ -339,8 +321,15 @@ class DmesgParser : public LineParser {
     }
     flush(batch);
     if (h.stamp == Stamp::kUptime) {
-      if (!uptime_.place(h.ns, &t)) {
-        return false;  // past the year 2262: not a real uptime
+      if (boot_ns_) {
+        if (__builtin_add_overflow(*boot_ns_, h.ns, &t)) {
+          return false;  // past the year 2262: not a real uptime
+        }
+      } else {
+        if (!first_uptime_ns_) {
+          first_uptime_ns_ = h.ns;
+        }
+        t = h.ns - *first_uptime_ns_;
       }
     } else if (h.stamp == Stamp::kDelta) {
       if (last_ns_ > INT64_MAX - h.ns) {
@@ -361,8 +350,7 @@ class DmesgParser : public LineParser {
   }
 
   void finish(RecordBatch* batch) override { flush(batch); }
-  bool sinceFirstStamp() const override { return uptime_.sinceFirstStamp(); }
-  int boots() const override { return uptime_.boots(); }
+  bool sinceFirstStamp() const override { return first_uptime_ns_.has_value(); }
 
  private:
   // The held record's text outlives the line it views only as a copy (a line may be reused once
@@ -388,7 +376,8 @@ class DmesgParser : public LineParser {
     has_pending_ = false;
   }
 
-  UptimeClock uptime_;
+  std::optional<int64_t> boot_ns_;
+  std::optional<int64_t> first_uptime_ns_;
   int64_t last_ns_ = 0;
   int year_;              // of the last reltime minute read (ParseOptions::year before one)
   int minute_month_ = 0;  // the last reltime minute's month; 0 before one (deltas add to none)

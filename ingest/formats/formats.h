@@ -85,9 +85,6 @@ class LineParser {
   // `[12345.678901]`, journalctl -o short-monotonic): its time counts from the input's first such
   // stamp, taken as the epoch.
   virtual bool sinceFirstStamp() const { return false; }
-  // How many boots the input's stamps since boot showed (UptimeClock: the uptime going back);
-  // 0 without such stamps.
-  virtual int boots() const { return 0; }
 };
 
 std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& options);

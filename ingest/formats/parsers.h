@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string_view>
 
 #include "ingest/formats/formats.h"
@@ -31,30 +30,6 @@ bool finerThanMicroseconds(std::string_view stamp);
 // "12345.678901" (seconds since boot, optional fraction, leading spaces allowed) to ns; false for
 // anything else, or over 9 digits of seconds.
 bool parseSeconds(std::string_view s, int64_t* ns);
-
-// Places records stamped in time since boot (dmesg `[12345.678901]`, journalctl -o short-monotonic)
-// in time: from ParseOptions::boot_time_ns, else from the first stamp, taken as the epoch. A stamp
-// more than a second before the one before starts a new boot (a file of several boots, as
-// `journalctl -k` without -b writes): its records follow the last one placed, since nothing gives
-// that boot's time; read from the first stamp, the second boot would be placed back among the
-// first's records (its boot before the faults it cleared).
-class UptimeClock {
- public:
-  explicit UptimeClock(std::optional<int64_t> boot_ns) : boot_ns_(boot_ns) {}
-  // The time (ns since the epoch) of a record stamped `uptime_ns` (ns since its boot) into *out;
-  // false, nothing changed, when it would be past the year 2262.
-  bool place(int64_t uptime_ns, int64_t* out);
-  // Whether a record was placed from the first stamp (no boot time given).
-  bool sinceFirstStamp() const { return !boot_ns_ && boots_ > 0; }
-  int boots() const { return boots_; }
-
- private:
-  std::optional<int64_t> boot_ns_;
-  int boots_ = 0;
-  int64_t base_ns_ = 0;  // the current boot's time
-  int64_t last_uptime_ns_ = 0;
-  int64_t last_ns_ = 0;  // the time placed last
-};
 
 // Whether `line` is one of `journalctl -o short-monotonic`: "[  12.345678] HOST IDENT[PID]: msg"
 // or "[  12.345678] HOST kernel: msg". Read as dmesg, its every line was the kernel's, a process's

@@ -188,7 +188,7 @@ bool parseLine(std::string_view line, Parsed* p) {
 
 class SyslogParser : public LineParser {
  public:
-  explicit SyslogParser(const ParseOptions& o) : year_(o.year), uptime_(o.boot_time_ns) {}
+  explicit SyslogParser(const ParseOptions& o) : year_(o.year), boot_ns_(o.boot_time_ns) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     Parsed p;
@@ -206,9 +206,16 @@ class SyslogParser : public LineParser {
       return false;
     }
     if (p.uptime) {
-      if (!uptime_.place(p.ns, &p.ns)) {
-        keepHeld();
-        return false;  // past the year 2262: not a real uptime
+      if (boot_ns_) {
+        if (__builtin_add_overflow(*boot_ns_, p.ns, &p.ns)) {
+          keepHeld();
+          return false;  // past the year 2262: not a real uptime
+        }
+      } else {
+        if (!first_uptime_ns_) {
+          first_uptime_ns_ = p.ns;
+        }
+        p.ns -= *first_uptime_ns_;
       }
     } else if (p.bsd) {
       const BsdStamp& t = *p.bsd;
@@ -233,8 +240,7 @@ class SyslogParser : public LineParser {
   }
 
   void finish(RecordBatch* batch) override { flush(batch); }
-  bool sinceFirstStamp() const override { return uptime_.sinceFirstStamp(); }
-  int boots() const override { return uptime_.boots(); }
+  bool sinceFirstStamp() const override { return first_uptime_ns_.has_value(); }
 
  private:
   void flush(RecordBatch* batch) {
@@ -271,11 +277,12 @@ class SyslogParser : public LineParser {
   }
 
   int year_;  // of the last `Mon DD` stamp read
-  UptimeClock uptime_;
-  int last_month_ = 0;          // of the last `Mon DD` stamp read; 0 before the first
-  std::optional<Parsed> held_;  // the last record, held back for its continuation lines
-  std::string joined_;          // its message with them, once it has any (or once it is kept)
-  bool owned_ = false;          // host_ and tag_ hold its host and tag
+  std::optional<int64_t> boot_ns_;
+  std::optional<int64_t> first_uptime_ns_;  // without boot_ns_: the first `[seconds]` stamp
+  int last_month_ = 0;                      // of the last `Mon DD` stamp read; 0 before the first
+  std::optional<Parsed> held_;              // the last record, held back for its continuation lines
+  std::string joined_;  // its message with them, once it has any (or once it is kept)
+  bool owned_ = false;  // host_ and tag_ hold its host and tag
   std::string host_;
   std::string tag_;
 };

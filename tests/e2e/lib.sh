@@ -151,14 +151,4 @@ scenario_pool() {
 gen_scenario() {
   mkdir "$2"
   awk -v out="$2" -v pool="$tmp/pool.txt" -v base="$scenario_base" -f "$FL_SOURCE/tests/scenarios/gen.awk" "$1"
-  # A kernel's dmesg runs forward in time, as the scenario's lines need not: a stamp going back
-  # starts a new boot (README, "Replay"). Records (a head line and its indented continuation
-  # lines) are sorted by stamp, those of one stamp kept in order.
-  local f
-  for f in "$2"/*.dmesg; do
-    [[ -e $f ]] || continue
-    awk '/^\[/ { if (r != "") print r; r = $0; next } { r = r "\001" $0 } END { if (r != "") print r }' "$f" |
-      LC_ALL=C sort -s -t']' -k1.2,1n | tr '\001' '\n' >"$f.sorted"
-    mv "$f.sorted" "$f"
-  done
 }

@@ -45,35 +45,6 @@ TEST(Dmesg, BootTimeMakesUptimeAbsolute) {
   EXPECT_EQ(b.records[0].line, "mlx5_core 0000:41:00.1: x");
 }
 
-// A file of two boots: read from one boot time, the second boot's records went back among the
-// first's, its boot before the Xid it followed (the fault never recovered). Each later boot
-// follows the last record of the one before; a stamp a little back (two CPUs' printk) is no boot.
-TEST(Dmesg, ALaterBootFollowsTheBootBefore) {
-  ParseOptions o;
-  o.boot_time_ns = civilToNanos(2025, 1, 1, 0, 0, 0);
-  const std::vector<std::string> lines = {
-      "[    1.000000] Linux version 6.8.0-1015-nvidia",
-      "[ 3600.000000] NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus.",
-      "[ 3599.500000] usb 1-1: reset",
-      "[ 3700.000000] reboot: Restarting system",
-      "[    0.500000] Linux version 6.8.0-1015-nvidia",
-      "[  120.500000] usb 1-1: new high-speed USB device number 2"};
-  auto parser = makeParser(Format::kDmesg, o);
-  RecordBatch b;
-  for (const std::string& l : lines) {
-    parser->parse(l, &b);
-  }
-  parser->finish(&b);
-  EXPECT_EQ(parser->boots(), 2);
-  ASSERT_EQ(b.records.size(), 6U);
-  const int64_t boot = *o.boot_time_ns;
-  EXPECT_EQ(b.records[2].time_ns, boot + 3'599'500'000'000);
-  EXPECT_EQ(b.records[3].time_ns, boot + 3700 * kNanosPerSecond);
-  EXPECT_EQ(b.records[4].time_ns, boot + 3700 * kNanosPerSecond);
-  EXPECT_EQ(b.records[5].time_ns, boot + 3820 * kNanosPerSecond);
-  EXPECT_EQ(makeParser(Format::kDmesg, o)->boots(), 0);
-}
-
 TEST(Dmesg, ReadsCtimeKmsgAndIsoForms) {
   const RecordBatch b = parseAll(
       Format::kDmesg,
@@ -282,11 +253,6 @@ TEST(Syslog, ReadsJournalctlShortMonotonic) {
     text += l + "\n";
   }
   ASSERT_EQ(detectFormat(text), Format::kSyslog);
-  // Without -b: the next boot's records follow this one's, as dmesg's (Dmesg.ALaterBoot...).
-  std::vector<std::string> two_boots = lines;
-  two_boots.push_back("[    2.000000] gpu-1 kernel: Linux version 6.1.0");
-  EXPECT_EQ(parseAll(Format::kSyslog, two_boots).records.back().time_ns,
-            10'876'544'000);  // 16.000000 - 5.123456: the last record before
   RecordBatch b = parseAll(Format::kSyslog, lines);
   ASSERT_EQ(b.records.size(), 3U);
   EXPECT_EQ(b.records[0].node, "gpu-1");
