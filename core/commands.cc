@@ -570,7 +570,8 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
                     "Kubernetes taint sink outcomes (sinks/kubernetes/taint_sink.h Counters)");
     metrics.declare("faultline_breaker_tripped", Metrics::Type::kGauge,
                     "The blast-radius breaker: 1 tripped (no taint until it is reset), 0 closed, "
-                    "-1 state unknown (its ConfigMap not read: no taint meanwhile)");
+                    "-1 state unknown (its ConfigMap not read, as by a follower, or unreadable: "
+                    "no taint meanwhile)");
     metrics.onRender([t = taints.get()](Metrics& m) {
       m.set("faultline_breaker_tripped", "", t->breakerState());
       const TaintSink::Counters c = t->counters();

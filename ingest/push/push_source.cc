@@ -805,7 +805,7 @@ PushServer::Response PushServer::reject(Protocol protocol, bool json, int status
     res.content_type = "application/x-protobuf";
     res.body = rpcStatusProto(rpcCode(status), reason);
   }
-  spdlog::debug("http: {} {}", status, reason);
+  spdlog::debug("http: {} {}", status, loggable(reason));
   return res;
 }
 
