@@ -256,6 +256,9 @@ std::string TaintSink::breakerTripped() const {
 }
 
 int TaintSink::breakerState() const {
+  if (leaderTerm() == 0) {
+    return -1;  // a follower reads it only once it leads: what it read before may be stale
+  }
   std::lock_guard lock(mu_);
   return breaker_ == Breaker::kClosed ? 0 : breaker_ == Breaker::kUnknown ? -1 : 1;
 }

@@ -248,8 +248,8 @@ class TaintSink : public DecisionSink {
   // The breaker's reason while it is tripped, why its state is unknown while it is, else "".
   std::string breakerTripped() const;
   // The breaker for /metrics: 1 tripped (its ConfigMap written or not yet), 0 closed, -1 state
-  // unknown (the ConfigMap not read yet, as by a follower, which reads it once it leads, or
-  // unreadable: no taint is applied).
+  // unknown (the ConfigMap not read yet or unreadable: no taint is applied; and on a follower,
+  // which reads it once it leads: a value read while it led may be stale).
   int breakerState() const;
 
  private:

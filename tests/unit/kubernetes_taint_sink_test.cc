@@ -1320,13 +1320,16 @@ TEST_F(GuardTest, ANewTermDropsTaintsRefusedBeforeFollowerHold) {
   sink.write(decision("g1"));  // refused, trips
   sink.flush();
   ASSERT_FALSE(tainted("g1"));
+  EXPECT_EQ(sink.breakerState(), 1);
 
   term = 0;
+  EXPECT_EQ(sink.breakerState(), -1);  // following: what it read may go stale (a reset)
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // another replica leads
   ASSERT_TRUE(server_.mutate("g0", {{"spec", {{"taints", json::array()}}}}));
   ASSERT_TRUE(server_.deleteObject("configmaps", "faultline", "faultline-breaker"));
   term = 2;
   ASSERT_TRUE(waitFor([&] { return sink.breakerTripped().empty(); }));
+  EXPECT_EQ(sink.breakerState(), 0);
   sink.flush();  // what the reset queued, it queued before the breaker read as closed
   EXPECT_FALSE(tainted("g1"));
   EXPECT_EQ(sink.counters().applied, 1u);
