@@ -250,9 +250,9 @@ int replay(const ReplayArgs& a) {
     // As the config's token_file and ca_file replace the pod's, these replace either.
     kube->token_file = a.kube.token_file.empty() ? kube->token_file : a.kube.token_file;
     kube->ca_file = a.kube.ca_file.empty() ? kube->ca_file : a.kube.ca_file;
-    if (std::ifstream token(kube->token_file); !kube->token_file.empty() && !token) {
-      throw std::runtime_error("cannot read the API token file " + kube->token_file);
-    }
+  }
+  if (a.apply) {
+    kube->checkToken();
   }
   const auto bank = loadRules(rules_dir);
   DecisionLog log(a.decisions);
@@ -495,6 +495,9 @@ void execAgain(char** argv) {
 // Returns kRestartOnNewRules with the files to restart on in *restart_files.
 int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) {
   const ServiceConfig cfg = loadServiceConfig(config_path, true);
+  if (cfg.kubernetes) {
+    cfg.kubernetes->checkToken();
+  }
   if (!cfg.kafka && !cfg.http) {
     std::cerr << "faultline: " << config_path << ": no source configured (kafka, http)\n";
     return 2;
@@ -653,6 +656,9 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
       // where the running service goes on.
       auto runnable = [&config_path, &cfg](const std::shared_ptr<const Bank>& b) {
         const ServiceConfig next = loadServiceConfig(config_path, true);
+        if (next.kubernetes) {
+          next.kubernetes->checkToken();
+        }
         const Correlator correlator(b, next.taint, next.max_lag_ns,
                                     next.taint_sink.dryRunRules(*b));
         if (next.decisions_path != cfg.decisions_path) {

@@ -142,10 +142,13 @@ KubeConfig KubeConfig::fromYaml(const YAML::Node& node, bool in_cluster) {
   if (const YAML::Node n = node["insecure_skip_tls_verify"]) {
     config.insecure_skip_tls_verify = boolAt(n, "kubernetes.insecure_skip_tls_verify");
   }
-  if (std::string token; in_cluster && !readFile(config.token_file, &token)) {
-    throw std::runtime_error("cannot read service account token " + config.token_file);
-  }
   return config;
+}
+
+void KubeConfig::checkToken() const {
+  if (std::string token; !token_file.empty() && !readFile(token_file, &token)) {
+    throw std::runtime_error("cannot read the API token file " + token_file);
+  }
 }
 
 KubeClient::KubeClient(KubeConfig config, Metrics* metrics)

@@ -36,8 +36,13 @@ struct KubeConfig {
   // replace when given; with `in_cluster` false it leaves server empty instead (replay, which
   // connects only with --apply and no --kube-server). Throws YAML::Exception marked at the value's
   // line when a value is not of its type (yaml_read.h), std::runtime_error when not in a pod
-  // without a server, or when, in a pod, the token file cannot be read.
+  // without a server. The token file is not read here: a caller's flag may replace it
+  // (checkToken()).
   static KubeConfig fromYaml(const YAML::Node& node, bool in_cluster);
+
+  // Throws std::runtime_error "cannot read the API token file F" when token_file is set and
+  // cannot be read: at start, not at the first taint.
+  void checkToken() const;
 };
 
 // One connection to the API server, safe to share between threads (requests are serialised).

@@ -5,6 +5,8 @@
 #   - faultline with the cluster CA taints through it, sending its bearer token.
 #   - faultline with another CA sends nothing: every request fails TLS verification, is counted
 #     as code="error", and the node stays untainted.
+#   - replay --apply in a pod with no service account mounted, given its token and CA by flags and
+#     a config whose kubernetes section names no server, taints through the pod's API server.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 command -v openssl >/dev/null || fail "openssl not installed"
@@ -12,11 +14,11 @@ make_cluster_ca
 # A CA that signed nothing of this server's.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=other-ca \
   -keyout "$tmp/other.key" -out "$tmp/other.crt" 2>>"$tmp/openssl.log"
-start_tls_apiserver gpu-1,gpu-2
+start_tls_apiserver gpu-1,gpu-2,gpu-3
 echo "sa-token-1" >"$tmp/token"
 
 [[ $(kubectl --server "$api" --certificate-authority "$tmp/ca.crt" --token probe get nodes -o name) == \
-  $'node/gpu-1\nnode/gpu-2' ]] || fail "kubectl with the cluster CA"
+  $'node/gpu-1\nnode/gpu-2\nnode/gpu-3' ]] || fail "kubectl with the cluster CA"
 if kubectl --server "$api" --certificate-authority "$tmp/other.crt" --token probe get nodes \
   >/dev/null 2>"$tmp/kubectl-other.log"; then
   fail "kubectl trusted the server with another CA"
@@ -70,3 +72,15 @@ grep -q -i 'certificate' "$tmp/serve.log" || fail "serve did not log the certifi
 [[ $(faultline_requests | jq length) == "$sent" ]] ||
   fail "a request reached the server through an unverified TLS connection"
 echo "TLS: tainted with the cluster CA ($sent requests, all with the token); another CA: refused"
+
+# replay --apply in a pod (KUBERNETES_SERVICE_HOST/PORT set) without a service account token: the
+# flags' token and CA replace the pod's files, which the config's in-cluster connection must not
+# read first.
+echo "2026-11-29T16:00:19.000000+00:00 gpu-3 kernel: NVRM: Xid (PCI:0000:a1:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus." >"$tmp/gpu-3.log"
+echo "kubernetes: {guard: {max_tainted: 0, max_tainted_percent: 0}}" >"$tmp/replay.yaml"  # gpu-1 is tainted
+KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$(cat "$tmp/port") \
+  "$FAULTLINE" replay "$tmp/gpu-3.log" --decisions /dev/null --apply --config "$tmp/replay.yaml" \
+  --kube-token-file "$tmp/token" --kube-ca-file "$tmp/ca.crt" 2>"$tmp/replay.log" ||
+  fail "replay --apply in a pod without a service account: $(cat "$tmp/replay.log")"
+[[ $(taints gpu-3 | jq -r '.[0].effect') == NoSchedule ]] || fail "gpu-3 not tainted: $(taints gpu-3)"
+echo "replay --apply in a pod with the flags' token and CA: tainted"

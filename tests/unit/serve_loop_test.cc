@@ -285,9 +285,22 @@ TEST(ServeConfig, InAPodTheTokenFileIsTheConfiguredOne) {
     std::filesystem::remove(path);
     return c;
   }();
+  // The token is read by checkToken() (serve at start and before a restart, replay --apply), once
+  // replay's --kube-token-file has replaced the config's: loading does not read it.
   EXPECT_EQ(
       refusal("kubernetes: {token_file: /nonexistent/token}\nhttp: {listen: \"127.0.0.1:0\"}\n"),
-      "FILE: cannot read service account token /nonexistent/token");
+      "");
+  KubeConfig unreadable;
+  unreadable.token_file = "/nonexistent/token";
+  try {
+    unreadable.checkToken();
+    ADD_FAILURE() << "an unreadable token file passed";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "cannot read the API token file /nonexistent/token");
+  }
+  if (cfg.kubernetes) {  // asserted below, once the environment is restored
+    EXPECT_NO_THROW(cfg.kubernetes->checkToken());
+  }
   unsetenv("KUBERNETES_SERVICE_HOST");
   unsetenv("KUBERNETES_SERVICE_PORT");
   std::filesystem::remove(token);
