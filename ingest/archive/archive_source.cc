@@ -1,9 +1,11 @@
 #include "ingest/archive/archive_source.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string_view>
@@ -92,10 +94,41 @@ std::string nameWithoutLogParts(const std::string& base) {
   return base.substr(0, static_cast<size_t>(parts[n - 1].end() - base.data()));
 }
 
+// The host of the sosreport whose root `dir` is ("" for "."): the first line of its `hostname`
+// file (sos's host plugin links the output of hostname(1) there), lowercased as the kubelet
+// names its node; "" when `dir` holds no sos_commands directory or no such host name.
+std::string sosReportHost(const std::filesystem::path& dir) {
+  const std::filesystem::path root = dir.empty() ? std::filesystem::path(".") : dir;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root / "sos_commands", ec)) {
+    return "";
+  }
+  std::ifstream in(root / "hostname");
+  std::string host;
+  std::getline(in, host);
+  while (!host.empty() && std::isspace(static_cast<unsigned char>(host.back())) != 0) {
+    host.pop_back();
+  }
+  std::ranges::transform(host, host.begin(),
+                         [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; });
+  const bool name = std::ranges::all_of(
+      host, [](char c) { return isDigit(c) || (c >= 'a' && c <= 'z') || c == '-' || c == '.'; });
+  return name ? host : "";
+}
+
 }  // namespace
 
 std::string nodeFromFileName(const std::string& path) {
   const std::filesystem::path p(path);
+  // Any file of a sosreport is its host's, whatever sos named it (sos_commands/kernel/dmesg_-T).
+  for (std::filesystem::path dir = p.parent_path();; dir = dir.parent_path()) {
+    if (std::string host = sosReportHost(dir); !host.empty()) {
+      return host;
+    }
+    if (dir.empty() || dir == dir.parent_path()) {
+      break;
+    }
+  }
   std::string node = nameWithoutLogParts(p.filename().string());
   if (!logWord(node) && !date(node)) {
     return node;
@@ -108,7 +141,8 @@ std::string nodeFromFileName(const std::string& path) {
       return node;
     }
     std::string d = nameWithoutLogParts(name);
-    // sos_commands: a sosreport's, whose top directory names the host (sosreport-HOST-...).
+    // sos_commands: a sosreport's without its hostname file, whose top directory names the host
+    // (sosreport-HOST-...).
     if (!logWord(d) && !date(d) && d != "var" && d != "sos_commands") {
       return d;
     }

@@ -1,6 +1,10 @@
 // The archive reader: magic-byte detection, gzip (multi-member) and zstd, line assembly across
 // chunk boundaries, per-file format detection, and files that fail without stopping the others.
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "core/time.h"
@@ -404,6 +408,26 @@ TEST(Archive, NodeFromFileNameOfLogWordsOnlyIsItsDirectorys) {
   EXPECT_EQ(nodeFromFileName("gpu-node-06/var/log/dmesg.1.gz"), "gpu-node-06");
   EXPECT_EQ(nodeFromFileName("sosreport-gpu-7-2026-11-30-abcdef/sos_commands/kernel/dmesg"),
             "sosreport-gpu-7-2026-11-30-abcdef");  // one name per node, not sos_commands
+}
+
+// A sosreport names its files after sos's commands (sos_commands/kernel/dmesg_-T, the output of
+// `dmesg -T`), and its host in the file `hostname` at its root: that is each file's node, where
+// the file name would have given node "dmesg_-T" and the directory the report's whole name.
+TEST(Archive, NodeFromFileNameInASosreportIsItsHost) {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() /
+                                     ("sosreport-gpu-7-2026-11-30-abc." + std::to_string(getpid()));
+  std::filesystem::create_directories(root / "sos_commands" / "kernel");
+  std::filesystem::create_directories(root / "var" / "log");
+  std::ofstream(root / "hostname") << "GPU-7.cluster.local\n";
+  EXPECT_EQ(nodeFromFileName((root / "sos_commands/kernel/dmesg_-T").string()),
+            "gpu-7.cluster.local");
+  EXPECT_EQ(nodeFromFileName((root / "var/log/dmesg").string()), "gpu-7.cluster.local");
+  // Not a host name: the path's rule as without the file.
+  std::ofstream(root / "hostname") << "gpu 7\n";
+  EXPECT_EQ(nodeFromFileName((root / "var/log/dmesg").string()), root.filename().string());
+  std::filesystem::remove(root / "hostname");
+  EXPECT_EQ(nodeFromFileName((root / "var/log/dmesg").string()), root.filename().string());
+  std::filesystem::remove_all(root);
 }
 
 // A container's log (kubectl logs --timestamps, /var/log/pods) names no node, and its file is
