@@ -202,8 +202,10 @@ int replay(const ReplayArgs& a) {
     }
     opts.parse.year = *a.year;
   } else {
-    // `Mon DD` syslog stamps carry no year: take the current one unless --year pins it.
-    opts.parse.year = std::stoi(formatRfc3339(nowNanos()).substr(0, 4));
+    // `Mon DD` syslog stamps carry no year: the current one's, or last year's for a first stamp
+    // it would put in the future, unless --year pins it.
+    opts.parse.now_ns = nowNanos();
+    opts.parse.year = std::stoi(formatRfc3339(*opts.parse.now_ns).substr(0, 4));
   }
   Taint taint;
   std::optional<KubeConfig> kube;
@@ -727,8 +729,9 @@ int runCli(int argc, char** argv) {
   rp->add_option(
       "--year", ra.year,
       "Year of each file's first syslog 'Mon DD' or dmesg --reltime '[MonDD HH:MM]' stamp, "
-      "1678..2261 (default: the current year); a later stamp whose month goes back over 6 "
-      "months (Dec -> Jan) is in the next year");
+      "1678..2261 (default: the current year, or the last one where that would put the stamp "
+      "over a day in the future); a later stamp whose month goes back over 6 months (Dec -> "
+      "Jan) is in the next year");
   rp->add_option("--rules", ra.rules, "Rule directory (default: the embedded bank)");
   rp->add_option("--decisions", ra.decisions, "Decision log file (default: stdout)");
   // One NAME=VALUE per --kernel-label: CLI11 lets a list option take every argument after it, so

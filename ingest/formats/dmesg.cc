@@ -274,7 +274,7 @@ Head parseHead(std::string_view line) {
 class DmesgParser : public LineParser {
  public:
   explicit DmesgParser(const ParseOptions& o)
-      : boot_ns_(o.boot_time_ns), year_(o.year), node_(o.node) {}
+      : boot_ns_(o.boot_time_ns), year_(o.year), now_ns_(o.now_ns), node_(o.node) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     const Head h = parseHead(line);
@@ -308,7 +308,9 @@ class DmesgParser : public LineParser {
       // it is taken at its minute's start (or at the record before, if later), so its minute's
       // records, their deltas exact, may be up to a minute early.
       int year = year_;
-      if (h.month + 6 < minute_month_) {
+      if (minute_month_ == 0) {
+        year = firstStampYear(year_, now_ns_, h.month, h.day, h.ns);
+      } else if (h.month + 6 < minute_month_) {
         ++year;
       }
       if (year > 2261 || !isValidCivil(year, h.month, h.day, 0, 0, 0)) {
@@ -379,7 +381,8 @@ class DmesgParser : public LineParser {
   std::optional<int64_t> boot_ns_;
   std::optional<int64_t> first_uptime_ns_;
   int64_t last_ns_ = 0;
-  int year_;              // of the last reltime minute read (ParseOptions::year before one)
+  int year_;  // of the last reltime minute read (ParseOptions::year before one)
+  std::optional<int64_t> now_ns_;  // ParseOptions::now_ns
   int minute_month_ = 0;  // the last reltime minute's month; 0 before one (deltas add to none)
   std::string node_;
   bool has_pending_ = false;

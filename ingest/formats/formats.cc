@@ -168,4 +168,15 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
   return makeLokiJsonlParser(options);
 }
 
+int firstStampYear(int year, std::optional<int64_t> now_ns, int month, int day,
+                   int64_t time_of_day_ns) {
+  // A day of slack: a log written in a time zone ahead of this machine's UTC is not the future.
+  constexpr int64_t kDayNs = 86'400 * kNanosPerSecond;
+  if (!now_ns || (isValidCivil(year, month, day, 0, 0, 0) &&
+                  civilToNanos(year, month, day, 0, 0, 0) + time_of_day_ns <= *now_ns + kDayNs)) {
+    return year;
+  }
+  return year - 1;
+}
+
 }  // namespace faultline

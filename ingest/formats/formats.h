@@ -69,6 +69,10 @@ struct ParseOptions {
   StreamKind json_stream = StreamKind::kOther;  // json: the stream of a record that no field
                                                 // makes a pod's, the kernel's or a process's
                                                 // (a Kafka json topic's `stream`)
+  // With it (replay without --year): a file's first `Mon DD` line is of the year before `year`
+  // when `year` would put it over a day after now_ns (ns since the epoch), as a December log
+  // read in January, or name no real day (Feb 29).
+  std::optional<int64_t> now_ns;
 };
 
 class LineParser {

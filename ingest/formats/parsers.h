@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "ingest/formats/formats.h"
@@ -35,6 +36,11 @@ bool parseSeconds(std::string_view s, int64_t* ns);
 // or "[  12.345678] HOST kernel: msg". Read as dmesg, its every line was the kernel's, a process's
 // too; a dmesg message never starts with a word and then `ident[pid]:` or `kernel:`.
 bool isMonotonicJournal(std::string_view line);
+
+// The year of a file's first `Mon DD` stamp, at time_of_day_ns into the day: `year`, or with
+// `now_ns` the year before (ParseOptions::now_ns).
+int firstStampYear(int year, std::optional<int64_t> now_ns, int month, int day,
+                   int64_t time_of_day_ns);
 
 // Skips ASCII spaces and tabs.
 inline std::string_view trimLeft(std::string_view s) {

@@ -188,7 +188,8 @@ bool parseLine(std::string_view line, Parsed* p) {
 
 class SyslogParser : public LineParser {
  public:
-  explicit SyslogParser(const ParseOptions& o) : year_(o.year), boot_ns_(o.boot_time_ns) {}
+  explicit SyslogParser(const ParseOptions& o)
+      : year_(o.year), now_ns_(o.now_ns), boot_ns_(o.boot_time_ns) {}
 
   bool parse(std::string_view line, RecordBatch* batch) override {
     Parsed p;
@@ -220,9 +221,12 @@ class SyslogParser : public LineParser {
     } else if (p.bsd) {
       const BsdStamp& t = *p.bsd;
       int year = year_;
-      if (last_month_ != 0 && t.month < last_month_ - 6) {
+      if (last_month_ == 0) {
+        year = firstStampYear(year_, now_ns_, t.month, t.day,
+                              ((t.hour * 60LL + t.min) * 60 + t.sec) * kNanosPerSecond + t.frac);
+      } else if (t.month < last_month_ - 6) {
         ++year;  // the log crossed New Year
-      } else if (last_month_ != 0 && t.month > last_month_ + 6) {
+      } else if (t.month > last_month_ + 6) {
         --year;  // a line from before it
       }
       // int64 ns end in 2262.
@@ -276,7 +280,8 @@ class SyslogParser : public LineParser {
     owned_ = true;
   }
 
-  int year_;  // of the last `Mon DD` stamp read
+  int year_;                       // of the last `Mon DD` stamp read
+  std::optional<int64_t> now_ns_;  // ParseOptions::now_ns
   std::optional<int64_t> boot_ns_;
   std::optional<int64_t> first_uptime_ns_;  // without boot_ns_: the first `[seconds]` stamp
   int last_month_ = 0;                      // of the last `Mon DD` stamp read; 0 before the first

@@ -151,5 +151,20 @@ TEST(Dmesg, ReltimeDeltasAddToTheMinuteBeforeThem) {
   EXPECT_EQ(detectFormat("[Nov 5 08:25] x\n[  +0.000123] y\n"), Format::kDmesg);
 }
 
+// Without --year, as syslog's `Mon DD`: a first minute over a day in the future is last year's.
+TEST(Dmesg, WithoutAYearAFirstReltimeMinuteInTheFutureIsLastYears) {
+  ParseOptions o;
+  o.year = 2027;
+  o.now_ns = civilToNanos(2027, 1, 3, 9, 0, 0);
+  auto parser = makeParser(Format::kDmesg, o);
+  RecordBatch b;
+  EXPECT_TRUE(parser->parse("[Dec31 23:58] a", &b));
+  EXPECT_TRUE(parser->parse("[Jan 1 00:10] b", &b));
+  parser->finish(&b);
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2026, 12, 31, 23, 58, 0));
+  EXPECT_EQ(b.records[1].time_ns, civilToNanos(2027, 1, 1, 0, 10, 0));
+}
+
 }  // namespace
 }  // namespace faultline

@@ -60,6 +60,42 @@ TEST(Syslog, AStampWhoseMonthJumpsOverHalfAYearChangesTheYear) {
   EXPECT_EQ(refused, 1);
 }
 
+// Without --year, a file's first `Mon DD` stamp takes the current year unless that puts it over a
+// day in the future: then it is last year's. Read in January, last December's log (the rotated
+// kern.log.1 beside January's kern.log) was placed eleven months ahead, after January's lines.
+TEST(Syslog, WithoutAYearAFirstStampInTheFutureIsLastYears) {
+  ParseOptions o;
+  o.year = 2027;
+  o.now_ns = civilToNanos(2027, 1, 3, 9, 0, 0);
+  auto first = [&](const std::string& line) {
+    auto parser = makeParser(Format::kSyslog, o);
+    RecordBatch b;
+    EXPECT_TRUE(parser->parse(line, &b)) << line;
+    parser->finish(&b);
+    return b.records.empty() ? int64_t{0} : b.records[0].time_ns;
+  };
+  EXPECT_EQ(first("Dec 28 10:00:00 gpu-1 kernel: a"), civilToNanos(2026, 12, 28, 10, 0, 0));
+  EXPECT_EQ(first("Jan  2 10:00:00 gpu-1 kernel: a"), civilToNanos(2027, 1, 2, 10, 0, 0));
+  // Within a day ahead (a host in a time zone ahead of UTC): this year's.
+  EXPECT_EQ(first("Jan  4 08:00:00 gpu-1 kernel: a"), civilToNanos(2027, 1, 4, 8, 0, 0));
+  EXPECT_EQ(first("Jan  4 10:00:00 gpu-1 kernel: a"), civilToNanos(2026, 1, 4, 10, 0, 0));
+  // Only the first stamp: the lines after it go on from its year (Dec -> Jan is the next year).
+  auto parser = makeParser(Format::kSyslog, o);
+  RecordBatch b;
+  EXPECT_TRUE(parser->parse("Dec 31 23:59:00 gpu-1 kernel: a", &b));
+  EXPECT_TRUE(parser->parse("Jan  1 00:01:00 gpu-1 kernel: b", &b));
+  parser->finish(&b);
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[1].time_ns, civilToNanos(2027, 1, 1, 0, 1, 0));
+  // Feb 29 in a year that has none is of the year before, a leap year's (read in January 2029).
+  o.year = 2029;
+  o.now_ns = civilToNanos(2029, 1, 10, 0, 0, 0);
+  EXPECT_EQ(first("Feb 29 10:00:00 gpu-1 kernel: a"), civilToNanos(2028, 2, 29, 10, 0, 0));
+  int refused = 0;
+  EXPECT_EQ(times({"Mar  5 10:00:00 gpu-1 kernel: a"}, 2028, &refused)[0],
+            civilToNanos(2028, 3, 5, 10, 0, 0));  // no now_ns (--year): the year given
+}
+
 // A file written with a template that leaves out the host (or the tag) put the kernel's line
 // after the stamp: its first word was taken for a host and the rest for a process's record, so
 // an Xid was no hit. A host never ends in a colon, nor does an ident hold one.
