@@ -9,6 +9,7 @@
 // read as syslog and that line as gpu-3's kernel. The node is ParseOptions::node alone (--node):
 // neither kubectl's output nor the runtime's file names it.
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "core/time.h"
@@ -20,7 +21,8 @@ namespace {
 struct Parsed {
   int64_t ns = 0;
   std::string_view msg;
-  bool partial = false;  // a CRI `P` line: its text goes on in the next line
+  int stream = -1;       // CRI: 0 stdout, 1 stderr; -1 none (kubectl logs)
+  bool partial = false;  // a CRI `P` line: its text goes on in the stream's next line
 };
 
 // "STAMP msg" or "STAMP stdout|stderr F|P msg".
@@ -30,10 +32,12 @@ bool parseLine(std::string_view line, Parsed* p) {
     return false;
   }
   std::string_view rest = line.substr(used + 1);
-  for (const std::string_view stream : {"stdout ", "stderr "}) {
+  for (int s = 0; s < 2; ++s) {
+    const std::string_view stream = s == 0 ? "stdout " : "stderr ";
     if (rest.starts_with(stream) && rest.size() >= stream.size() + 1 &&
         (rest[stream.size()] == 'F' || rest[stream.size()] == 'P') &&
         (rest.size() == stream.size() + 1 || rest[stream.size() + 1] == ' ')) {
+      p->stream = s;
       p->partial = rest[stream.size()] == 'P';
       rest.remove_prefix(std::min(stream.size() + 2, rest.size()));
       break;
@@ -52,27 +56,32 @@ class ContainerParser : public LineParser {
     if (!parseLine(line, &p)) {
       return false;
     }
-    if (p.partial || !joined_.empty()) {
-      if (joined_.empty()) {
-        first_ns_ = p.ns;
+    // The runtime cuts each stream's lines apart: stderr's lines come between stdout's parts.
+    if (p.stream >= 0 && (p.partial || !cut_[p.stream].text.empty())) {
+      Cut& cut = cut_[p.stream];
+      if (cut.text.empty()) {
+        cut.first_ns = p.ns;
       }
-      joined_.append(p.msg);
+      cut.text.append(p.msg);
       if (p.partial) {
         return true;
       }
-      p.ns = first_ns_;
-      p.msg = batch->copy(joined_);
-      joined_.clear();
+      p.ns = cut.first_ns;
+      p.msg = batch->copy(cut.text);
+      cut.text.clear();
     }
     emit(p, batch);
     return true;
   }
 
-  // A file that ends inside a cut line: its parts so far.
+  // A file that ends inside a cut line: its parts so far, the earlier stream's first.
   void finish(RecordBatch* batch) override {
-    if (!joined_.empty()) {
-      emit({first_ns_, batch->copy(joined_), false}, batch);
-      joined_.clear();
+    std::ranges::stable_sort(cut_, {}, &Cut::first_ns);
+    for (Cut& cut : cut_) {
+      if (!cut.text.empty()) {
+        emit({cut.first_ns, batch->copy(cut.text)}, batch);
+        cut.text.clear();
+      }
     }
   }
 
@@ -87,9 +96,12 @@ class ContainerParser : public LineParser {
     r.labels_begin = r.labels_end = static_cast<uint32_t>(batch->labels.size());
   }
 
+  struct Cut {
+    int64_t first_ns = 0;  // the first part's time: the line's
+    std::string text;      // the parts of the stream's cut line read so far
+  };
   std::string node_;
-  std::string joined_;  // the parts of a cut line read so far
-  int64_t first_ns_ = 0;
+  std::array<Cut, 2> cut_;  // stdout's, stderr's
 };
 
 }  // namespace

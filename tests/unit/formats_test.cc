@@ -531,5 +531,26 @@ TEST(Container, ReadsCriLinesAndJoinsTheirParts) {
   }
 }
 
+// The runtime cuts stdout's and stderr's lines apart, and writes whichever comes: stderr's lines
+// between stdout's parts belong to neither the stdout line nor its parts. Joined as one, a
+// watchdog timeout on stderr was read inside a progress bar's line on stdout, at its time.
+TEST(Container, EachStreamsPartsAreJoinedApart) {
+  const RecordBatch b =
+      parseAll(Format::kContainer, {"2026-11-28T10:00:00.1Z stdout P progress 10% ",
+                                    "2026-11-28T10:00:00.2Z stderr P [Rank 0] Watchdog caught ",
+                                    "2026-11-28T10:00:00.3Z stdout P 20% ",
+                                    "2026-11-28T10:00:00.4Z stderr F collective operation timeout",
+                                    "2026-11-28T10:00:00.5Z stdout F 30%",
+                                    "2026-11-28T10:00:00.6Z stderr P cut at the end",
+                                    "2026-11-28T10:00:00.7Z stdout P cut too"});
+  ASSERT_EQ(b.records.size(), 4U);
+  EXPECT_EQ(b.records[0].line, "[Rank 0] Watchdog caught collective operation timeout");
+  EXPECT_EQ(b.records[0].time_ns, civilToNanos(2026, 11, 28, 10, 0, 0, 200000000));
+  EXPECT_EQ(b.records[1].line, "progress 10% 20% 30%");
+  EXPECT_EQ(b.records[1].time_ns, civilToNanos(2026, 11, 28, 10, 0, 0, 100000000));
+  EXPECT_EQ(b.records[2].line, "cut at the end");  // the file's end: earlier first
+  EXPECT_EQ(b.records[3].line, "cut too");
+}
+
 }  // namespace
 }  // namespace faultline
