@@ -202,8 +202,8 @@ int replay(const ReplayArgs& a) {
     }
     opts.parse.year = *a.year;
   } else {
-    // `Mon DD` syslog stamps carry no year: the current one's, or last year's for a first stamp
-    // it would put in the future, unless --year pins it.
+    // `Mon DD` syslog stamps carry no year: a file's first is taken not in the future
+    // (firstStampYear), unless --year pins it.
     opts.parse.now_ns = nowNanos();
     opts.parse.year = std::stoi(formatRfc3339(*opts.parse.now_ns).substr(0, 4));
   }
@@ -729,8 +729,8 @@ int runCli(int argc, char** argv) {
   rp->add_option(
       "--year", ra.year,
       "Year of each file's first syslog 'Mon DD' or dmesg --reltime '[MonDD HH:MM]' stamp, "
-      "1678..2261 (default: the current year, or the last one where that would put the stamp "
-      "over a day in the future); a later stamp whose month goes back over 6 months (Dec -> "
+      "1678..2261 (default: the latest of next, this and last year that puts the stamp no more "
+      "than a day in the future); a later stamp whose month goes back over 6 months (Dec -> "
       "Jan) is in the next year");
   rp->add_option("--rules", ra.rules, "Rule directory (default: the embedded bank)");
   rp->add_option("--decisions", ra.decisions, "Decision log file (default: stdout)");

@@ -94,11 +94,9 @@ std::string nameWithoutLogParts(const std::string& base) {
   return base.substr(0, static_cast<size_t>(parts[n - 1].end() - base.data()));
 }
 
-// The host of the sosreport whose root `dir` is ("" for "."): the first line of its `hostname`
-// file (sos's host plugin links the output of hostname(1) there), lowercased as the kubelet
-// names its node; "" when `dir` holds no sos_commands directory or no such host name.
-std::string sosReportHost(const std::filesystem::path& dir) {
-  const std::filesystem::path root = dir.empty() ? std::filesystem::path(".") : dir;
+// The host named by the sosreport root `root`'s `hostname` file, lowercased; "" when `root` holds
+// no sos_commands directory or no such host name.
+std::string sosRootHost(const std::filesystem::path& root) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root / "sos_commands", ec)) {
     return "";
@@ -118,17 +116,25 @@ std::string sosReportHost(const std::filesystem::path& dir) {
 
 }  // namespace
 
-std::string nodeFromFileName(const std::string& path) {
-  const std::filesystem::path p(path);
-  // Any file of a sosreport is its host's, whatever sos named it (sos_commands/kernel/dmesg_-T).
-  for (std::filesystem::path dir = p.parent_path();; dir = dir.parent_path()) {
-    if (std::string host = sosReportHost(dir); !host.empty()) {
+std::string sosReportHost(const std::string& path) {
+  // The file's real directories: "../x" and links into a report name others on their own.
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
+  if (ec) {
+    return "";
+  }
+  for (std::filesystem::path dir = real.parent_path();; dir = dir.parent_path()) {
+    if (std::string host = sosRootHost(dir); !host.empty()) {
       return host;
     }
-    if (dir.empty() || dir == dir.parent_path()) {
-      break;
+    if (dir == dir.parent_path()) {
+      return "";
     }
   }
+}
+
+std::string nodeFromFileName(const std::string& path) {
+  const std::filesystem::path p(path);
   std::string node = nameWithoutLogParts(p.filename().string());
   if (!logWord(node) && !date(node)) {
     return node;
@@ -295,7 +301,12 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
       // (/var/log/pods/NS_POD_UID/CONTAINER/0.log), never the node. A json record without a node
       // field is --node's, else dropped, as the live service reads it (a Kafka topic's archive).
       if (format == Format::kDmesg && parse.node.empty()) {
-        parse.node = input.name == "-" ? "stdin" : nodeFromFileName(input.name);
+        // Any file of a sosreport is its host's, whatever sos named it (dmesg_-T); the embedded
+        // sample's names are no paths of this machine.
+        const std::string host = input.from_memory ? "" : sosReportHost(input.name);
+        parse.node = input.name == "-" ? "stdin"
+                     : !host.empty()   ? host
+                                       : nodeFromFileName(input.name);
       }
       nodeless = format == Format::kContainer && parse.node.empty();
       parser = makeParser(format, parse);

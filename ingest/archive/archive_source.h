@@ -87,10 +87,15 @@ class ArchiveSource : public Source {
 // a log word or date ("dmesg", "kern.log.1") gives way to the nearest directory of `path` named
 // otherwise (by the same rule, `var` and `sos_commands` skipped too; not past "." or ".."):
 // "gpu-node-01/var/log/dmesg" -> "gpu-node-01", "/var/log/dmesg" and "dmesg.log" -> "dmesg".
-// Before all that, a file under a sosreport's root (a directory holding sos_commands/, "." too)
-// is the host its `hostname` file names, lowercased ("sosreport-x/sos_commands/kernel/dmesg_-T"
-// -> "gpu-7"), when that is a host name (letters, digits, '-', '.'). Reads the file system for
-// that only; a missing or unreadable file is no error.
+// The name alone: no file is read (sosReportHost() comes first).
 std::string nodeFromFileName(const std::string& path);
+
+// The node of file `path` (relative to the working directory) when it lies in a sosreport: the
+// first line of the `hostname` file (sos's host plugin links hostname(1)'s output there) in the
+// nearest of its real directories (links resolved) that holds a sos_commands directory,
+// lowercased as the kubelet names nodes, if that is a host name (letters, digits, '-', '.');
+// else "". "sosreport-x/sos_commands/kernel/dmesg_-T" -> "gpu-7". A missing or unreadable file
+// is no error.
+std::string sosReportHost(const std::string& path);
 
 }  // namespace faultline

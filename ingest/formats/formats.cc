@@ -170,11 +170,17 @@ std::unique_ptr<LineParser> makeParser(Format format, const ParseOptions& option
 
 int firstStampYear(int year, std::optional<int64_t> now_ns, int month, int day,
                    int64_t time_of_day_ns) {
-  // A day of slack: a log written in a time zone ahead of this machine's UTC is not the future.
-  constexpr int64_t kDayNs = 86'400 * kNanosPerSecond;
-  if (!now_ns || (isValidCivil(year, month, day, 0, 0, 0) &&
-                  civilToNanos(year, month, day, 0, 0, 0) + time_of_day_ns <= *now_ns + kDayNs)) {
+  if (!now_ns) {
     return year;
+  }
+  // The latest year not over a day ahead of now: a log written in a time zone ahead of this
+  // machine's UTC is not the future (on New Year's Eve, its first line may be of the next year).
+  constexpr int64_t kDayNs = 86'400 * kNanosPerSecond;
+  for (const int y : {std::min(year + 1, 2261), year}) {  // int64 ns end in 2262
+    if (isValidCivil(y, month, day, 0, 0, 0) &&
+        civilToNanos(y, month, day, 0, 0, 0) + time_of_day_ns <= *now_ns + kDayNs) {
+      return y;
+    }
   }
   return year - 1;
 }

@@ -71,7 +71,8 @@ struct ParseOptions {
                                                 // (a Kafka json topic's `stream`)
   // With it (replay without --year): a file's first `Mon DD` line is of the year before `year`
   // when `year` would put it over a day after now_ns (ns since the epoch), as a December log
-  // read in January, or name no real day (Feb 29).
+  // read in January, or has no such day (Feb 29: then valid only if the year before has one);
+  // of the year after when that is within a day of now_ns (New Year's Eve, a host ahead of UTC).
   std::optional<int64_t> now_ns;
 };
 

@@ -412,22 +412,44 @@ TEST(Archive, NodeFromFileNameOfLogWordsOnlyIsItsDirectorys) {
 
 // A sosreport names its files after sos's commands (sos_commands/kernel/dmesg_-T, the output of
 // `dmesg -T`), and its host in the file `hostname` at its root: that is each file's node, where
-// the file name would have given node "dmesg_-T" and the directory the report's whole name.
-TEST(Archive, NodeFromFileNameInASosreportIsItsHost) {
-  const std::filesystem::path root = std::filesystem::temp_directory_path() /
-                                     ("sosreport-gpu-7-2026-11-30-abc." + std::to_string(getpid()));
-  std::filesystem::create_directories(root / "sos_commands" / "kernel");
-  std::filesystem::create_directories(root / "var" / "log");
+// the file name gave node "dmesg_-T" and the directory the report's whole name.
+TEST(Archive, AFileOfASosreportIsItsHosts) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sos_test." + std::to_string(getpid()));
+  const fs::path root = dir / "sosreport-gpu-7-2026-11-30-abc";
+  fs::create_directories(root / "sos_commands" / "kernel");
+  fs::create_directories(root / "var" / "log");
+  fs::create_directories(dir / "other");
   std::ofstream(root / "hostname") << "GPU-7.cluster.local\n";
-  EXPECT_EQ(nodeFromFileName((root / "sos_commands/kernel/dmesg_-T").string()),
-            "gpu-7.cluster.local");
-  EXPECT_EQ(nodeFromFileName((root / "var/log/dmesg").string()), "gpu-7.cluster.local");
-  // Not a host name: the path's rule as without the file.
+  const std::string dmesg_t = "[Mon Nov 30 10:00:00 2026] NVRM: Xid (PCI:0000:44:00): 79, x\n";
+  std::ofstream(root / "sos_commands/kernel/dmesg_-T") << dmesg_t;
+  std::ofstream(dir / "other/gpu-9.dmesg") << dmesg_t;
+  EXPECT_EQ(sosReportHost((root / "sos_commands/kernel/dmesg_-T").string()), "gpu-7.cluster.local");
+  EXPECT_EQ(sosReportHost((root / "var/log/dmesg").string()), "gpu-7.cluster.local");
+  // Only the file's own directories: "..", and a link into the report, name others.
+  EXPECT_EQ(sosReportHost((root / "sos_commands/../../other/gpu-9.dmesg").string()), "");
+  fs::create_directory_symlink(root / "sos_commands/kernel", dir / "kdir");
+  EXPECT_EQ(sosReportHost((dir / "kdir/dmesg_-T").string()), "gpu-7.cluster.local");
+  // Replay reads it so: the file's node is the host, not "dmesg_-T".
+  std::vector<std::string> nodes;
+  ArchiveSource source({{(root / "sos_commands/kernel/dmesg_-T").string(), "", false},
+                        {(root / "sos_commands/../../other/gpu-9.dmesg").string(), "", false}},
+                       {});
+  source.run(
+      [&](RecordBatch& b) {
+        for (const LogRecord& r : b.records) {
+          nodes.emplace_back(r.node);
+        }
+      },
+      std::stop_token());
+  EXPECT_TRUE(source.errors().empty());
+  EXPECT_EQ(nodes, (std::vector<std::string>{"gpu-7.cluster.local", "gpu-9"}));
+  // Not a host name, or no file: none.
   std::ofstream(root / "hostname") << "gpu 7\n";
-  EXPECT_EQ(nodeFromFileName((root / "var/log/dmesg").string()), root.filename().string());
-  std::filesystem::remove(root / "hostname");
-  EXPECT_EQ(nodeFromFileName((root / "var/log/dmesg").string()), root.filename().string());
-  std::filesystem::remove_all(root);
+  EXPECT_EQ(sosReportHost((root / "var/log/dmesg").string()), "");
+  fs::remove(root / "hostname");
+  EXPECT_EQ(sosReportHost((root / "var/log/dmesg").string()), "");
+  fs::remove_all(dir);
 }
 
 // A container's log (kubectl logs --timestamps, /var/log/pods) names no node, and its file is

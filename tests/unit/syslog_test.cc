@@ -87,6 +87,11 @@ TEST(Syslog, WithoutAYearAFirstStampInTheFutureIsLastYears) {
   parser->finish(&b);
   ASSERT_EQ(b.records.size(), 2U);
   EXPECT_EQ(b.records[1].time_ns, civilToNanos(2027, 1, 1, 0, 1, 0));
+  // On New Year's Eve, a host ahead of UTC already logs the next year.
+  o.now_ns = civilToNanos(2026, 12, 31, 23, 0, 0);
+  o.year = 2026;
+  EXPECT_EQ(first("Jan  1 07:00:00 gpu-1 kernel: a"), civilToNanos(2027, 1, 1, 7, 0, 0));
+  EXPECT_EQ(first("Dec 31 22:00:00 gpu-1 kernel: a"), civilToNanos(2026, 12, 31, 22, 0, 0));
   // Feb 29 in a year that has none is of the year before, a leap year's (read in January 2029).
   o.year = 2029;
   o.now_ns = civilToNanos(2029, 1, 10, 0, 0, 0);
