@@ -725,6 +725,59 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
   }
 }
 
+// Kernel warnings that start with the name (comm, up to 15 bytes) of the process they are about:
+// mm/mmap.c, fs/proc/base.c, mm/mremap.c, fs/drop_caches.c and kernel/exit.c, each one that any
+// process can make the kernel print. A process can take any name (prctl PR_SET_NAME), so it makes
+// the kernel log any 15 bytes of a fault line: "Linux version X (28216) uses deprecated
+// remap_file_pages() syscall" was a boot of the node, and lifted its taints. No window of any
+// kernel signature's examples, named so, may hit.
+TEST(Matcher, AProcessNamedAfterAFaultLinesPartForgesNoKernelHit) {
+  const std::shared_ptr<const Bank> bank = shippedBank();
+  Matcher m(bank);
+  const auto warnings = [](const std::string& comm) -> std::vector<std::string> {
+    return {
+        "mmap: " + comm +
+            " (28216) uses deprecated remap_file_pages() syscall. See "
+            "Documentation/mm/remap_file_pages.rst.",
+        comm +
+            " (6449): /proc/6449/oom_adj is deprecated, please use /proc/6449/oom_score_adj "
+            "instead.",
+        comm +
+            " (6449): attempted to duplicate a private mapping with mremap.  This is not "
+            "supported.",
+        comm + " (6449): drop_caches: 3",
+        comm + " (6449) used greatest stack depth: 10936 bytes left",
+    };
+  };
+  size_t lines = 0;
+  for (const Signature& sig : bank->signatures) {
+    if ((sig.streams & (1U << static_cast<unsigned>(StreamKind::kKernel))) == 0) {
+      continue;
+    }
+    for (const Example& example : sig.match_examples) {
+      RecordBatch batch;
+      for (size_t at = 0; at < example.line.size(); ++at) {
+        for (size_t n = 1; n <= 15 && at + n <= example.line.size(); ++n) {
+          const std::string comm = example.line.substr(at, n);
+          if (comm.find('\n') != std::string::npos) {
+            continue;
+          }
+          for (const std::string& line : warnings(comm)) {
+            batch.records.push_back({1, "n1", batch.copy(line), 0, 0, StreamKind::kKernel});
+          }
+        }
+      }
+      lines += batch.records.size();
+      std::vector<Hit> hits;
+      m.match(batch, &hits);
+      for (const Hit& h : hits) {
+        ADD_FAILURE() << bank->signatures[h.signature].id << " hit a process's name: " << h.line;
+      }
+    }
+  }
+  EXPECT_GT(lines, 100000U);  // every kernel signature's examples, not none
+}
+
 TEST(Matcher, RepeatedLinesReuseTheirOutcomeWithTheSameHits) {
   // A flood of one Xid line (the 800K Xid 95 case), another Xid line between, and a line the gate
   // passes that the Set does not match ("NVRM: Xid (PCI:" with no code): each distinct line pays
