@@ -725,12 +725,12 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
   }
 }
 
-// Kernel warnings that start with the name (comm, up to 15 bytes) of the process they are about:
-// mm/mmap.c, fs/proc/base.c, mm/mremap.c, fs/drop_caches.c and kernel/exit.c, each one that any
-// process can make the kernel print. A process can take any name (prctl PR_SET_NAME), so it makes
-// the kernel log any 15 bytes of a fault line: "Linux version X (28216) uses deprecated
-// remap_file_pages() syscall" was a boot of the node, and lifted its taints. No window of any
-// kernel signature's examples, named so, may hit.
+// Kernel warnings that start with the name (comm, up to 15 bytes) of the process they are about
+// (mm/mmap.c, fs/proc/base.c, mm/mremap.c, fs/drop_caches.c, kernel/exit.c), each one any process
+// can make the kernel print, and reports that quote the name within. A process can take any name
+// (prctl PR_SET_NAME), so it makes the kernel log any 15 bytes of a fault line: "Linux version X
+// (28216) uses deprecated remap_file_pages() syscall" was a boot of the node, and lifted its
+// taints. No window of any kernel signature's examples, named so, may hit.
 TEST(Matcher, AProcessNamedAfterAFaultLinesPartForgesNoKernelHit) {
   const std::shared_ptr<const Bank> bank = shippedBank();
   Matcher m(bank);
@@ -747,6 +747,14 @@ TEST(Matcher, AProcessNamedAfterAFaultLinesPartForgesNoKernelHit) {
             "supported.",
         comm + " (6449): drop_caches: 3",
         comm + " (6449) used greatest stack depth: 10936 bytes left",
+        // and some that quote it within: mm/oom_kill.c, kernel/hung_task.c, arch/x86/mm/fault.c
+        "Out of memory: Killed process 6449 (" + comm +
+            ") total-vm:1000kB, anon-rss:0kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:0kB "
+            "oom_score_adj:0",
+        "INFO: task " + comm + ":6449 blocked for more than 122 seconds.",
+        comm +
+            "[6449]: segfault at 0 ip 00007f0011200123 sp 00007ffd5a0e1e18 error 4 in "
+            "libc.so.6[7f0011200000+1000]",
     };
   };
   size_t lines = 0;
