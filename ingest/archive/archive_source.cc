@@ -133,6 +133,13 @@ std::string sosReportHost(const std::string& path) {
   }
 }
 
+bool isClusterInfoDumpPodLog(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  return p.filename() == "logs.txt" &&
+         std::filesystem::is_regular_file(p.parent_path().parent_path() / "pods.json", ec);
+}
+
 std::string nodeFromFileName(const std::string& path) {
   const std::filesystem::path p(path);
   std::string node = nameWithoutLogParts(p.filename().string());
@@ -173,6 +180,14 @@ void ArchiveSource::run(const BatchHandler& handle, std::stop_token stop) {
 
 void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle,
                            const std::stop_token& stop) {
+  if (!input.from_memory && isClusterInfoDumpPodLog(input.name)) {
+    // Its first line decides its format: a pod printing a syslog line first made the whole file
+    // a host's syslog, and that line the host's kernel.
+    throw std::runtime_error(input.name +
+                             ": a pod's log from kubectl cluster-info dump: it has no timestamps "
+                             "and is the pod's own text; replay `kubectl logs --timestamps` "
+                             "output with --node");
+  }
   std::unique_ptr<ByteReader> reader =
       input.from_memory ? openArchiveBytes(input.bytes, input.name) : openArchive(input.name);
   ++stats_.files;

@@ -90,6 +90,11 @@ class ArchiveSource : public Source {
 // The name alone: no file is read (sosReportHost() comes first).
 std::string nodeFromFileName(const std::string& path);
 
+// Whether file `path` is a pod's log as `kubectl cluster-info dump --output-directory` writes it:
+// NAMESPACE/POD/logs.txt beside NAMESPACE/pods.json. Such a file has no timestamps and is the
+// pod's own output: ArchiveSource refuses it (an error naming the file).
+bool isClusterInfoDumpPodLog(const std::string& path);
+
 // The node of file `path` (relative to the working directory) when it lies in a sosreport: the
 // first line of the `hostname` file (sos's host plugin links hostname(1)'s output there) in the
 // nearest of its real directories (links resolved) that holds a sos_commands directory,

@@ -452,6 +452,41 @@ TEST(Archive, AFileOfASosreportIsItsHosts) {
   fs::remove_all(dir);
 }
 
+// `kubectl cluster-info dump --output-directory` writes each pod's output, without timestamps, to
+// NAMESPACE/POD/logs.txt beside NAMESPACE/pods.json: a pod printing a host's syslog line first
+// made the file syslog, and its line gpu-7's kernel. Such a file is refused; other logs.txt are
+// read.
+TEST(Archive, AClusterInfoDumpPodLogIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dump = fs::temp_directory_path() / ("dump_test." + std::to_string(getpid()));
+  fs::create_directories(dump / "ml" / "trainer-0");
+  std::ofstream(dump / "ml" / "pods.json") << "{}";
+  const std::string forged =
+      "Nov 30 08:25:06 gpu-7 kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus\n"
+      "epoch 1 loss 0.5\n";
+  std::ofstream(dump / "ml" / "trainer-0" / "logs.txt") << forged;
+  fs::create_directories(dump / "gpu-7");
+  std::ofstream(dump / "gpu-7" / "logs.txt") << forged;  // no pods.json above it: a host's log
+  std::vector<std::string> nodes;
+  ArchiveSource source({{(dump / "ml/trainer-0/logs.txt").string(), "", false},
+                        {(dump / "gpu-7/logs.txt").string(), "", false}},
+                       {});
+  source.run(
+      [&](RecordBatch& b) {
+        for (const LogRecord& r : b.records) {
+          nodes.emplace_back(r.node);
+        }
+      },
+      std::stop_token());
+  ASSERT_EQ(source.errors().size(), 1U);
+  EXPECT_NE(source.errors()[0].message.find("trainer-0/logs.txt: a pod's log from kubectl "
+                                            "cluster-info dump"),
+            std::string::npos)
+      << source.errors()[0].message;
+  EXPECT_EQ(nodes, std::vector<std::string>{"gpu-7"});
+  fs::remove_all(dump);
+}
+
 // A container's log (kubectl logs --timestamps, /var/log/pods) names no node, and its file is
 // named after the pod: its node is --node alone. Without it the file is an error saying so, not
 // records of a node named after the pod.
