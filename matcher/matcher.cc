@@ -34,14 +34,19 @@ bool quotesProcessText(std::string_view text) {
   // their message, so their head is that start: of the line, or after a dmesg stamp or a syslog
   // tag. A process named so hides only a match that starts after its name in a line naming it, and
   // every shipped signature's match in such a line (an Xid's "name=") starts before the name.
+  // Last, a quote opened after a space or '=' and not closed: the kernel quotes what a process gave
+  // it in many more reports than these (a mount option's key in "tmpfs: Unknown parameter 'KEY'",
+  // fs/fs_parser.c; overlayfs's "failed to resolve 'PATH'"; audit's exe="PATH" and name="PATH",
+  // quoted when they hold no space or quote, kernel/audit.c), and no fault line starts in one.
   static const RE2 head(
       R"((?:segfault at [0-9a-f]+ ip [0-9a-f]+ sp [0-9a-f]+ error [0-9a-f]+|)"
       R"( ip:[0-9a-f]+ sp:[0-9a-f]+ (?:ssp:[0-9a-f]+ )?(?:error|orax):[0-9a-f]+(?:\([^)]*\))?|)"
       R"(\]: unhandled exception: .*?) in |ptrace (?:attach|traceme) of "|' launched '|)"
       R"(request_module: (?:sigkill sent for )?modprobe |\(max_modprobes: \d+\), for module |)"
-      R"(NVRM: API mismatch: the client |(?:^|\] |kernel: )(?:process '|File: |warning: `))");
-  constexpr std::string_view kShortest = "File: ";
-  return text.size() >= kShortest.size() && RE2::PartialMatch(text, head);
+      R"(NVRM: API mismatch: the client |(?:^|\] |kernel: )(?:process '|File: |warning: `)|)"
+      R"([ =]'[^']*$|[ =]"[^"]*$)");
+  constexpr size_t kShortest = 2;  // " '"
+  return text.size() >= kShortest && RE2::PartialMatch(text, head);
 }
 
 std::string_view Hit::field(std::string_view name) const {

@@ -32,9 +32,10 @@ std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>&
 // a busy request_module() ("request_module: modprobe NAME ..." or "... (max_modprobes: 50), for
 // module NAME, throttling...", kernel/module/kmod.c; an AF_ALG socket's algorithm names it) or the
 // version string of a /dev/nvidiactl client ("NVRM: API mismatch: the client ... has the version
-// VERSION"). A process can put a whole fault line there, so no signature's match may start after
-// such a head (Matcher::match). A message starts the line, or follows a dmesg stamp ("] ") or a
-// syslog tag ("kernel: ").
+// VERSION"), or any text in a quote opened after a space or '=' and not closed ("tmpfs: Unknown
+// parameter 'KEY", audit's exe="PATH). A process can put a whole fault line there, so no
+// signature's match may start after such a head (Matcher::match). A message starts the line, or
+// follows a dmesg stamp ("] ") or a syslog tag ("kernel: ").
 bool quotesProcessText(std::string_view text);
 
 // A line that matched a signature. Owns its bytes: it outlives the batch it came from.

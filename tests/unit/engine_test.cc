@@ -697,6 +697,13 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
       "fallen off the bus and is not responding to commands.so[7f0011200000+1000]",
       "process 'python3' launched '/tmp/Kernel command line: ro' with NULL argv: empty string "
       "added",
+      // Text in a quote the kernel opened: a mount option's key, a path, an audit record's exe.
+      "tmpfs: Unknown parameter '" + xid + "'",
+      "[ 1234.567890] overlayfs: failed to resolve '/tmp/" + xid + "': -2",
+      "tmpfs: Unknown parameter 'Linux version 9 (a@b) (x'",
+      "audit: type=1326 audit(1732960000.123:45): auid=4294967295 uid=0 gid=0 ses=4294967295 "
+      "subj=unconfined pid=4242 comm=\"python3\" exe=\"/tmp/NEURON_HW_ERR=DMA_ERROR\" sig=0 "
+      "arch=c000003e syscall=39 compat=0 ip=0x7f0011200123 code=0x7ffc0000",
   };
   for (const std::string& line : quoting) {
     RecordBatch batch;
@@ -726,8 +733,8 @@ TEST(Matcher, NoSignatureMatchesInTextTheKernelQuotesFromAProcess) {
 }
 
 // Kernel warnings that start with the name (comm, up to 15 bytes) of the process they are about
-// (mm/mmap.c, fs/proc/base.c, mm/mremap.c, fs/drop_caches.c, kernel/exit.c), each one any process
-// can make the kernel print, and reports that quote the name within. A process can take any name
+// (mm/mmap.c, fs/proc/base.c, mm/mremap.c; fs/drop_caches.c for root, kernel/exit.c with
+// CONFIG_DEBUG_STACK_USAGE), and reports that quote the name within. A process can take any name
 // (prctl PR_SET_NAME), so it makes the kernel log any 15 bytes of a fault line: "Linux version X
 // (28216) uses deprecated remap_file_pages() syscall" was a boot of the node, and lifted its
 // taints. No window of any kernel signature's examples, named so, may hit.
