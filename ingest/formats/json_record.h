@@ -42,13 +42,17 @@ struct JsonRecordFields {
   std::vector<std::string> time = {"timestamp", "@timestamp", "time", "__REALTIME_TIMESTAMP"};
   // Any of these present and non-empty makes the record a pod stream (Vector: pod_namespace,
   // Fluent Bit: namespace_name; journald's CONTAINER_NAME of a container's output, as
-  // StreamRules has it, whatever SYSLOG_IDENTIFIER the container's tag gave it).
+  // StreamRules has it, whatever SYSLOG_IDENTIFIER the container's tag gave it). `stream` is the
+  // container runtime's stdout/stderr, which Vector's kubernetes_logs source and Fluent Bit's
+  // CRI and Docker parsers write even when their Kubernetes metadata lookup failed (a pod deleted
+  // before its log was read, vectordotdev/vector#10122): no kernel or journald record has it.
   std::vector<std::string> pod = {"kubernetes.pod_name",
                                   "kubernetes.pod_namespace",
                                   "kubernetes.namespace_name",
                                   "kubernetes.container_name",
                                   "k8s.pod.name",
-                                  "CONTAINER_NAME"};
+                                  "CONTAINER_NAME",
+                                  "stream"};
   // The pod's job, the first present and non-empty, kept as the record's label k8s.job.name
   // (core/record.h kJobLabels: the NCCL rules count distinct jobs): the Job controller's,
   // Kubeflow's and JobSet's pod labels in Vector's kubernetes.pod_labels and Fluent Bit's

@@ -366,6 +366,34 @@ TEST(KafkaJsonDecoder, APodsJobFromVectorAndFluentBitLabels) {
   EXPECT_EQ(batch.job(own), "");
 }
 
+// A container's line whose shipper could not look up its pod (Vector's kubernetes_logs event
+// without its kubernetes map, vectordotdev/vector#10122; Fluent Bit's CRI parser output the
+// kubernetes filter passed through) still carries the runtime's stream: a pod's, not a host
+// service's, so its "ib0: Lost carrier" or "GPU reset executed: ..." is no host line.
+TEST(KafkaJsonDecoder, AContainersLineWithoutItsPodIsStillAPods) {
+  const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
+  RecordBatch batch;
+  const LogRecord& vector =
+      decodeOne(decoder, message(R"({"file": "/var/log/pods/team_evil-0_0c7d/c/0.log",
+      "message": "GPU reset executed: GPU-979426f2-893a-7cbb-c4cf-81472f89a462, success: true",
+      "source_type": "kubernetes_logs", "stream": "stdout",
+      "timestamp": "2026-11-30T10:00:00Z", "host": "gpu-1"})"),
+                &batch);
+  EXPECT_EQ(vector.stream, StreamKind::kPod);
+  EXPECT_EQ(vector.node, "gpu-1");
+  const LogRecord& fluent =
+      decodeOne(decoder, message(R"({"@timestamp": 1764496800.5, "stream": "stderr",
+      "logtag": "F", "log": "ib0: Lost carrier\n", "hostname": "gpu-2"})"),
+                &batch);
+  EXPECT_EQ(fluent.stream, StreamKind::kPod);
+  // A host service's journal record has no stream.
+  const LogRecord& host = decodeOne(decoder, message(R"({"MESSAGE": "ib0: Lost carrier",
+      "SYSLOG_IDENTIFIER": "systemd-networkd", "_HOSTNAME": "gpu-2",
+      "__REALTIME_TIMESTAMP": "1764496800000000"})"),
+                                    &batch);
+  EXPECT_EQ(host.stream, StreamKind::kOther);
+}
+
 TEST(KafkaJsonDecoder, FluentBitTailWithKubernetesFilter) {
   const KafkaDecoder decoder(topic(KafkaEncoding::kJson));
   RecordBatch batch;
