@@ -1004,17 +1004,10 @@ void Correlator::heard(std::string_view node_name, int64_t time_ns, int64_t pod_
   }
 }
 
-void Correlator::arrived(std::string_view node_name, int64_t newest_ns, int64_t time_ns,
-                         int64_t pod_ns) {
-  if (const auto* found = nodes_.find(node_name);
-      found != nullptr && (time_ns != INT64_MIN || !latePod(pod_ns, newest_ns))) {
+void Correlator::arrived(std::string_view node_name, int64_t newest_ns) {
+  if (const auto* found = nodes_.find(node_name)) {
     (*found)->heard_ns = std::max((*found)->heard_ns, newest_ns);
   }
-}
-
-bool Correlator::latePod(int64_t pod_ns, int64_t newest_ns) const {
-  const int64_t newest = std::max(now_ns_, newest_ns);
-  return max_lag_ns_ > 0 && newest >= INT64_MIN + max_lag_ns_ && pod_ns < newest - max_lag_ns_;
 }
 
 bool Correlator::podTimer(const NodeData& node, const std::string& key) const {
@@ -1026,11 +1019,7 @@ bool Correlator::podTimer(const NodeData& node, const std::string& key) const {
 void Correlator::hear(NodeData& node, int64_t time_ns, bool pod) const {
   int64_t& own = pod ? node.pod_ns : node.time_ns;
   own = std::max(own, time_ns);
-  // Pod records more than max_lag behind the newest time (a pod's stream lagging, local time read
-  // as UTC) say nothing of the node's kernel now: they keep it heard at their own time only, or a
-  // node whose kernel fell quiet after a port DOWN would never be found silent.
-  const bool late = pod && latePod(time_ns, now_ns_);
-  node.heard_ns = std::max({node.heard_ns, late ? INT64_MIN : now_ns_, time_ns});
+  node.heard_ns = std::max({node.heard_ns, now_ns_, time_ns});
 }
 
 void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {

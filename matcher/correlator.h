@@ -95,12 +95,10 @@ class Correlator {
   // since the epoch; INT64_MIN: none), in the batch being correlated.
   void heard(std::string_view node, int64_t time_ns, int64_t pod_ns = INT64_MIN);
   // Live, before a batch's hits: `node` has records in the batch, whose newest time of all is
-  // newest_ns (ns since the epoch), its own kernel and host records up to time_ns and pod records
-  // up to pod_ns (INT64_MIN: none). The node is not silent (advance()) at any hit of the batch,
-  // however far another node's hit moves the newest time, unless its records are pod records
-  // alone, all more than max_lag behind the newest time: those keep it heard at their own time
-  // only. Its own time moves only with its hits and heard(), after them.
-  void arrived(std::string_view node, int64_t newest_ns, int64_t time_ns, int64_t pod_ns);
+  // newest_ns (ns since the epoch). The node is not silent (advance()) at any hit of the batch,
+  // however far another node's hit moves the newest time; its own time moves only with its hits
+  // and heard(), after them.
+  void arrived(std::string_view node, int64_t newest_ns);
   // Moves event time to `now_ns` (ns since the epoch), the newest of any node, and decides what
   // falls due, in time order. A node's recovery, quiet and unless_followed_by timers fall due by
   // its own newest time (its hits and heard()): a node whose log lags behind the others' (a
@@ -345,9 +343,6 @@ class Correlator {
   // The node sent a record of time_ns (a pod's, if `pod`): its own time, and when it was last
   // heard (now_ns_).
   void hear(NodeData& node, int64_t time_ns, bool pod = false) const;
-  // Whether a pod record at pod_ns is more than max_lag behind the newest time (now_ns_, or
-  // newest_ns if later): it keeps its node heard at its own time only (hear(), arrived()).
-  bool latePod(int64_t pod_ns, int64_t newest_ns) const;
   // Whether the timer under `key` (a pending hit's or a fault's) is of a rule whose signature
   // hears pod streams: its own hits come from the pods, so their time decides it at once.
   bool podTimer(const NodeData& node, const std::string& key) const;

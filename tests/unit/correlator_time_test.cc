@@ -230,24 +230,6 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
                                            "solo-3 taint pytorch-nccl-watchdog-timeout"}));
 }
 
-// A node whose kernel logs a port DOWN and then nothing is found silent once the others' time is
-// max_lag past its last line, and its port's five minutes are decided. Its pods' lines, stamped an
-// hour back (a pod's stream lagging, or local time read as UTC), kept it heard at every arrival,
-// and the DOWN was never decided: no taint in six hours.
-TEST(CorrelatorTime, StalePodLinesKeepNoNodeHeard) {
-  for (const bool stale_pod : {false, true}) {
-    std::vector<Line> lines = {{kT, "gpu-a", kDown}};
-    for (int m = 1; m <= 60; ++m) {
-      lines.push_back({kT + m * kMin, "gpu-b", "systemd[1]: Started session 7."});
-      if (stale_pod) {
-        lines.push_back({kT - kHour + m * kNanosPerSecond, "gpu-a", "step", StreamKind::kPod});
-      }
-    }
-    EXPECT_EQ(live(10 * kMin, lines), std::vector<std::string>{"gpu-a taint ib-port-down-lasting"})
-        << "stale pod lines " << stale_pod;
-  }
-}
-
 // Pods without a job label count for no node, and act only when a kernel line of the node
 // corroborates them. One such pod's watchdog timeout 15 minutes before another's was taken for a
 // repeat of it (one 30-minute dedup for all jobless pods), so the second, which an IB port flap
