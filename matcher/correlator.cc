@@ -630,12 +630,8 @@ bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields
     return false;
   }
   // Per job: one job's prints must not hide another job's episode on the node, which is what
-  // such a rule counts. A pod without a job counts for nothing and acts only when corroborated:
-  // no repeat, as one such pod's line would hide another's, which a kernel line corroborates.
+  // such a rule counts.
   const std::string_view job = fieldOf(fields, kJobField);
-  if (job.empty()) {
-    return false;
-  }
   if (const int64_t* last = c.jobs_counted.find(job);
       last != nullptr && t < *last + rule.dedup_ns) {
     return true;

@@ -230,37 +230,6 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
                                            "solo-3 taint pytorch-nccl-watchdog-timeout"}));
 }
 
-// Pods without a job label count for no node, and act only when a kernel line of the node
-// corroborates them. One such pod's watchdog timeout 15 minutes before another's was taken for a
-// repeat of it (one 30-minute dedup for all jobless pods), so the second, which an IB port flap
-// 20 s later corroborates, was dropped, and the first was too far from the flap.
-TEST(CorrelatorTime, AJoblessPodsHitIsNoRepeatOfAnothers) {
-  for (const bool pod_first : {true, false}) {
-    for (const bool noisy : {false, true}) {
-      std::vector<Line> lines;
-      if (noisy) {
-        lines.push_back({kT - 15 * kMin, "gpu-w", kWatchdog, StreamKind::kPod, ""});
-      }
-      const Line victim{kT, "gpu-w", kWatchdog, StreamKind::kPod, ""};
-      const std::vector<Line> flap = {{kT + 20 * kNanosPerSecond, "gpu-w", kDown},
-                                      {kT + 40 * kNanosPerSecond, "gpu-w", kActive}};
-      if (pod_first) {
-        lines.push_back(victim);
-      }
-      lines.insert(lines.end(), flap.begin(), flap.end());
-      if (!pod_first) {
-        lines.push_back(victim);
-      }
-      for (int m = 1; m <= 60; ++m) {  // an hour of another node's log: held windows close
-        lines.push_back({kT + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
-      }
-      EXPECT_EQ(live(5 * kMin, lines),
-                std::vector<std::string>{"gpu-w taint pytorch-nccl-watchdog-timeout"})
-          << "pod first " << pod_first << ", noisy " << noisy;
-    }
-  }
-}
-
 // A job's first rank fails at once, its peers' watchdogs fire around ten minutes later: n2 to n5
 // are four nodes of one job within two minutes, a job's event however the first hit placed the
 // window, twice. Only n1, alone in every ten minutes around its own hits, is implicated, by its
