@@ -354,6 +354,43 @@ void BM_CorrelatorManyJobs(benchmark::State& state) {
 }
 BENCHMARK(BM_CorrelatorManyJobs)->Arg(4000)->Arg(16000)->Arg(64000)->Unit(benchmark::kMillisecond);
 
+// A flood of NCCL errors from pods without a job (arg: how many), one node's, each in a second of
+// its own within ten minutes: they count for no node and only a kernel line corroborates them.
+// Items are hits: the time per hit stays flat as the flood grows (held in one cluster window, each
+// closing rescanned them all: 5.2 s of replay for 40,000).
+void BM_CorrelatorJoblessFlood(benchmark::State& state) {
+  const auto lines = static_cast<size_t>(state.range(0));
+  RecordBatch batch;
+  LogRecord& r = batch.records.emplace_back();
+  r.node = "gpu-node-01";
+  r.line = "NCCL error in: x, internal error, NCCL version 2.18.1";
+  r.stream = StreamKind::kPod;
+  Matcher matcher(bank());
+  std::vector<Hit> hits;
+  matcher.match(batch, &hits);
+  if (hits.empty()) {
+    state.SkipWithError("the NCCL line does not match the bank");
+    return;
+  }
+  std::vector<Hit> flood(lines, hits.front());
+  const int64_t step = 600 * kNanosPerSecond / static_cast<int64_t>(lines);
+  for (size_t i = 0; i < lines; ++i) {
+    flood[i].time_ns = 1'740'787'200 * kNanosPerSecond + static_cast<int64_t>(i) * step;
+    flood[i].line += " " + std::to_string(i);  // distinct lines: no repeats
+  }
+  std::vector<Decision> out;
+  for (auto _ : state) {
+    Correlator correlator(bank(), Taint{});
+    for (const Hit& h : flood) {
+      correlator.observe(h, &out);
+    }
+    correlator.finish(&out);
+    out.clear();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(lines));
+}
+BENCHMARK(BM_CorrelatorJoblessFlood)->Arg(10000)->Arg(40000)->Unit(benchmark::kMillisecond);
+
 // A storm over many nodes (arg: how many): 100000 records, each a match example of the bank
 // (real lines, sources in rules/) on a stream kind its signature applies to, on a node drawn
 // at random, 100 µs apart in event time (10000 hits/s cluster-wide). The matcher turns them into

@@ -425,8 +425,8 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       const Rule& pr = bank_->rules[pod_rule];
       // Only a pod hit that counted: one attached to a cause, suppressed, or a repeat inside its
       // rule's dedup or burst makes no fault of its own, whichever of the two lines came first.
-      const Evidence* r =
-          findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0, Fate::kCounted);
+      const Evidence* r = findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns,
+                                     pr.corroborate_within_ns, Fate::kCounted);
       // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
       // hit that its suppressed_by rules dropped when it came is no evidence either.
       if (r != nullptr && !faulted(pod_rule, node, r->fields) &&
@@ -529,8 +529,11 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     }
     return;
   }
-  if (rule.cluster_nodes > 0) {
-    const std::string_view job = rule.distinct_jobs ? fieldOf(f, kJobField) : "";
+  const std::string_view job = rule.distinct_jobs ? fieldOf(f, kJobField) : "";
+  // A pod without a job counts for no node, in a job's event or not: only corroboration acts on
+  // it (count()), at once. Held, every jobless pod's hit would wait in one window that each
+  // closing rescans.
+  if (rule.cluster_nodes > 0 && !(rule.distinct_jobs && job.empty())) {
     auto it = held_[ri].find(job);
     if (it == held_[ri].end()) {
       it = held_[ri].emplace(std::string(job), HeldJob{}).first;
@@ -630,8 +633,12 @@ bool Correlator::deduplicated(const Rule& rule, Counter& c, const Fields& fields
     return false;
   }
   // Per job: one job's prints must not hide another job's episode on the node, which is what
-  // such a rule counts.
+  // such a rule counts. A pod without a job counts for nothing and acts only when corroborated:
+  // no repeat, as one such pod's line would hide another's, which a kernel line corroborates.
   const std::string_view job = fieldOf(fields, kJobField);
+  if (job.empty()) {
+    return false;
+  }
   if (const int64_t* last = c.jobs_counted.find(job);
       last != nullptr && t < *last + rule.dedup_ns) {
     return true;

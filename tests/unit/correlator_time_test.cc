@@ -2,6 +2,7 @@
 // second in replay, held hits that count, flap recoveries, and what the correlator keeps.
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -228,6 +229,66 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
                                            "solo-1 taint pytorch-nccl-watchdog-timeout",
                                            "solo-2 taint pytorch-nccl-watchdog-timeout",
                                            "solo-3 taint pytorch-nccl-watchdog-timeout"}));
+}
+
+// A pod's line stamped 30 s after its node's IB port flap, read before the flap's lines (the pod
+// stream ahead of the kernel's): the flap corroborates it, live as in replay, whether the pod has
+// a job or none, and for an info rule (nccl-remote-error) too. The flap looked only for pod hits
+// stamped before it.
+TEST(CorrelatorTime, AKernelLineCorroboratesAPodHitStampedAfterItButReadFirst) {
+  const std::string remote =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
+      "was a network error, NCCL version 2.18.5";
+  for (const auto& [line, job, rule] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {kWatchdog, "train-a", "pytorch-nccl-watchdog-timeout"},
+           {kWatchdog, "", "pytorch-nccl-watchdog-timeout"},
+           {remote, "train-a", "nccl-remote-error"}}) {
+    std::vector<Line> lines = {{kT + 30 * kNanosPerSecond, "gpu-w", line, StreamKind::kPod, job},
+                               {kT, "gpu-w", kDown},
+                               {kT + 20 * kNanosPerSecond, "gpu-w", kActive}};
+    for (int m = 1; m <= 60; ++m) {
+      lines.push_back({kT + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
+    }
+    std::vector<Line> sorted = lines;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    const std::vector<std::string> want = {"gpu-w taint " + rule};
+    EXPECT_EQ(live(0, sorted), want) << "replay, job '" << job << "'";
+    EXPECT_EQ(live(5 * kMin, lines), want) << "live, job '" << job << "'";
+  }
+}
+
+// Pods without a job label count for no node, and act only when a kernel line of the node
+// corroborates them. One such pod's watchdog timeout 15 minutes before another's was taken for a
+// repeat of it (one 30-minute dedup for all jobless pods), so the second, which an IB port flap
+// 20 s later corroborates, was dropped, and the first was too far from the flap.
+TEST(CorrelatorTime, AJoblessPodsHitIsNoRepeatOfAnothers) {
+  for (const bool pod_first : {true, false}) {
+    for (const bool noisy : {false, true}) {
+      std::vector<Line> lines;
+      if (noisy) {
+        lines.push_back({kT - 15 * kMin, "gpu-w", kWatchdog, StreamKind::kPod, ""});
+      }
+      const Line victim{kT, "gpu-w", kWatchdog, StreamKind::kPod, ""};
+      const std::vector<Line> flap = {{kT + 20 * kNanosPerSecond, "gpu-w", kDown},
+                                      {kT + 40 * kNanosPerSecond, "gpu-w", kActive}};
+      if (pod_first) {
+        lines.push_back(victim);
+      }
+      lines.insert(lines.end(), flap.begin(), flap.end());
+      if (!pod_first) {
+        lines.push_back(victim);
+      }
+      for (int m = 1; m <= 60; ++m) {  // an hour of another node's log: held windows close
+        lines.push_back({kT + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
+      }
+      EXPECT_EQ(live(5 * kMin, lines),
+                std::vector<std::string>{"gpu-w taint pytorch-nccl-watchdog-timeout"})
+          << "pod first " << pod_first << ", noisy " << noisy;
+    }
+  }
 }
 
 // A job's first rank fails at once, its peers' watchdogs fire around ten minutes later: n2 to n5
