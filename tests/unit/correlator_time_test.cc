@@ -231,6 +231,48 @@ TEST(CorrelatorTime, UnrelatedJobsInTheSameMinutesAreNoJobsEvent) {
                                            "solo-3 taint pytorch-nccl-watchdog-timeout"}));
 }
 
+// A whole node behind (its agent restarted: a backlog 30 minutes behind gpu-3): between its DOWN
+// and its ACTIVE a minute later only its pods' backlog arrives while gpu-3 moves on 12 minutes.
+// Its pods' lines keep it heard: it is decided by its own log, as in replay.
+TEST(CorrelatorTime, ABackloggedNodesPodLinesKeepItHeard) {
+  for (const int64_t max_lag : {5 * kMin, 10 * kMin}) {
+    std::vector<Line> lines = {{kT + 30 * kMin, "gpu-3", "systemd[1]: Started session 7."},
+                               {kT, "gpu-2", kDown}};
+    for (int s = 1; s <= 12; ++s) {
+      lines.push_back({kT + s * 5 * kNanosPerSecond, "gpu-2", "step", StreamKind::kPod});
+      lines.push_back({kT + 30 * kMin + s * kMin, "gpu-3", "systemd[1]: Started session 8."});
+    }
+    lines.push_back({kT + kMin, "gpu-2", kActive});
+    lines.push_back({kT + 2 * kMin, "gpu-2", "systemd[1]: Started session 9."});
+    EXPECT_EQ(live(max_lag, lines), std::vector<std::string>{}) << "max_lag " << max_lag / kMin;
+  }
+}
+
+// gpu-1 is tainted by a corroborated watchdog timeout; its pods' stream then lags 15 minutes
+// behind the others (more than max_lag), its kernel quiet. Job train-b's timeout two minutes
+// before the quiet day ends holds the fault, live as in replay: the pods keep the node heard.
+TEST(CorrelatorTime, APodRulesQuietDayWithItsPodsLaggingIsReplays) {
+  std::vector<Line> lines{{kT, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+                          {kT + 2 * kMin, "gpu-1", kDown},
+                          {kT + 3 * kMin, "gpu-1", kActive}};
+  for (int m = 0; m <= 40; ++m) {
+    const int64_t now = kT + 23 * kHour + 40 * kMin + m * kMin;
+    lines.push_back({now, "gpu-9", "systemd[1]: Started session 7."});
+    const int64_t pod = now - 15 * kMin;
+    if (pod >= kT + 24 * kHour - 2 * kMin && pod < kT + 24 * kHour - kMin) {
+      lines.push_back(
+          {kT + 24 * kHour - 2 * kMin, "gpu-1", kWatchdog, StreamKind::kPod, "train-b"});
+    }
+    lines.push_back({pod, "gpu-1", "step 10 loss 0.1", StreamKind::kPod});
+  }
+  std::vector<Line> sorted = lines;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  const std::vector<std::string> replay = live(0, sorted);
+  EXPECT_EQ(replay, std::vector<std::string>{"gpu-1 taint pytorch-nccl-watchdog-timeout"});
+  EXPECT_EQ(live(10 * kMin, lines), replay);
+}
+
 // A pod's line stamped 30 s after its node's IB port flap, read before the flap's lines (the pod
 // stream ahead of the kernel's): the flap corroborates it, live as in replay, whether the pod has
 // a job or none, and for an info rule (nccl-remote-error) too. The flap looked only for pod hits
