@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -316,14 +317,9 @@ void BM_CorrelatorFlood(benchmark::State& state) {
 }
 BENCHMARK(BM_CorrelatorFlood)->Args({0, 1})->Args({1, 0})->Args({0, 1000})->Args({1, 1000});
 
-// A flood of job labels (arg: how many jobs), as a hostile push can mint them: each job's pod on
-// one node logs one NCCL error at the same time, each held by the cluster rule nccl-error (a
-// job's event or a node's, told once its window closes) and counted per job (distinct_jobs). Each
-// pass feeds them to a fresh correlator and closes the windows (finish()). Items are hits: the
-// time per hit stays flat as the jobs grow (each window closing scanned every job held, and each
-// hit every job counted on the node: 32 s for 64000 jobs).
-void BM_CorrelatorManyJobs(benchmark::State& state) {
-  const auto jobs = static_cast<size_t>(state.range(0));
+// The hit of an NCCL error a pod on gpu-node-01 logs; none (the benchmark skipped) if the bank
+// no longer matches the line.
+std::optional<Hit> ncclPodHit(benchmark::State& state) {
   RecordBatch batch;
   LogRecord& r = batch.records.emplace_back();
   r.node = "gpu-node-01";
@@ -334,13 +330,13 @@ void BM_CorrelatorManyJobs(benchmark::State& state) {
   matcher.match(batch, &hits);
   if (hits.empty()) {
     state.SkipWithError("the NCCL line does not match the bank");
-    return;
+    return std::nullopt;
   }
-  std::vector<Hit> flood(jobs, hits.front());
-  for (size_t j = 0; j < jobs; ++j) {
-    flood[j].time_ns = 1'740'787'200 * kNanosPerSecond;
-    flood[j].fields.emplace_back(kJobField, "job-" + std::to_string(j));
-  }
+  return hits.front();
+}
+
+// Each pass feeds `flood` to a fresh correlator and closes its windows (finish()). Items are hits.
+void correlateFlood(benchmark::State& state, const std::vector<Hit>& flood) {
   std::vector<Decision> out;
   for (auto _ : state) {
     Correlator correlator(bank(), Taint{});
@@ -350,44 +346,44 @@ void BM_CorrelatorManyJobs(benchmark::State& state) {
     correlator.finish(&out);
     out.clear();
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(jobs));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(flood.size()));
+}
+
+// A flood of job labels (arg: how many jobs), as a hostile push can mint them: each job's pod on
+// one node logs one NCCL error at the same time, each held by the cluster rule nccl-error (a
+// job's event or a node's, told once its window closes) and counted per job (distinct_jobs). The
+// time per hit stays flat as the jobs grow (each window closing scanned every job held, and each
+// hit every job counted on the node: 32 s for 64000 jobs).
+void BM_CorrelatorManyJobs(benchmark::State& state) {
+  const std::optional<Hit> hit = ncclPodHit(state);
+  if (!hit) {
+    return;
+  }
+  std::vector<Hit> flood(static_cast<size_t>(state.range(0)), *hit);
+  for (size_t j = 0; j < flood.size(); ++j) {
+    flood[j].time_ns = 1'740'787'200 * kNanosPerSecond;
+    flood[j].fields.emplace_back(kJobField, "job-" + std::to_string(j));
+  }
+  correlateFlood(state, flood);
 }
 BENCHMARK(BM_CorrelatorManyJobs)->Arg(4000)->Arg(16000)->Arg(64000)->Unit(benchmark::kMillisecond);
 
 // A flood of NCCL errors from pods without a job (arg: how many), one node's, each in a second of
 // its own within ten minutes: they count for no node and only a kernel line corroborates them.
-// Items are hits: the time per hit stays flat as the flood grows (held in one cluster window, each
-// closing rescanned them all: 5.2 s of replay for 40,000).
+// The time per hit stays flat as the flood grows (held in one cluster window, each closing
+// rescanned them all: 5.2 s of replay for 40,000).
 void BM_CorrelatorJoblessFlood(benchmark::State& state) {
-  const auto lines = static_cast<size_t>(state.range(0));
-  RecordBatch batch;
-  LogRecord& r = batch.records.emplace_back();
-  r.node = "gpu-node-01";
-  r.line = "NCCL error in: x, internal error, NCCL version 2.18.1";
-  r.stream = StreamKind::kPod;
-  Matcher matcher(bank());
-  std::vector<Hit> hits;
-  matcher.match(batch, &hits);
-  if (hits.empty()) {
-    state.SkipWithError("the NCCL line does not match the bank");
+  const std::optional<Hit> hit = ncclPodHit(state);
+  if (!hit) {
     return;
   }
-  std::vector<Hit> flood(lines, hits.front());
-  const int64_t step = 600 * kNanosPerSecond / static_cast<int64_t>(lines);
-  for (size_t i = 0; i < lines; ++i) {
+  std::vector<Hit> flood(static_cast<size_t>(state.range(0)), *hit);
+  const int64_t step = 600 * kNanosPerSecond / static_cast<int64_t>(flood.size());
+  for (size_t i = 0; i < flood.size(); ++i) {
     flood[i].time_ns = 1'740'787'200 * kNanosPerSecond + static_cast<int64_t>(i) * step;
     flood[i].line += " " + std::to_string(i);  // distinct lines: no repeats
   }
-  std::vector<Decision> out;
-  for (auto _ : state) {
-    Correlator correlator(bank(), Taint{});
-    for (const Hit& h : flood) {
-      correlator.observe(h, &out);
-    }
-    correlator.finish(&out);
-    out.clear();
-  }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(lines));
+  correlateFlood(state, flood);
 }
 BENCHMARK(BM_CorrelatorJoblessFlood)->Arg(10000)->Arg(40000)->Unit(benchmark::kMillisecond);
 

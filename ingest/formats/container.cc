@@ -76,8 +76,9 @@ class ContainerParser : public LineParser {
 
   // A file that ends inside a cut line: its parts so far, the earlier stream's first.
   void finish(RecordBatch* batch) override {
-    std::ranges::stable_sort(cut_, {}, &Cut::first_ns);
-    for (Cut& cut : cut_) {
+    const bool stderr_first = cut_[1].first_ns < cut_[0].first_ns;
+    for (const int s : {stderr_first ? 1 : 0, stderr_first ? 0 : 1}) {
+      Cut& cut = cut_[static_cast<size_t>(s)];
       if (!cut.text.empty()) {
         emit({cut.first_ns, batch->copy(cut.text)}, batch);
         cut.text.clear();

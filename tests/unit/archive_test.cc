@@ -431,19 +431,12 @@ TEST(Archive, AFileOfASosreportIsItsHosts) {
   fs::create_directory_symlink(root / "sos_commands/kernel", dir / "kdir");
   EXPECT_EQ(sosReportHost((dir / "kdir/dmesg_-T").string()), "gpu-7.cluster.local");
   // Replay reads it so: the file's node is the host, not "dmesg_-T".
-  std::vector<std::string> nodes;
-  ArchiveSource source({{(root / "sos_commands/kernel/dmesg_-T").string(), "", false},
-                        {(root / "sos_commands/../../other/gpu-9.dmesg").string(), "", false}},
-                       {});
-  source.run(
-      [&](RecordBatch& b) {
-        for (const LogRecord& r : b.records) {
-          nodes.emplace_back(r.node);
-        }
-      },
-      std::stop_token());
-  EXPECT_TRUE(source.errors().empty());
-  EXPECT_EQ(nodes, (std::vector<std::string>{"gpu-7.cluster.local", "gpu-9"}));
+  ArchiveStats stats;
+  EXPECT_EQ(replay({{(root / "sos_commands/kernel/dmesg_-T").string(), "", false},
+                    {(root / "sos_commands/../../other/gpu-9.dmesg").string(), "", false}},
+                   &stats),
+            (std::vector<std::string>{"gpu-7.cluster.local|NVRM: Xid (PCI:0000:44:00): 79, x",
+                                      "gpu-9|NVRM: Xid (PCI:0000:44:00): 79, x"}));
   // Not a host name, or no file: none.
   std::ofstream(root / "hostname") << "gpu 7\n";
   EXPECT_EQ(sosReportHost((root / "var/log/dmesg").string()), "");
@@ -467,23 +460,18 @@ TEST(Archive, AClusterInfoDumpPodLogIsRefused) {
   std::ofstream(dump / "ml" / "trainer-0" / "logs.txt") << forged;
   fs::create_directories(dump / "gpu-7");
   std::ofstream(dump / "gpu-7" / "logs.txt") << forged;  // no pods.json above it: a host's log
-  std::vector<std::string> nodes;
-  ArchiveSource source({{(dump / "ml/trainer-0/logs.txt").string(), "", false},
-                        {(dump / "gpu-7/logs.txt").string(), "", false}},
-                       {});
-  source.run(
-      [&](RecordBatch& b) {
-        for (const LogRecord& r : b.records) {
-          nodes.emplace_back(r.node);
-        }
-      },
-      std::stop_token());
-  ASSERT_EQ(source.errors().size(), 1U);
-  EXPECT_NE(source.errors()[0].message.find("trainer-0/logs.txt: a pod's log from kubectl "
-                                            "cluster-info dump"),
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  EXPECT_EQ(
+      replay({{(dump / "ml/trainer-0/logs.txt").string(), "", false},
+              {(dump / "gpu-7/logs.txt").string(), "", false}},
+             &stats, &errors),
+      std::vector<std::string>{"gpu-7|NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"});
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_NE(errors[0].message.find("trainer-0/logs.txt: a pod's log from kubectl "
+                                   "cluster-info dump"),
             std::string::npos)
-      << source.errors()[0].message;
-  EXPECT_EQ(nodes, std::vector<std::string>{"gpu-7"});
+      << errors[0].message;
   fs::remove_all(dump);
 }
 
