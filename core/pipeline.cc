@@ -113,7 +113,7 @@ void Pipeline::correlate(BatchMatch& matched) {
   noteMembers(matched.runs);
   // The batch's records came together: one node's must not be found silent at another's hit.
   for (const BatchMatch::NodeTimes& n : matched.nodes) {
-    correlator_.arrived(n.node, matched.newest_ns);
+    correlator_.arrived(n.node, matched.newest_ns, n.newest_ns, n.pod_ns);
   }
   correlateHits(matched.hits);
   // After the hits: a node's later records must not decide a timer that one of its hits cancels.

@@ -1007,9 +1007,14 @@ void Correlator::heard(std::string_view node_name, int64_t time_ns, int64_t pod_
   }
 }
 
-void Correlator::arrived(std::string_view node_name, int64_t newest_ns) {
+void Correlator::arrived(std::string_view node_name, int64_t newest_ns, int64_t time_ns,
+                         int64_t pod_ns) {
   if (const auto* found = nodes_.find(node_name)) {
-    (*found)->heard_ns = std::max((*found)->heard_ns, newest_ns);
+    NodeData& node = **found;
+    node.heard_ns = std::max(node.heard_ns, newest_ns);
+    if (time_ns != INT64_MIN || (pod_ns != INT64_MIN && speaksForKernel(node, pod_ns))) {
+      node.kernel_heard_ns = std::max(node.kernel_heard_ns, newest_ns);
+    }
   }
 }
 
@@ -1019,10 +1024,18 @@ bool Correlator::podTimer(const NodeData& node, const std::string& key) const {
   return bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod);
 }
 
+bool Correlator::speaksForKernel(const NodeData& node, int64_t pod_ns) const {
+  return node.time_ns < INT64_MIN + max_lag_ns_ || pod_ns >= node.time_ns - max_lag_ns_;
+}
+
 void Correlator::hear(NodeData& node, int64_t time_ns, bool pod) const {
   int64_t& own = pod ? node.pod_ns : node.time_ns;
   own = std::max(own, time_ns);
-  node.heard_ns = std::max({node.heard_ns, now_ns_, time_ns});
+  const int64_t heard = std::max({node.heard_ns, now_ns_, time_ns});
+  node.heard_ns = heard;
+  if (!pod || speaksForKernel(node, time_ns)) {
+    node.kernel_heard_ns = heard;
+  }
 }
 
 void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
@@ -1039,10 +1052,12 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     auto next = timers_.begin();
     // The earliest timer that is due: before its node's own newest time, or, once the node is
     // silent, before the newest time of all (with max_lag 0, as in replay: before the newest time).
+    // A node whose kernel went silent, its pods not, is silent for the timers of its kernel rules.
     while (next != timers_.end() && std::get<0>(*next) < now_ns_) {
       const NodeData& node = **nodes_.find(std::get<1>(*next));
       const int64_t at = std::get<0>(*next);
       if (at < node.time_ns || node.heard_ns <= lagged ||
+          (node.kernel_heard_ns <= lagged && !podTimer(node, std::get<2>(*next))) ||
           (at < node.pod_ns &&
            (at < node.pod_ns - max_lag_ns_ || podTimer(node, std::get<2>(*next))))) {
         break;

@@ -95,10 +95,12 @@ class Correlator {
   // since the epoch; INT64_MIN: none), in the batch being correlated.
   void heard(std::string_view node, int64_t time_ns, int64_t pod_ns = INT64_MIN);
   // Live, before a batch's hits: `node` has records in the batch, whose newest time of all is
-  // newest_ns (ns since the epoch). The node is not silent (advance()) at any hit of the batch,
-  // however far another node's hit moves the newest time; its own time moves only with its hits
-  // and heard(), after them.
-  void arrived(std::string_view node, int64_t newest_ns);
+  // newest_ns, its own newest kernel and host record's time_ns and pod record's pod_ns (ns since
+  // the epoch; INT64_MIN: none). The node is not silent (advance()) at any hit of the batch,
+  // however far another node's hit moves the newest time (for the timers of rules that hear no pod
+  // stream, only if its records speak for its kernel's, as advance() says); its own time moves
+  // only with its hits and heard(), after them.
+  void arrived(std::string_view node, int64_t newest_ns, int64_t time_ns, int64_t pod_ns);
   // Moves event time to `now_ns` (ns since the epoch), the newest of any node, and decides what
   // falls due, in time order. A node's recovery, quiet and unless_followed_by timers fall due by
   // its own newest time (its hits and heard()): a node whose log lags behind the others' (a
@@ -107,9 +109,13 @@ class Correlator {
   // kernel and host records: their stream may run ahead of the kernel's, and a shipper may take
   // their times from a pod's text, so a pod's line must not decide a port DOWN lasting while the
   // node's ACTIVE is on its way. A pod rule's timers, which its pods' hits hold, fall due by
-  // their time at once. Only once the node
-  // has sent nothing while the newest time moved on by max_lag do its timers fall due by the newest
-  // time (a node gone silent). Held cluster windows close when the newest time is max_lag past
+  // their time at once. Only once the node has sent nothing while the newest time moved on by
+  // max_lag do its timers fall due by the newest time (a node gone silent). For the timers of
+  // rules that hear no pod stream, a pod record stamped more than max_lag before the node's newest
+  // kernel or host record is nothing sent: it says nothing of how far the kernel's stream has
+  // come, and pods that stamp their lines an hour back (local time read as UTC, or a pod's
+  // choosing) would keep a node whose kernel went quiet after a port DOWN from ever being silent,
+  // the DOWN never decided. Held cluster windows close when the newest time is max_lag past
   // their end, so that a lagging node's hits still join the window. Then forgets the nodes silent
   // for forgetAfterNs().
   void advance(int64_t now_ns, std::vector<Decision>* out);
@@ -243,8 +249,11 @@ class Correlator {
     int64_t time_ns = INT64_MIN;   // its newest hit or heard() time, but for its pods'
     int64_t pod_ns = INT64_MIN;    // its newest pod hit or heard() pod time
     int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
-    int64_t second = INT64_MIN;    // of the latest hit (secondOf)
-    FlatMap<int64_t> seen;         // repeatKey() -> the latest second it was observed in
+    // heard_ns, by its kernel and host records and the pod records that speak for them
+    // (speaksForKernel): never after heard_ns.
+    int64_t kernel_heard_ns = INT64_MIN;
+    int64_t second = INT64_MIN;            // of the latest hit (secondOf)
+    FlatMap<int64_t> seen;                 // repeatKey() -> the latest second it was observed in
     int64_t suspect_until_ns = INT64_MIN;  // marked by a peer's suspects_peers hit
     FlatMap<Pending> pending;              // key: rule index + entity
     FlatMap<Counter> counters;             // key: rule index + entity
@@ -343,6 +352,10 @@ class Correlator {
   // The node sent a record of time_ns (a pod's, if `pod`): its own time, and when it was last
   // heard (now_ns_).
   void hear(NodeData& node, int64_t time_ns, bool pod = false) const;
+  // Whether a pod record of pod_ns (ns since the epoch) keeps the node heard for the timers of
+  // rules that hear no pod stream: stamped no more than max_lag before its newest kernel or host
+  // record, the most a pod's stream may lag behind the kernel's.
+  bool speaksForKernel(const NodeData& node, int64_t pod_ns) const;
   // Whether the timer under `key` (a pending hit's or a fault's) is of a rule whose signature
   // hears pod streams: its own hits come from the pods, so their time decides it at once.
   bool podTimer(const NodeData& node, const std::string& key) const;

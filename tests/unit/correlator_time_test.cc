@@ -273,6 +273,67 @@ TEST(CorrelatorTime, APodRulesQuietDayWithItsPodsLaggingIsReplays) {
   EXPECT_EQ(live(10 * kMin, lines), replay);
 }
 
+// gpu-a's port goes DOWN and its kernel says nothing more; gpu-b logs once a minute for six hours.
+// gpu-a's pods log once a minute too, stamped pod_lag before the newest time (their shipper reads
+// local time as UTC), or at one time an hour before the DOWN (`fixed`: a pod choosing its stamps).
+// `active`: gpu-a's ACTIVE a minute after its DOWN, arriving seven minutes late.
+std::vector<Line> quietKernelLoggingPods(int64_t pod_lag_ns, bool fixed, bool active) {
+  std::vector<Line> lines = {{kT, "gpu-a", kDown}};
+  for (int m = 1; m <= 6 * 60; ++m) {
+    const int64_t now = kT + m * kMin;
+    lines.push_back({now, "gpu-b", "systemd[1]: Started session 7."});
+    lines.push_back({fixed ? kT - kHour : now - pod_lag_ns, "gpu-a", "step", StreamKind::kPod});
+    if (active && m == 8) {
+      lines.push_back({kT + kMin, "gpu-a", kActive});
+    }
+  }
+  return lines;
+}
+
+// Live with max_lag 10m: the decisions, and the newest time read when the first came (INT64_MIN:
+// none came).
+std::pair<std::vector<std::string>, int64_t> decidedWhen(const std::vector<Line>& lines) {
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 10 * kMin);
+  int64_t newest = INT64_MIN;
+  int64_t when = INT64_MIN;
+  for (const Line& l : lines) {
+    newest = std::max(newest, l.time_ns);
+    p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
+    if (when == INT64_MIN && !sink.got.empty()) {
+      when = newest;
+    }
+  }
+  return {sink.got, when};
+}
+
+// Pods stamped long before their node's kernel say nothing of its stream: the DOWN lasts once
+// the kernel is silent for max_lag, live as in replay. They kept the node heard: with a fixed
+// stamp the DOWN was never decided, an hour behind it was decided an hour late.
+TEST(CorrelatorTime, PodsStampedLongBeforeTheKernelKeepNoQuietNodeHeard) {
+  const std::vector<std::string> want = {"gpu-a taint ib-port-down-lasting"};
+  for (const auto& [pod_lag, fixed] :
+       std::vector<std::pair<int64_t, bool>>{{kHour, false}, {2 * kHour, false}, {0, true}}) {
+    const auto [got, when] = decidedWhen(quietKernelLoggingPods(pod_lag, fixed, false));
+    EXPECT_EQ(got, want) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
+    EXPECT_EQ(when, kT + 10 * kMin) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
+    std::vector<Line> sorted = quietKernelLoggingPods(pod_lag, fixed, false);
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    EXPECT_EQ(live(0, sorted), want);
+  }
+}
+
+// Pods lagging the kernel less than max_lag keep the node heard: its ACTIVE, seven minutes late,
+// still recovers the port, as in replay; without it the DOWN is decided by the pods' time.
+TEST(CorrelatorTime, PodsLaggingTheKernelLessThanMaxLagKeepTheNodeHeard) {
+  EXPECT_EQ(decidedWhen(quietKernelLoggingPods(5 * kMin, false, true)).first,
+            std::vector<std::string>{});
+  const auto [got, when] = decidedWhen(quietKernelLoggingPods(5 * kMin, false, false));
+  EXPECT_EQ(got, std::vector<std::string>{"gpu-a taint ib-port-down-lasting"});
+  EXPECT_EQ(when, kT + 21 * kMin);  // its pods' time max_lag past the DOWN's five minutes
+}
+
 // A pod's line stamped 30 s after its node's IB port flap, read before the flap's lines (the pod
 // stream ahead of the kernel's): the flap corroborates it, live as in replay, whether the pod has
 // a job or none, and for an info rule (nccl-remote-error) too. The flap looked only for pod hits
