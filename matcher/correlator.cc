@@ -348,9 +348,19 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       recent->hits.push_back(shared);
       recent->fates.push_back(Fate::kCounted);
     } else {
-      recent->hits[recent->next] = shared;
-      recent->fates[recent->next] = Fate::kCounted;
-      recent->next = (recent->next + 1) % kRecentPerRule;
+      // The earliest stamped gives way, the oldest read of them first (in time order, as in
+      // replay, the one at `next`): lines stamped hours back (a pod's choosing, a backlog) push
+      // out no newer hit a later lookup needs, and one stamped before all is not kept.
+      size_t oldest = recent->next;
+      for (size_t k = 1; k < kRecentPerRule; ++k) {
+        const size_t at = (recent->next + k) % kRecentPerRule;
+        oldest = recent->hits[at]->time_ns < recent->hits[oldest]->time_ns ? at : oldest;
+      }
+      if (t >= recent->hits[oldest]->time_ns) {
+        recent->hits[oldest] = shared;
+        recent->fates[oldest] = Fate::kCounted;
+        recent->next = oldest == recent->next ? (oldest + 1) % kRecentPerRule : recent->next;
+      }
     }
     recent->kept_before = std::exchange(recent->kept, shared);
     recent->counted_before = std::exchange(recent->counted, shared);

@@ -200,7 +200,8 @@ class Correlator {
   // What became of a hit with its rule: attached to a cause or suppressed by one (that incident's),
   // a repeat inside the dedup or burst of the key's counted hit, or counted.
   enum class Fate : uint8_t { kDropped, kRepeat, kCounted };
-  // The newest hits of one rule on one node, oldest first from `next` once full, kept only for the
+  // The newest stamped hits of one rule on one node, read in time order oldest first from `next`
+  // once full (out of order, a hit takes the place of the earliest stamped), kept only for the
   // rules findRecent() is asked about (looked_up_). The evidence is shared with observe(): a storm
   // keeps its hits here without copying their lines and fields.
   struct Recent {

@@ -334,6 +334,32 @@ TEST(CorrelatorTime, PodsLaggingTheKernelLessThanMaxLagKeepTheNodeHeard) {
   EXPECT_EQ(when, kT + 21 * kMin);  // its pods' time max_lag past the DOWN's five minutes
 }
 
+// A job's watchdog timeout; its cluster window closes with the others' log half an hour on; then a
+// dozen of another pod's timeouts (no job) stamped three hours back; then the node's IB port flap
+// 20 s after the first, its kernel stream half an hour behind: the flap corroborates the job's
+// line, live as in replay. The stale lines took the eight places a rule's newest hits have on a
+// node, by arrival, and the flap found nothing.
+TEST(CorrelatorTime, StaleHitsPushNoNewerOneOutOfANodesHistory) {
+  std::vector<Line> lines = {{kT, "gpu-w", kWatchdog, StreamKind::kPod, "train-a"}};
+  for (int m = 1; m <= 60; ++m) {
+    lines.push_back({kT + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
+    if (m == 30) {
+      for (int s = 0; s < 12; ++s) {
+        lines.push_back(
+            {kT - 3 * kHour + s * kNanosPerSecond, "gpu-w", kWatchdog, StreamKind::kPod});
+      }
+      lines.push_back({kT + 20 * kNanosPerSecond, "gpu-w", kDown});
+      lines.push_back({kT + 25 * kNanosPerSecond, "gpu-w", kActive});
+    }
+  }
+  std::vector<Line> sorted = lines;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  const std::vector<std::string> want = {"gpu-w taint pytorch-nccl-watchdog-timeout"};
+  EXPECT_EQ(live(0, sorted), want);
+  EXPECT_EQ(live(10 * kMin, lines), want);
+}
+
 // A pod's line stamped 30 s after its node's IB port flap, read before the flap's lines (the pod
 // stream ahead of the kernel's): the flap corroborates it, live as in replay, whether the pod has
 // a job or none, and for an info rule (nccl-remote-error) too. The flap looked only for pod hits
