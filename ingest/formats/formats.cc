@@ -182,6 +182,11 @@ int firstStampYear(int year, std::optional<int64_t> now_ns, int month, int day,
       return y;
     }
   }
+  for (int y = year - 1; y >= year - 8; --y) {  // Feb 29: the last leap year (2100 has none)
+    if (isValidCivil(y, month, day, 0, 0, 0)) {
+      return y;
+    }
+  }
   return year - 1;
 }
 

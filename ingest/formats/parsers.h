@@ -38,8 +38,9 @@ bool parseSeconds(std::string_view s, int64_t* ns);
 bool isMonotonicJournal(std::string_view line);
 
 // The year of a file's first `Mon DD` stamp, at time_of_day_ns into the day: `year`; with `now_ns`
-// the latest of year + 1, year and year - 1 that puts it no more than a day after now_ns
-// (ParseOptions::now_ns), else year - 1.
+// the latest of year + 1 and year that puts it no more than a day after now_ns
+// (ParseOptions::now_ns), else the latest year before `year` that has the date (Feb 29: the last
+// leap year), else year - 1 (no such date: the caller refuses it).
 int firstStampYear(int year, std::optional<int64_t> now_ns, int month, int day,
                    int64_t time_of_day_ns);
 

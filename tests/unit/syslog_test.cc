@@ -96,6 +96,14 @@ TEST(Syslog, WithoutAYearAFirstStampInTheFutureIsLastYears) {
   o.year = 2029;
   o.now_ns = civilToNanos(2029, 1, 10, 0, 0, 0);
   EXPECT_EQ(first("Feb 29 10:00:00 gpu-1 kernel: a"), civilToNanos(2028, 2, 29, 10, 0, 0));
+  // Read in a leap year before its Feb 29: the last one, four years back (the year before has
+  // none; it was refused). Past 2100, which has none, eight.
+  o.year = 2028;
+  o.now_ns = civilToNanos(2028, 1, 10, 0, 0, 0);
+  EXPECT_EQ(first("Feb 29 10:00:00 gpu-1 kernel: a"), civilToNanos(2024, 2, 29, 10, 0, 0));
+  o.year = 2104;
+  o.now_ns = civilToNanos(2104, 1, 10, 0, 0, 0);
+  EXPECT_EQ(first("Feb 29 10:00:00 gpu-1 kernel: a"), civilToNanos(2096, 2, 29, 10, 0, 0));
   int refused = 0;
   EXPECT_EQ(times({"Mar  5 10:00:00 gpu-1 kernel: a"}, 2028, &refused)[0],
             civilToNanos(2028, 3, 5, 10, 0, 0));  // no now_ns (--year): the year given
