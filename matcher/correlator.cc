@@ -104,6 +104,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   cancels_.resize(n);
   suppresses_.resize(n);
   recovers_.assign(n, false);
+  hears_pods_.assign(n, false);
   looked_up_.assign(n, false);
   held_.resize(n);
   held_fronts_.resize(n);
@@ -135,6 +136,12 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     for (uint32_t by : r.recovered_by) {
       recovers_[by] = true;
     }
+    auto pods = [&](uint32_t ri) {
+      return bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod);
+    };
+    hears_pods_[i] = pods(i) ||
+                     std::any_of(r.unless_followed_by.begin(), r.unless_followed_by.end(), pods) ||
+                     std::any_of(r.recovered_by.begin(), r.recovered_by.end(), pods);
     // The rules findRecent() is asked about, and the recovery signals fault() looks back at.
     for (const std::vector<uint32_t>* rules : {&r.attach_to, &r.suppressed_by, &r.corroborated_by,
                                                &r.unless_followed_by, &r.recovered_by}) {
@@ -312,6 +319,12 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
     recover(ri, node, hit.node, e->fields, *e, out);
   }
   recovering_.clear();
+  for (const auto& [pod_rule, pod] : corroborated_after_) {
+    if (!faulted(pod_rule, node, pod.fields)) {
+      corroborate(pod_rule, node, hit.node, pod.fields, pod, out);
+    }
+  }
+  corroborated_after_.clear();
 }
 
 void Correlator::whereMask(uint32_t signature, const Fields& fields) {
@@ -435,18 +448,22 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       const Rule& pr = bank_->rules[pod_rule];
       // Only a pod hit that counted: one attached to a cause, suppressed, or a repeat inside its
       // rule's dedup or burst makes no fault of its own, whichever of the two lines came first.
-      const Evidence* r = findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns,
-                                     pr.corroborate_within_ns, Fate::kCounted);
+      const Evidence* r =
+          corroborator(node, {&pod_rule, 1}, f, t, pr.corroborate_within_ns, Fate::kCounted);
       // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
       // hit that its suppressed_by rules dropped when it came is no evidence either.
-      if (r != nullptr && !faulted(pod_rule, node, r->fields) &&
-          !suppressedBy(node, pr, r->fields, r->time_ns)) {
-        const Evidence copy = *r;  // fault() may reset the node's recent hits
-        fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t,
-              "corroborated by " + ev.signature + " within " +
-                  duration(bank_->rules[pod_rule].corroborate_within_ns),
-              out);
+      if (r == nullptr || faulted(pod_rule, node, r->fields) ||
+          suppressedBy(node, pr, r->fields, r->time_ns)) {
+        continue;
       }
+      if (r->time_ns > t) {  // replay reads it after this hit and all that this hit decides
+        corroborated_after_.emplace_back(pod_rule, *r);
+        continue;
+      }
+      const Evidence copy = *r;  // fault() may reset the node's recent hits
+      fault(pod_rule, node, node_name, copy.fields, {copy, ev}, t,
+            "corroborated by " + ev.signature + " within " + duration(pr.corroborate_within_ns),
+            out);
     }
   }
   if (attached) {
@@ -544,6 +561,18 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   // it (count()), at once. Held, every jobless pod's hit would wait in one window that each
   // closing rescans.
   if (rule.cluster_nodes > 0 && !(rule.distinct_jobs && job.empty())) {
+    if (!rule.corroborated_by.empty() && !faulted(ri, node, f)) {
+      // A kernel hit stamped after this one and read before it: replay read this one first, held
+      // it, and faulted it at the kernel hit, whose corroboration found it.
+      if (const Evidence* k = findRecent(node, corroborated_by_[ri], {}, f, t + 1, 0,
+                                         rule.corroborate_within_ns - 1, Fate::kRepeat, true)) {
+        const Evidence kernel = *k;  // fault() may reset the node's recent hits
+        fault(ri, node, node_name, f, {ev, kernel}, kernel.time_ns,
+              "corroborated by " + kernel.signature + " within " +
+                  duration(rule.corroborate_within_ns),
+              out);
+      }
+    }
     auto it = held_[ri].find(job);
     if (it == held_[ri].end()) {
       it = held_[ri].emplace(std::string(job), HeldJob{}).first;
@@ -735,9 +764,8 @@ bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::strin
                              const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[pod_rule];
   // Not a hit attached or suppressed (another incident's); a repeat is still the node's own line.
-  const Evidence* r =
-      findRecent(node, corroborated_by_[pod_rule], {}, f, ev.time_ns, rule.corroborate_within_ns,
-                 rule.corroborate_within_ns, Fate::kRepeat);
+  const Evidence* r = corroborator(node, corroborated_by_[pod_rule], f, ev.time_ns,
+                                   rule.corroborate_within_ns, Fate::kRepeat);
   if (r == nullptr) {
     return false;
   }
@@ -1028,10 +1056,9 @@ void Correlator::arrived(std::string_view node_name, int64_t newest_ns, int64_t 
   }
 }
 
-bool Correlator::podTimer(const NodeData& node, const std::string& key) const {
+uint32_t Correlator::timerRule(const NodeData& node, const std::string& key) const {
   const Pending* p = node.pending.find(key);
-  const uint32_t ri = p != nullptr ? p->rule : node.faults.find(key)->rule;
-  return bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod);
+  return p != nullptr ? p->rule : node.faults.find(key)->rule;
 }
 
 bool Correlator::speaksForKernel(const NodeData& node, int64_t pod_ns) const {
@@ -1062,15 +1089,23 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     auto next = timers_.begin();
     // The earliest timer that is due: before its node's own newest time, or, once the node is
     // silent, before the newest time of all (with max_lag 0, as in replay: before the newest time).
-    // A node whose kernel went silent, its pods not, is silent for the timers of its kernel rules.
     while (next != timers_.end() && std::get<0>(*next) < now_ns_) {
       const NodeData& node = **nodes_.find(std::get<1>(*next));
       const int64_t at = std::get<0>(*next);
       if (at < node.time_ns || node.heard_ns <= lagged ||
-          (node.kernel_heard_ns <= lagged && !podTimer(node, std::get<2>(*next))) ||
-          (at < node.pod_ns &&
-           (at < node.pod_ns - max_lag_ns_ || podTimer(node, std::get<2>(*next))))) {
+          (at < node.pod_ns && at < node.pod_ns - max_lag_ns_)) {
         break;
+      }
+      if (at < node.pod_ns || node.kernel_heard_ns <= lagged) {
+        const uint32_t ri = timerRule(node, std::get<2>(*next));
+        // A pod rule's timer, which its pods' hits hold, by its pods' time. A timer no pod line
+        // bears on, of a node whose kernel went silent (its pods not), once max_lag behind the
+        // newest time: a line of a kernel lagging less than that still comes before it.
+        if ((at < node.pod_ns &&
+             bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod)) ||
+            (node.kernel_heard_ns <= lagged && at < lagged && !hears_pods_[ri])) {
+          break;
+        }
       }
       ++next;
     }
@@ -1247,10 +1282,17 @@ void Correlator::holdPending(NodeData& node, const std::string& node_name, const
   node.pending[key] = std::move(pending);
 }
 
+const Evidence* Correlator::corroborator(const NodeData& node, std::span<const uint32_t> rules,
+                                         const Fields& fields, int64_t time_ns, int64_t within_ns,
+                                         Fate least) const {
+  const Evidence* r = findRecent(node, rules, {}, fields, time_ns, within_ns, 0, least);
+  return r != nullptr ? r : findRecent(node, rules, {}, fields, time_ns, 0, within_ns, least, true);
+}
+
 const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uint32_t> rules,
                                        const std::vector<std::string>& entity, const Fields& fields,
                                        int64_t time_ns, int64_t before_ns, int64_t after_ns,
-                                       Fate least) const {
+                                       Fate least, bool earliest) const {
   const Evidence* best = nullptr;
   for (uint32_t ri : rules) {
     const auto it = std::find_if(node.recent.begin(), node.recent.end(),
@@ -1262,7 +1304,8 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
       if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns) {
         return;
       }
-      if (agrees(entity, r.fields, fields) && (best == nullptr || r.time_ns > best->time_ns)) {
+      if (agrees(entity, r.fields, fields) &&
+          (best == nullptr || (earliest ? r.time_ns < best->time_ns : r.time_ns > best->time_ns))) {
         best = &r;
       }
     };

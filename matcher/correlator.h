@@ -110,12 +110,14 @@ class Correlator {
   // their times from a pod's text, so a pod's line must not decide a port DOWN lasting while the
   // node's ACTIVE is on its way. A pod rule's timers, which its pods' hits hold, fall due by
   // their time at once. Only once the node has sent nothing while the newest time moved on by
-  // max_lag do its timers fall due by the newest time (a node gone silent). For the timers of
-  // rules that hear no pod stream, a pod record stamped more than max_lag before the node's newest
-  // kernel or host record is nothing sent: it says nothing of how far the kernel's stream has
-  // come, and pods that stamp their lines an hour back (local time read as UTC, or a pod's
-  // choosing) would keep a node whose kernel went quiet after a port DOWN from ever being silent,
-  // the DOWN never decided. Held cluster windows close when the newest time is max_lag past
+  // max_lag do its timers fall due by the newest time (a node gone silent). For the timers no pod
+  // line bears on (of rules whose signature, followers and recovery signals hear no pod stream),
+  // a pod record stamped more than max_lag before the node's newest kernel or host record is
+  // nothing sent: it says nothing of how far the kernel's stream has come, and pods that stamp
+  // their lines an hour back (local time read as UTC, or a pod's choosing) would keep a node whose
+  // kernel went quiet after a port DOWN from ever being silent, the DOWN never decided. Such a
+  // node's timers fall due once max_lag behind the newest time, as a kernel that lags less may
+  // still be on its way. Held cluster windows close when the newest time is max_lag past
   // their end, so that a lagging node's hits still join the window. Then forgets the nodes silent
   // for forgetAfterNs().
   void advance(int64_t now_ns, std::vector<Decision>* out);
@@ -326,6 +328,9 @@ class Correlator {
   // Why rule ri acted on its counted hits, in words: "3 hits within 24h", "2 flaps within 1h",
   // "2 jobs within 1d", "a fatal hit", with "no <rules> within <d>" for unless_followed_by.
   std::string counted(uint32_t ri) const;
+  // Pod rule pod_rule's hit `ev` (with its `fields`): faults it, at the later of the two stamps,
+  // if a kernel hit of its corroborated_by rules corroborates it (corroborator()). Returns whether
+  // one does.
   bool corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
                    const Fields& fields, const Evidence& ev, std::vector<Decision>* out);
   // Numbers a taint or untaint decision of `node` (decided_), and marks the node decided by it
@@ -357,9 +362,8 @@ class Correlator {
   // rules that hear no pod stream: stamped no more than max_lag before its newest kernel or host
   // record, the most a pod's stream may lag behind the kernel's.
   bool speaksForKernel(const NodeData& node, int64_t pod_ns) const;
-  // Whether the timer under `key` (a pending hit's or a fault's) is of a rule whose signature
-  // hears pod streams: its own hits come from the pods, so their time decides it at once.
-  bool podTimer(const NodeData& node, const std::string& key) const;
+  // The rule of the timer under `key`: a pending hit's or a fault's.
+  uint32_t timerRule(const NodeData& node, const std::string& key) const;
   // Sets repeat_key_ to the hit's signature, job and line.
   void repeatKey(const Hit& hit);
   // Whether rule `ri` has a fault on the entity of `fields` (fault() would add nothing).
@@ -367,12 +371,18 @@ class Correlator {
   // Sets where_pass_ to the rules of the hit's signature whose `where` conditions all hold for
   // `fields`: a bit per rule, in rules_by_signature_ order.
   void whereMask(uint32_t signature, const Fields& fields);
-  // The newest recent hit of `rules` on the node from before_ns before time_ns to after_ns after
-  // it (ns), with equal `entity` fields where both have them, whose fate is at least `least`.
+  // The newest (or, if `earliest`, the earliest) recent hit of `rules` on the node from before_ns
+  // before time_ns to after_ns after it (ns), with equal `entity` fields where both have them,
+  // whose fate is at least `least`.
   const Evidence* findRecent(const NodeData& node, std::span<const uint32_t> rules,
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns,
-                             Fate least = Fate::kDropped) const;
+                             Fate least = Fate::kDropped, bool earliest = false) const;
+  // The hit of `rules` that corroborates a hit at time_ns (ns) within within_ns, as replay reads
+  // them in time order: the newest stamped at or before it, else the earliest after it.
+  const Evidence* corroborator(const NodeData& node, std::span<const uint32_t> rules,
+                               const Fields& fields, int64_t time_ns, int64_t within_ns,
+                               Fate least) const;
   // Live: rule ri's hit `cause` came after the hits of a fault that its window suppresses,
   // though stamped before them (one node's lines spread over partitions): replay read it first
   // and suppressed each (suppressedBy). Clears that fault; if it was the node's last, the untaint
@@ -398,7 +408,10 @@ class Correlator {
   std::vector<std::vector<uint32_t>> cancels_;     // rule -> rules whose pending hits it ends
   std::vector<std::vector<uint32_t>> suppresses_;  // rule -> rules it is in the suppressed_by of
   std::vector<bool> recovers_;                     // rule is named in some recovery.by
-  std::vector<bool> dry_run_;                      // rule is in dry run
+  // rule's signature, or that of one of its unless_followed_by or recovery.by rules, hears pods:
+  // its timers are decided by its node's kernel silence only if not
+  std::vector<bool> hears_pods_;
+  std::vector<bool> dry_run_;  // rule is in dry run
   // rule is named in some attach_to, suppressed_by, joins or corroborated_by, or is corroborated
   std::vector<bool> looked_up_;
   std::vector<uint32_t> alias_rules_;
@@ -428,6 +441,9 @@ class Correlator {
   std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> recovering_;
   // observe(): the hit's rules in some suppressed_by, with the evidence each saw; reused
   std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> suppressing_;
+  // observe(): pod hits stamped after the kernel hit that corroborates them, by pod rule, to be
+  // taken as replay reads them, after the kernel hit; reused
+  std::vector<std::pair<uint32_t, Evidence>> corroborated_after_;
   // A signature's `where` conditions by field, each field once: a hit looks each field up once and
   // gets a bit per rule (rules_by_signature_ order), not a test per rule and condition (the 8
   // rules of nvidia-xid all test `class`). A rule's bit is set for a value that every condition

@@ -308,19 +308,100 @@ std::pair<std::vector<std::string>, int64_t> decidedWhen(const std::vector<Line>
 }
 
 // Pods stamped long before their node's kernel say nothing of its stream: the DOWN lasts once
-// the kernel is silent for max_lag, live as in replay. They kept the node heard: with a fixed
-// stamp the DOWN was never decided, an hour behind it was decided an hour late.
+// the kernel is silent for max_lag and its timer max_lag behind the newest time, live as in replay.
+// They kept the node heard: with a fixed stamp the DOWN was never decided, an hour behind it was
+// decided an hour late.
 TEST(CorrelatorTime, PodsStampedLongBeforeTheKernelKeepNoQuietNodeHeard) {
   const std::vector<std::string> want = {"gpu-a taint ib-port-down-lasting"};
   for (const auto& [pod_lag, fixed] :
        std::vector<std::pair<int64_t, bool>>{{kHour, false}, {2 * kHour, false}, {0, true}}) {
     const auto [got, when] = decidedWhen(quietKernelLoggingPods(pod_lag, fixed, false));
     EXPECT_EQ(got, want) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
-    EXPECT_EQ(when, kT + 10 * kMin) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
+    // The DOWN's timer (5m) max_lag behind the newest time: a kernel lagging less is still heard.
+    EXPECT_EQ(when, kT + 16 * kMin) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
     std::vector<Line> sorted = quietKernelLoggingPods(pod_lag, fixed, false);
     std::stable_sort(sorted.begin(), sorted.end(),
                      [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
     EXPECT_EQ(live(0, sorted), want);
+  }
+}
+
+// gpu-a's kernel runs five minutes behind the others (under max_lag), quiet between its lines: a
+// port DOWN, its ACTIVE 20 minutes on, DOWN and ACTIVE again 28 minutes later; its pods log
+// stamped an hour back. The port's recovery is decided as in replay: the second DOWN, five
+// minutes late, holds the fault before its stable timer falls due. Decided on the kernel's
+// silence at the newest time, the timer fell due before the DOWN came.
+TEST(CorrelatorTime, AQuietKernelLaggingLessThanMaxLagIsHeardOutForItsTimers) {
+  const std::vector<Line> kernel = {{kT, "gpu-a", kDown},
+                                    {kT + 20 * kMin, "gpu-a", kActive},
+                                    {kT + 48 * kMin, "gpu-a", kDown},
+                                    {kT + 49 * kMin, "gpu-a", kActive}};
+  std::vector<Line> lines;
+  size_t k = 0;
+  for (int m = 0; m <= 3 * 60; ++m) {
+    const int64_t now = kT + m * kMin;
+    lines.push_back({now, "gpu-b", "systemd[1]: Started session 7."});
+    for (; k < kernel.size() && kernel[k].time_ns + 5 * kMin <= now; ++k) {
+      lines.push_back(kernel[k]);
+    }
+    lines.push_back({now - kHour, "gpu-a", "step", StreamKind::kPod});
+  }
+  std::vector<Line> sorted = lines;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  Collect replay;
+  decide(0, sorted, &replay);
+  EXPECT_EQ(replay.got, (std::vector<std::string>{"gpu-a taint ib-port-down-lasting",
+                                                  "gpu-a untaint ib-port-down-lasting"}));
+  Collect sink;
+  decide(10 * kMin, lines, &sink);
+  EXPECT_EQ(sink.got, replay.got);
+  EXPECT_EQ(sink.times, replay.times);
+}
+
+// A bank's kernel rule held unless a pod line follows it (an Xid 13 the application's own error
+// explains): with the node's pods 12 or 25 minutes behind the newest time, the Xid waits for
+// them, live as in replay. Taken for a timer no pod line bears on, it was decided on the node's
+// kernel silence, and the node tainted until the pod line came.
+TEST(CorrelatorTime, AKernelRuleAPodLineFollowsWaitsForThePods) {
+  const auto bank = loadBank({{"r.yaml", R"(
+signatures:
+  - id: xid
+    streams: [kernel]
+    severity: warning
+    pattern: 'Xid (?P<pci>\S+) (?P<code>\d+)'
+    examples: {match: ['Xid 0000:01:00 13']}
+  - id: app
+    streams: [pod]
+    severity: info
+    pattern: 'illegal memory access'
+    examples: {match: ['CUDA error: an illegal memory access was encountered']}
+rules:
+  - id: xid-13
+    signature: xid
+    severity: fatal
+    unless_followed_by: {rules: [app-fault], within: 2m}
+  - id: app-fault
+    signature: app
+    severity: info
+)"}});
+  for (const int64_t pod_lag : {12 * kMin, 25 * kMin}) {
+    std::vector<Line> lines = {{kT, "gpu-a", "Xid 0000:01:00 13"}};
+    for (int m = 1; m <= 60; ++m) {
+      const int64_t now = kT + m * kMin;
+      lines.push_back({now, "gpu-b", "systemd[1]: Started session 7."});
+      const int64_t pod = now - pod_lag;
+      lines.push_back(
+          {pod, "gpu-a",
+           pod == kT + kMin ? "CUDA error: an illegal memory access was encountered" : "step",
+           StreamKind::kPod});
+    }
+    Collect sink;
+    Pipeline p(bank, Taint{}, {&sink}, 1, 10 * kMin);
+    for (const Line& l : lines) {
+      p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
+    }
+    EXPECT_EQ(sink.got, std::vector<std::string>{}) << "pods " << pod_lag / kMin << " min behind";
   }
 }
 
@@ -358,6 +439,59 @@ TEST(CorrelatorTime, StaleHitsPushNoNewerOneOutOfANodesHistory) {
   const std::vector<std::string> want = {"gpu-w taint pytorch-nccl-watchdog-timeout"};
   EXPECT_EQ(live(0, sorted), want);
   EXPECT_EQ(live(10 * kMin, lines), want);
+}
+
+// A pod line and the kernel line that corroborates it read out of time order (the pod's stream
+// ahead of the kernel's, or behind it): the taint names the rule replay names, at replay's time.
+// Live named the pod rule at the kernel line's stamp though the pod line came later (1, 3),
+// took a kernel line stamped after the pod line over one before it (2), and left a held watchdog
+// timeout uncorroborated by the DOWN read before it until its window closed (4).
+TEST(CorrelatorTime, ACorroborationReadOutOfOrderIsReplays) {
+  const std::string remote =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
+      "was a network error, NCCL version 2.18.5";
+  const std::string xid94 =
+      "NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error";
+  const std::string xid74 =
+      "NVRM: Xid (PCI:0000:d8:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error "
+      "detected on link 14(0x100000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)";
+  struct Case {
+    std::vector<Line> lines;
+    std::string want;  // replay's one decision
+    int64_t at_ns;
+  };
+  const std::vector<Case> cases = {
+      {{{kT + kMin, "gpu-1", remote, StreamKind::kPod}, {kT, "gpu-1", xid94}},
+       "gpu-1 taint nccl-remote-error",
+       kT + kMin},
+      {{{kT, "gpu-1", xid94},
+        {kT + 8 * kMin, "gpu-1", xid94},
+        {kT + 5 * kMin, "gpu-1", remote, StreamKind::kPod}},
+       "gpu-1 taint nccl-remote-error",
+       kT + 5 * kMin},
+      {{{kT + 2 * kMin, "gpu-1", remote, StreamKind::kPod}, {kT, "gpu-1", xid74}},
+       "gpu-1 taint xid-74-nvlink",
+       kT},
+      {{{kT + 3 * kMin, "gpu-1", kDown},
+        {kT, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+        {kT + 21 * kMin, "gpu-1", "systemd[1]: Started session 7."},
+        {kT + 21 * kMin, "gpu-1", "step 7", StreamKind::kPod, "train-a"}},
+       "gpu-1 taint pytorch-nccl-watchdog-timeout",
+       kT + 3 * kMin}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    std::vector<Line> sorted = cases[c].lines;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    for (const bool replay : {true, false}) {
+      Collect sink;
+      decide(replay ? 0 : 10 * kMin, replay ? sorted : cases[c].lines, &sink);
+      EXPECT_EQ(sink.got, std::vector<std::string>{cases[c].want})
+          << "case " << c + 1 << (replay ? " replay" : " live");
+      EXPECT_EQ(sink.times, std::vector<int64_t>{cases[c].at_ns})
+          << "case " << c + 1 << (replay ? " replay" : " live");
+    }
+  }
 }
 
 // A pod's line stamped 30 s after its node's IB port flap, read before the flap's lines (the pod
