@@ -319,6 +319,10 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
     recover(ri, node, hit.node, e->fields, *e, out);
   }
   recovering_.clear();
+  // In time order, as replay reads them: the earliest names the taint.
+  std::stable_sort(
+      corroborated_after_.begin(), corroborated_after_.end(),
+      [](const auto& a, const auto& b) { return a.second.time_ns < b.second.time_ns; });
   for (const auto& [pod_rule, pod] : corroborated_after_) {
     if (!faulted(pod_rule, node, pod.fields)) {
       corroborate(pod_rule, node, hit.node, pod.fields, pod, out);

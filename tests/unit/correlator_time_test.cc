@@ -445,7 +445,8 @@ TEST(CorrelatorTime, StaleHitsPushNoNewerOneOutOfANodesHistory) {
 // ahead of the kernel's, or behind it): the taint names the rule replay names, at replay's time.
 // Live named the pod rule at the kernel line's stamp though the pod line came later (1, 3),
 // took a kernel line stamped after the pod line over one before it (2), and left a held watchdog
-// timeout uncorroborated by the DOWN read before it until its window closed (4).
+// timeout uncorroborated by the DOWN read before it until its window closed (4); of two pod lines
+// stamped after the kernel line, the earliest names the taint (5).
 TEST(CorrelatorTime, ACorroborationReadOutOfOrderIsReplays) {
   const std::string remote =
       "torch.distributed.DistBackendError: NCCL error in: "
@@ -456,6 +457,13 @@ TEST(CorrelatorTime, ACorroborationReadOutOfOrderIsReplays) {
   const std::string xid74 =
       "NVRM: Xid (PCI:0000:d8:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error "
       "detected on link 14(0x100000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)";
+  const std::string ibv =
+      "machine1:196207:196244 [0] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with "
+      "error Invalid argument";
+  const std::string completion =
+      "worker-0:3468:3905 [4] NCCL WARN NET/IB: Got completion from peer 10.216.210.236<54862> "
+      "with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=1048576 vendor_err=129 "
+      "req_type=Send hca mlx5_0";
   struct Case {
     std::vector<Line> lines;
     std::string want;  // replay's one decision
@@ -478,7 +486,12 @@ TEST(CorrelatorTime, ACorroborationReadOutOfOrderIsReplays) {
         {kT + 21 * kMin, "gpu-1", "systemd[1]: Started session 7."},
         {kT + 21 * kMin, "gpu-1", "step 7", StreamKind::kPod, "train-a"}},
        "gpu-1 taint pytorch-nccl-watchdog-timeout",
-       kT + 3 * kMin}};
+       kT + 3 * kMin},
+      {{{kT + 6 * kMin, "gpu-1", ibv, StreamKind::kPod},
+        {kT + 7 * kMin, "gpu-1", completion, StreamKind::kPod},
+        {kT, "gpu-1", xid94}},
+       "gpu-1 taint nccl-ibv-call-failed",
+       kT + 6 * kMin}};
   for (size_t c = 0; c < cases.size(); ++c) {
     std::vector<Line> sorted = cases[c].lines;
     std::stable_sort(sorted.begin(), sorted.end(),
