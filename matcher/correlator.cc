@@ -324,7 +324,9 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
       corroborated_after_.begin(), corroborated_after_.end(),
       [](const auto& a, const auto& b) { return a.second.time_ns < b.second.time_ns; });
   for (const auto& [pod_rule, pod] : corroborated_after_) {
-    if (!faulted(pod_rule, node, pod.fields)) {
+    // Replay holds a pod hit stamped after the kernel hit for its cluster window: its closing
+    // corroborates it.
+    if (!faulted(pod_rule, node, pod.fields) && !heldInWindow(pod_rule, hit.node, pod)) {
       corroborate(pod_rule, node, hit.node, pod.fields, pod, out);
     }
   }
@@ -450,15 +452,26 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   } else {
     for (uint32_t pod_rule : corroborates_[ri]) {
       const Rule& pr = bank_->rules[pod_rule];
-      // Only a pod hit that counted: one attached to a cause, suppressed, or a repeat inside its
-      // rule's dedup or burst makes no fault of its own, whichever of the two lines came first.
-      const Evidence* r =
-          corroborator(node, {&pod_rule, 1}, f, t, pr.corroborate_within_ns, Fate::kCounted);
-      // A storm's kernel hits meet a pod hit already faulted: no evidence copied for those. A pod
-      // hit that its suppressed_by rules dropped when it came is no evidence either.
-      if (r == nullptr || faulted(pod_rule, node, r->fields) ||
-          suppressedBy(node, pr, r->fields, r->time_ns)) {
+      // A storm's kernel hits meet a pod rule already faulted: no lookup, no evidence copied.
+      if (pr.entity.empty() && faulted(pod_rule, node, f)) {
         continue;
+      }
+      // Only a pod hit that counted: one attached to a cause, suppressed, or a repeat inside its
+      // rule's dedup or burst makes no fault of its own, whichever of the two lines came first. A
+      // pod hit that its suppressed_by rules dropped when it came is no evidence either. As replay
+      // meets them: the newest at or before this hit, else the earliest after it.
+      auto usable = [&](const Evidence* e) {
+        return e != nullptr && !faulted(pod_rule, node, e->fields) &&
+               !suppressedBy(node, pr, e->fields, e->time_ns);
+      };
+      const Evidence* r =
+          findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0, Fate::kCounted);
+      if (!usable(r)) {
+        r = findRecent(node, {&pod_rule, 1}, {}, f, t + 1, 0, pr.corroborate_within_ns - 1,
+                       Fate::kCounted, true);
+        if (!usable(r)) {
+          continue;
+        }
       }
       if (r->time_ns > t) {  // replay reads it after this hit and all that this hit decides
         corroborated_after_.emplace_back(pod_rule, *r);
@@ -565,18 +578,6 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   // it (count()), at once. Held, every jobless pod's hit would wait in one window that each
   // closing rescans.
   if (rule.cluster_nodes > 0 && !(rule.distinct_jobs && job.empty())) {
-    if (!rule.corroborated_by.empty() && !faulted(ri, node, f)) {
-      // A kernel hit stamped after this one and read before it: replay read this one first, held
-      // it, and faulted it at the kernel hit, whose corroboration found it.
-      if (const Evidence* k = findRecent(node, corroborated_by_[ri], {}, f, t + 1, 0,
-                                         rule.corroborate_within_ns - 1, Fate::kRepeat, true)) {
-        const Evidence kernel = *k;  // fault() may reset the node's recent hits
-        fault(ri, node, node_name, f, {ev, kernel}, kernel.time_ns,
-              "corroborated by " + kernel.signature + " within " +
-                  duration(rule.corroborate_within_ns),
-              out);
-      }
-    }
     auto it = held_[ri].find(job);
     if (it == held_[ri].end()) {
       it = held_[ri].emplace(std::string(job), HeldJob{}).first;
@@ -768,8 +769,13 @@ bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::strin
                              const Fields& f, const Evidence& ev, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[pod_rule];
   // Not a hit attached or suppressed (another incident's); a repeat is still the node's own line.
-  const Evidence* r = corroborator(node, corroborated_by_[pod_rule], f, ev.time_ns,
-                                   rule.corroborate_within_ns, Fate::kRepeat);
+  // As replay meets them: the newest at or before the hit, else the earliest after it.
+  const std::span<const uint32_t> by = corroborated_by_[pod_rule];
+  const int64_t within = rule.corroborate_within_ns;
+  const Evidence* r = findRecent(node, by, {}, f, ev.time_ns, within, 0, Fate::kRepeat);
+  if (r == nullptr) {
+    r = findRecent(node, by, {}, f, ev.time_ns, 0, within, Fate::kRepeat, true);
+  }
   if (r == nullptr) {
     return false;
   }
@@ -1060,6 +1066,19 @@ void Correlator::arrived(std::string_view node_name, int64_t newest_ns, int64_t 
   }
 }
 
+bool Correlator::heldInWindow(uint32_t ri, std::string_view node_name, const Evidence& ev) const {
+  const Rule& rule = bank_->rules[ri];
+  const std::string_view job = rule.distinct_jobs ? fieldOf(ev.fields, kJobField) : "";
+  if (rule.cluster_nodes == 0 || (rule.distinct_jobs && job.empty())) {
+    return false;
+  }
+  const auto it = held_[ri].find(job);
+  return it != held_[ri].end() &&
+         std::any_of(it->second.hits.begin(), it->second.hits.end(), [&](const Held& h) {
+           return h.node == node_name && h.evidence.time_ns == ev.time_ns;
+         });
+}
+
 uint32_t Correlator::timerRule(const NodeData& node, const std::string& key) const {
   const Pending* p = node.pending.find(key);
   return p != nullptr ? p->rule : node.faults.find(key)->rule;
@@ -1102,12 +1121,15 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
       }
       if (at < node.pod_ns || node.kernel_heard_ns <= lagged) {
         const uint32_t ri = timerRule(node, std::get<2>(*next));
-        // A pod rule's timer, which its pods' hits hold, by its pods' time. A timer no pod line
-        // bears on, of a node whose kernel went silent (its pods not), once max_lag behind the
-        // newest time: a line of a kernel lagging less than that still comes before it.
-        if ((at < node.pod_ns &&
-             bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod)) ||
-            (node.kernel_heard_ns <= lagged && at < lagged && !hears_pods_[ri])) {
+        // A pod rule's timer, which its pods' hits hold, by its pods' time. A kernel rule's, of a
+        // node whose kernel went silent (its pods not), once max_lag behind the newest time (a
+        // line of a kernel lagging less than that still comes before it) if no pod line bears on
+        // it, or its pods too lag more than max_lag.
+        const bool pod_rule =
+            bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod);
+        if ((at < node.pod_ns && pod_rule) ||
+            (node.kernel_heard_ns <= lagged && at < lagged && !pod_rule &&
+             (!hears_pods_[ri] || node.pod_ns <= lagged))) {
           break;
         }
       }
@@ -1284,13 +1306,6 @@ void Correlator::holdPending(NodeData& node, const std::string& node_name, const
                              Pending pending) {
   timers_.emplace(pending.due_ns, node_name, key);
   node.pending[key] = std::move(pending);
-}
-
-const Evidence* Correlator::corroborator(const NodeData& node, std::span<const uint32_t> rules,
-                                         const Fields& fields, int64_t time_ns, int64_t within_ns,
-                                         Fate least) const {
-  const Evidence* r = findRecent(node, rules, {}, fields, time_ns, within_ns, 0, least);
-  return r != nullptr ? r : findRecent(node, rules, {}, fields, time_ns, 0, within_ns, least, true);
 }
 
 const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uint32_t> rules,

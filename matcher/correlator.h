@@ -329,8 +329,8 @@ class Correlator {
   // "2 jobs within 1d", "a fatal hit", with "no <rules> within <d>" for unless_followed_by.
   std::string counted(uint32_t ri) const;
   // Pod rule pod_rule's hit `ev` (with its `fields`): faults it, at the later of the two stamps,
-  // if a kernel hit of its corroborated_by rules corroborates it (corroborator()). Returns whether
-  // one does.
+  // if a kernel hit of its corroborated_by rules comes within its window: the newest at or before
+  // it, else the earliest after it, as replay meets them. Returns whether one does.
   bool corroborate(uint32_t pod_rule, NodeData& node, const std::string& node_name,
                    const Fields& fields, const Evidence& ev, std::vector<Decision>* out);
   // Numbers a taint or untaint decision of `node` (decided_), and marks the node decided by it
@@ -362,6 +362,8 @@ class Correlator {
   // rules that hear no pod stream: stamped no more than max_lag before its newest kernel or host
   // record, the most a pod's stream may lag behind the kernel's.
   bool speaksForKernel(const NodeData& node, int64_t pod_ns) const;
+  // Whether rule ri's hit `ev` of node_name waits in its cluster window (held_).
+  bool heldInWindow(uint32_t ri, std::string_view node_name, const Evidence& ev) const;
   // The rule of the timer under `key`: a pending hit's or a fault's.
   uint32_t timerRule(const NodeData& node, const std::string& key) const;
   // Sets repeat_key_ to the hit's signature, job and line.
@@ -378,11 +380,6 @@ class Correlator {
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns,
                              Fate least = Fate::kDropped, bool earliest = false) const;
-  // The hit of `rules` that corroborates a hit at time_ns (ns) within within_ns, as replay reads
-  // them in time order: the newest stamped at or before it, else the earliest after it.
-  const Evidence* corroborator(const NodeData& node, std::span<const uint32_t> rules,
-                               const Fields& fields, int64_t time_ns, int64_t within_ns,
-                               Fate least) const;
   // Live: rule ri's hit `cause` came after the hits of a fault that its window suppresses,
   // though stamped before them (one node's lines spread over partitions): replay read it first
   // and suppressed each (suppressedBy). Clears that fault; if it was the node's last, the untaint
