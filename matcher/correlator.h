@@ -117,9 +117,10 @@ class Correlator {
   // their lines an hour back (local time read as UTC, or a pod's choosing) would keep a node whose
   // kernel went quiet after a port DOWN from ever being silent, the DOWN never decided. Such a
   // node's timers fall due once max_lag behind the newest time, as a kernel that lags less may
-  // still be on its way. Held cluster windows close when the newest time is max_lag past
-  // their end, so that a lagging node's hits still join the window. Then forgets the nodes silent
-  // for forgetAfterNs().
+  // still be on its way; those of kernel rules a pod line bears on (a pod rule as follower or
+  // recovery signal) only once its pods too lag more than max_lag. Held cluster windows close
+  // when the newest time is max_lag past their end, so that a lagging node's hits still join the
+  // window. Then forgets the nodes silent for forgetAfterNs().
   void advance(int64_t now_ns, std::vector<Decision>* out);
   // End of input (replay): decides every held cluster window.
   void finish(std::vector<Decision>* out);
@@ -406,7 +407,7 @@ class Correlator {
   std::vector<std::vector<uint32_t>> suppresses_;  // rule -> rules it is in the suppressed_by of
   std::vector<bool> recovers_;                     // rule is named in some recovery.by
   // rule's signature, or that of one of its unless_followed_by or recovery.by rules, hears pods:
-  // its timers are decided by its node's kernel silence only if not
+  // its node's kernel silence decides its timers only once the node's pods lag too (advance())
   std::vector<bool> hears_pods_;
   std::vector<bool> dry_run_;  // rule is in dry run
   // rule is named in some attach_to, suppressed_by, joins or corroborated_by, or is corroborated
