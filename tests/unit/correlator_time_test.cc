@@ -69,11 +69,19 @@ struct Line {
   std::string job;
 };
 
-// A live pipeline over the shipped bank with max_lag_ns, fed `lines` in order, one per batch:
-// its decisions go to `sink`.
+// `lines` as replay takes them: sorted by time, lines of one time in the order given.
+std::vector<Line> inTimeOrder(std::vector<Line> lines) {
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  return lines;
+}
+
+// A live pipeline over `bank` with max_lag_ns, fed `lines` in order, one per batch: its decisions
+// go to `sink`.
 void decide(int64_t max_lag_ns, const std::vector<Line>& lines, Collect* sink,
-            std::function<int64_t()> clock = {}) {
-  Pipeline p(shippedBank(), Taint{}, {sink}, 1, max_lag_ns, std::move(clock));
+            std::function<int64_t()> clock = {},
+            const std::shared_ptr<const Bank>& bank = shippedBank()) {
+  Pipeline p(bank, Taint{}, {sink}, 1, max_lag_ns, std::move(clock));
   for (const Line& l : lines) {
     p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
   }
@@ -265,9 +273,7 @@ TEST(CorrelatorTime, APodRulesQuietDayWithItsPodsLaggingIsReplays) {
     }
     lines.push_back({pod, "gpu-1", "step 10 loss 0.1", StreamKind::kPod});
   }
-  std::vector<Line> sorted = lines;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  const std::vector<Line> sorted = inTimeOrder(lines);
   const std::vector<std::string> replay = live(0, sorted);
   EXPECT_EQ(replay, std::vector<std::string>{"gpu-1 taint pytorch-nccl-watchdog-timeout"});
   EXPECT_EQ(live(10 * kMin, lines), replay);
@@ -319,9 +325,7 @@ TEST(CorrelatorTime, PodsStampedLongBeforeTheKernelKeepNoQuietNodeHeard) {
     EXPECT_EQ(got, want) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
     // The DOWN's timer (5m) max_lag behind the newest time: a kernel lagging less is still heard.
     EXPECT_EQ(when, kT + 16 * kMin) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
-    std::vector<Line> sorted = quietKernelLoggingPods(pod_lag, fixed, false);
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    const std::vector<Line> sorted = inTimeOrder(quietKernelLoggingPods(pod_lag, fixed, false));
     EXPECT_EQ(live(0, sorted), want);
   }
 }
@@ -346,9 +350,7 @@ TEST(CorrelatorTime, AQuietKernelLaggingLessThanMaxLagIsHeardOutForItsTimers) {
     }
     lines.push_back({now - kHour, "gpu-a", "step", StreamKind::kPod});
   }
-  std::vector<Line> sorted = lines;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  const std::vector<Line> sorted = inTimeOrder(lines);
   Collect replay;
   decide(0, sorted, &replay);
   EXPECT_EQ(replay.got, (std::vector<std::string>{"gpu-a taint ib-port-down-lasting",
@@ -397,15 +399,10 @@ rules:
            pod == kT + kMin ? "CUDA error: an illegal memory access was encountered" : "step",
            StreamKind::kPod});
     }
-    std::vector<Line> sorted = lines;
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    const std::vector<Line> sorted = inTimeOrder(lines);
     for (const int64_t max_lag : {int64_t{0}, 10 * kMin}) {
       Collect sink;
-      Pipeline p(bank, Taint{}, {&sink}, 1, max_lag);
-      for (const Line& l : max_lag == 0 ? sorted : lines) {
-        p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
-      }
+      decide(max_lag, max_lag == 0 ? sorted : lines, &sink, {}, bank);
       EXPECT_EQ(sink.got, pod_lag == 0 ? std::vector<std::string>{"gpu-a taint xid-13"}
                                        : std::vector<std::string>{})
           << "pods " << pod_lag / kMin << " min behind (0: fixed), max_lag " << max_lag / kMin;
@@ -441,9 +438,7 @@ TEST(CorrelatorTime, StaleHitsPushNoNewerOneOutOfANodesHistory) {
       lines.push_back({kT + 25 * kNanosPerSecond, "gpu-w", kActive});
     }
   }
-  std::vector<Line> sorted = lines;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  const std::vector<Line> sorted = inTimeOrder(lines);
   const std::vector<std::string> want = {"gpu-w taint pytorch-nccl-watchdog-timeout"};
   EXPECT_EQ(live(0, sorted), want);
   EXPECT_EQ(live(10 * kMin, lines), want);
@@ -494,9 +489,7 @@ TEST(CorrelatorTime, ACorroborationReadOutOfOrderIsReplays) {
        "gpu-1 taint nccl-ibv-call-failed",
        kT + 6 * kMin}};
   for (size_t c = 0; c < cases.size(); ++c) {
-    std::vector<Line> sorted = cases[c].lines;
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    const std::vector<Line> sorted = inTimeOrder(cases[c].lines);
     for (const bool replay : {true, false}) {
       Collect sink;
       decide(replay ? 0 : 10 * kMin, replay ? sorted : cases[c].lines, &sink);
@@ -525,9 +518,7 @@ TEST(CorrelatorTime, ACorroboratedNodesLaterHitStillJoinsItsJobsEvent) {
   for (int m = 1; m <= 60; ++m) {
     lines.push_back({kT + 5 * kMin + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
   }
-  std::vector<Line> sorted = lines;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  const std::vector<Line> sorted = inTimeOrder(lines);
   const std::vector<std::string> want = {"n1 taint pytorch-nccl-watchdog-timeout"};
   EXPECT_EQ(live(0, sorted), want);
   EXPECT_EQ(live(10 * kMin, lines), want);
@@ -576,15 +567,10 @@ rules:
   for (int m = 1; m <= 30; ++m) {
     lines.push_back({kT + 6 * kMin + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
   }
-  std::vector<Line> sorted = lines;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+  const std::vector<Line> sorted = inTimeOrder(lines);
   for (const bool replay : {true, false}) {
     Collect sink;
-    Pipeline p(bank, Taint{}, {&sink}, 1, replay ? 0 : 10 * kMin);
-    for (const Line& l : replay ? sorted : lines) {
-      p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
-    }
+    decide(replay ? 0 : 10 * kMin, replay ? sorted : lines, &sink, {}, bank);
     EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint pod-err"}) << replay;
     EXPECT_EQ(sink.times, std::vector<int64_t>{kT + 6 * kMin}) << replay;
   }
@@ -610,9 +596,7 @@ TEST(CorrelatorTime, AKernelLineCorroboratesAPodHitStampedAfterItButReadFirst) {
     for (int m = 1; m <= 60; ++m) {
       lines.push_back({kT + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
     }
-    std::vector<Line> sorted = lines;
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
+    const std::vector<Line> sorted = inTimeOrder(lines);
     const std::vector<std::string> want = {"gpu-w taint " + rule};
     EXPECT_EQ(live(0, sorted), want) << "replay, job '" << job << "'";
     EXPECT_EQ(live(5 * kMin, lines), want) << "live, job '" << job << "'";
@@ -1332,11 +1316,7 @@ std::vector<std::string> xidAfterTheBoot(int64_t max_lag_ns, int64_t late_ns) {
                           {kT + 5 * kMin, "gpu-1", kBoot},
                           {late_ns, "gpu-1", kXid48},
                           {kT + 20 * kMin, "gpu-1", "systemd[1]: Started session 7."}};
-  if (max_lag_ns == 0) {  // replay: in time order
-    std::stable_sort(lines.begin(), lines.end(),
-                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
-  }
-  return live(max_lag_ns, lines);
+  return live(max_lag_ns, max_lag_ns == 0 ? inTimeOrder(lines) : lines);  // replay: in time order
 }
 
 TEST(CorrelatorTime, AHitStampedBeforeARecoverySignalLeavesTheRecoveryAsReplayWould) {
@@ -1366,11 +1346,7 @@ std::vector<std::string> xid94AfterTheBoot(int64_t max_lag_ns, const std::vector
     lines.push_back({at, "gpu-1", kXid94});
   }
   lines.push_back({kT + 20 * kMin, "gpu-1", "systemd[1]: Started session 7."});
-  if (max_lag_ns == 0) {  // replay: in time order
-    std::stable_sort(lines.begin(), lines.end(),
-                     [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
-  }
-  return live(max_lag_ns, lines);
+  return live(max_lag_ns, max_lag_ns == 0 ? inTimeOrder(lines) : lines);  // replay: in time order
 }
 
 TEST(CorrelatorTime, HitsStampedBeforeTheSignalThatClearedTheirFaultCountForNothing) {
@@ -1432,12 +1408,6 @@ struct Both {
   std::vector<std::string> live;
   std::vector<std::string> replay;
 };
-// `lines` as replay takes them: sorted by time, lines of one time in the order given.
-std::vector<Line> inTimeOrder(std::vector<Line> lines) {
-  std::stable_sort(lines.begin(), lines.end(),
-                   [](const Line& a, const Line& b) { return a.time_ns < b.time_ns; });
-  return lines;
-}
 Both liveAndReplay(const std::vector<Line>& lines) {
   return {live(10 * kMin, lines), live(0, inTimeOrder(lines))};
 }
