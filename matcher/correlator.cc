@@ -1067,12 +1067,9 @@ void Correlator::arrived(std::string_view node_name, int64_t newest_ns, int64_t 
 }
 
 bool Correlator::heldInWindow(uint32_t ri, std::string_view node_name, const Evidence& ev) const {
-  const Rule& rule = bank_->rules[ri];
-  const std::string_view job = rule.distinct_jobs ? fieldOf(ev.fields, kJobField) : "";
-  if (rule.cluster_nodes == 0 || (rule.distinct_jobs && job.empty())) {
-    return false;
-  }
-  const auto it = held_[ri].find(job);
+  // Only the hits observeRule() holds are there: none of a rule without a window, nor jobless.
+  const auto it =
+      held_[ri].find(bank_->rules[ri].distinct_jobs ? fieldOf(ev.fields, kJobField) : "");
   return it != held_[ri].end() &&
          std::any_of(it->second.hits.begin(), it->second.hits.end(), [&](const Held& h) {
            return h.node == node_name && h.evidence.time_ns == ev.time_ns;
