@@ -524,6 +524,39 @@ TEST(CorrelatorTime, ACorroboratedNodesLaterHitStillJoinsItsJobsEvent) {
   EXPECT_EQ(live(10 * kMin, lines), want);
 }
 
+// A watchdog timeout (a cluster rule's, held for its job's window) read before an Xid 94 stamped a
+// minute before it: replay, reading the Xid first, holds the timeout and faults it at the next
+// Xid 94 (3 min), or when the window closes. Faulted at once, it also took n1's later job-b line
+// from job b's window, which then held three nodes, each counted: n2 (with job c's two hours
+// before) was tainted.
+TEST(CorrelatorTime, APodHitStampedAfterItsCorroboratorWaitsInItsWindow) {
+  const std::string xid94 =
+      "NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error";
+  std::vector<Line> one_node = {{kT + kMin, "gpu-1", kWatchdog, StreamKind::kPod, "train-a"},
+                                {kT, "gpu-1", xid94},
+                                {kT + 3 * kMin, "gpu-1", xid94}};
+  std::vector<Line> job_event = {{kT - 2 * kHour, "n2", kWatchdog, StreamKind::kPod, "job-c"},
+                                 {kT + kMin, "n1", kWatchdog, StreamKind::kPod, "job-a"},
+                                 {kT, "n1", xid94}};
+  for (const char* node : {"n1", "n2", "n3", "n4"}) {
+    job_event.push_back({kT + 3 * kMin, node, kWatchdog, StreamKind::kPod, "job-b"});
+  }
+  for (int m = 1; m <= 60; ++m) {
+    one_node.push_back({kT + 3 * kMin + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
+    job_event.push_back({kT + 3 * kMin + m * kMin, "gpu-z", "systemd[1]: Started session 7."});
+  }
+  for (const bool replay : {true, false}) {
+    Collect sink;
+    decide(replay ? 0 : 10 * kMin, replay ? inTimeOrder(one_node) : one_node, &sink);
+    EXPECT_EQ(sink.got, std::vector<std::string>{"gpu-1 taint pytorch-nccl-watchdog-timeout"})
+        << replay;
+    EXPECT_EQ(sink.times, std::vector<int64_t>{kT + 3 * kMin}) << replay;
+  }
+  const std::vector<std::string> want = {"n1 taint pytorch-nccl-watchdog-timeout"};
+  EXPECT_EQ(live(0, inTimeOrder(job_event)), want);
+  EXPECT_EQ(live(10 * kMin, job_event), want);
+}
+
 // A bank's pod rule suppressed within five minutes of a kernel cause and corroborated by another
 // kernel line: its line two minutes after the cause is suppressed (the cause read after it), the
 // one six minutes after is not. The corroborating line at four minutes, read last, faults the
