@@ -436,7 +436,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
         // At the taint's time, not before it: the follower's stamp is earlier.
         clearFault(node, node_name, key, hit + hr.unless_within_ns,
                    "ended by " + rule.id + " " + duration(t - hit) + " after its hit, read late",
-                   out);
+                   out, true);
       }
     }
   }
@@ -983,7 +983,8 @@ void Correlator::recover(uint32_t ri, NodeData& node, const std::string& node_na
 }
 
 void Correlator::clearFault(NodeData& node, const std::string& node_name, const std::string& key,
-                            int64_t at_ns, std::string reason, std::vector<Decision>* out) {
+                            int64_t at_ns, std::string reason, std::vector<Decision>* out,
+                            bool retracted) {
   Fault* found = node.faults.find(key);
   if (found == nullptr) {
     return;
@@ -1020,7 +1021,7 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   tainted = false;
   // Healthy again. Its counters stay: another GPU's or port's hits counted meanwhile are still
   // below its rule's threshold, within the window (the fault's own key counted none since).
-  if (node.faults.empty()) {
+  if (node.faults.empty() && !retracted) {
     node.recent.clear();
   }
 }
@@ -1362,7 +1363,7 @@ void Correlator::suppressLate(uint32_t ri, NodeData& node, const std::string& no
     clearFault(node, node_name, key, c,
                rule.id + describe(flt->entity) + " suppressed by " + cr.id + " " +
                    duration(flt->first_ns - c) + " before it",
-               out);
+               out, true);
     if (out->size() > decided) {
       out->back().evidence.push_back(cause);
     }

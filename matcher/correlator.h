@@ -343,8 +343,12 @@ class Correlator {
   // one hit after it (a hit that came first though stamped later).
   void recover(uint32_t ri, NodeData& node, const std::string& node_name, const Fields& fields,
                const Evidence& ev, std::vector<Decision>* out);
+  // Clears the fault at `key` at at_ns; the node's last fault cleared untaints it. `retracted`:
+  // replay, reading the lines in time order, never made the fault (its cause or follower was read
+  // after it), so the node, healthy again, keeps its recent hits as it did there.
   void clearFault(NodeData& node, const std::string& node_name, const std::string& key,
-                  int64_t at_ns, std::string reason, std::vector<Decision>* out);
+                  int64_t at_ns, std::string reason, std::vector<Decision>* out,
+                  bool retracted = false);
   void schedule(const std::string& node_name, const std::string& key, Fault& f, int64_t due_ns);
   // Decides the first window of rule ri's held hits of job `job_name` (a copy: the index entry
   // that named it goes).

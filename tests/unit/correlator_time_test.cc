@@ -1538,6 +1538,40 @@ TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesLiftsItsTaint) {
   EXPECT_EQ(live(0, inTimeOrder(lines)), std::vector<std::string>{});
 }
 
+// The same, and another record two minutes later: the boot, though its suppression lifted the
+// node's only taint, is still the node's recent history, and suppresses that record too. (The
+// node healthy again forgot its recent hits, the boot with them, and was tainted for good.)
+TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesSuppressesTheNextOne) {
+  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
+  const Both got = liveAndReplay({{kT + kMin, "gpu-1", kCperFatal},
+                                  {kT, "gpu-1", kBoot},
+                                  {kT + 3 * kMin, "gpu-1", kCperFatal},
+                                  {kT + 30 * kMin, "gpu-1", "x"}});
+  EXPECT_EQ(got.live,
+            (std::vector<std::string>{"gpu-1 taint cper-fatal", "gpu-1 untaint cper-fatal"}));
+  EXPECT_EQ(got.replay, std::vector<std::string>{});
+}
+
+// A port's DOWN decided lasting before the shutdown a minute after it was read: the shutdown ends
+// the fault (replay never made it), and the DOWN still corroborates a pod's NCCL error seven
+// minutes after it, as in replay. (The node healthy again forgot the DOWN with its other recent
+// hits.)
+TEST(CorrelatorTime, APortDownEndedByAShutdownReadLateStillCorroborates) {
+  const std::string remote =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
+      "was a network error, NCCL version 2.18.5";
+  const Both got = liveAndReplay({{kT, "gpu-1", kDown},
+                                  {kT + 6 * kMin, "gpu-1", "systemd[1]: Started session 7."},
+                                  {kT + kMin, "gpu-1", "reboot: Restarting system"},
+                                  {kT + 7 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
+                                  {kT + 30 * kMin, "gpu-1", "x"}});
+  EXPECT_EQ(got.live, (std::vector<std::string>{"gpu-1 taint ib-port-down-lasting",
+                                                "gpu-1 untaint ib-port-down-lasting",
+                                                "gpu-1 taint nccl-remote-error"}));
+  EXPECT_EQ(got.replay, std::vector<std::string>{"gpu-1 taint nccl-remote-error"});
+}
+
 // The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
 // replay takes it for that Xid's incident (suppressed_by xid-fatal), and xid-fatal's fault clears
 // 10 minutes after a driver load. Live tainted with the line's own rule, which only a boot
