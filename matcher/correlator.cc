@@ -1061,7 +1061,8 @@ void Correlator::arrived(std::string_view node_name, int64_t newest_ns, int64_t 
   if (const auto* found = nodes_.find(node_name)) {
     NodeData& node = **found;
     node.heard_ns = std::max(node.heard_ns, newest_ns);
-    if (time_ns != INT64_MIN || (pod_ns != INT64_MIN && speaksForKernel(node, pod_ns))) {
+    if ((time_ns != INT64_MIN && speaksForKernel(node, time_ns)) ||
+        (pod_ns != INT64_MIN && speaksForKernel(node, pod_ns))) {
       node.kernel_heard_ns = std::max(node.kernel_heard_ns, newest_ns);
     }
   }
@@ -1082,8 +1083,8 @@ uint32_t Correlator::timerRule(const NodeData& node, const std::string& key) con
   return p != nullptr ? p->rule : node.faults.find(key)->rule;
 }
 
-bool Correlator::speaksForKernel(const NodeData& node, int64_t pod_ns) const {
-  return node.time_ns < INT64_MIN + max_lag_ns_ || pod_ns >= node.time_ns - max_lag_ns_;
+bool Correlator::speaksForKernel(const NodeData& node, int64_t time_ns) const {
+  return node.time_ns < INT64_MIN + max_lag_ns_ || time_ns >= node.time_ns - max_lag_ns_;
 }
 
 void Correlator::hear(NodeData& node, int64_t time_ns, bool pod) const {
@@ -1091,7 +1092,7 @@ void Correlator::hear(NodeData& node, int64_t time_ns, bool pod) const {
   own = std::max(own, time_ns);
   const int64_t heard = std::max({node.heard_ns, now_ns_, time_ns});
   node.heard_ns = heard;
-  if (!pod || speaksForKernel(node, time_ns)) {
+  if (speaksForKernel(node, time_ns)) {
     node.kernel_heard_ns = heard;
   }
 }

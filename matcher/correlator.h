@@ -253,8 +253,8 @@ class Correlator {
     int64_t time_ns = INT64_MIN;   // its newest hit or heard() time, but for its pods'
     int64_t pod_ns = INT64_MIN;    // its newest pod hit or heard() pod time
     int64_t heard_ns = INT64_MIN;  // the newest time of all (now_ns_) when it was last heard
-    // heard_ns, by its kernel and host records and the pod records that speak for them
-    // (speaksForKernel): never after heard_ns.
+    // heard_ns, by the records that speak for its kernel (speaksForKernel): never after
+    // heard_ns.
     int64_t kernel_heard_ns = INT64_MIN;
     int64_t second = INT64_MIN;            // of the latest hit (secondOf)
     FlatMap<int64_t> seen;                 // repeatKey() -> the latest second it was observed in
@@ -363,10 +363,11 @@ class Correlator {
   // The node sent a record of time_ns (a pod's, if `pod`): its own time, and when it was last
   // heard (now_ns_).
   void hear(NodeData& node, int64_t time_ns, bool pod = false) const;
-  // Whether a pod record of pod_ns (ns since the epoch) keeps the node heard for the timers of
-  // rules that hear no pod stream: stamped no more than max_lag before its newest kernel or host
-  // record, the most a pod's stream may lag behind the kernel's.
-  bool speaksForKernel(const NodeData& node, int64_t pod_ns) const;
+  // Whether a record of time_ns (ns since the epoch; a kernel, host or pod record) keeps the node
+  // heard for the timers of rules that hear no pod stream: stamped no more than max_lag before its
+  // newest kernel or host record, the most one of its streams may lag behind another. Records
+  // stamped an hour back (a shipper reading local time as UTC) do not.
+  bool speaksForKernel(const NodeData& node, int64_t time_ns) const;
   // Whether rule ri's hit `ev` of node_name waits in its cluster window (held_).
   bool heldInWindow(uint32_t ri, std::string_view node_name, const Evidence& ev) const;
   // The rule of the timer under `key`: a pending hit's or a fault's.

@@ -280,15 +280,17 @@ TEST(CorrelatorTime, APodRulesQuietDayWithItsPodsLaggingIsReplays) {
 }
 
 // gpu-a's port goes DOWN and its kernel says nothing more; gpu-b logs once a minute for six hours.
-// gpu-a's pods log once a minute too, stamped pod_lag before the newest time (their shipper reads
-// local time as UTC), or at one time an hour before the DOWN (`fixed`: a pod choosing its stamps).
-// `active`: gpu-a's ACTIVE a minute after its DOWN, arriving seven minutes late.
-std::vector<Line> quietKernelLoggingPods(int64_t pod_lag_ns, bool fixed, bool active) {
+// gpu-a's pods (or, with `chatty` kOther, a host service of its) log once a minute too, stamped
+// pod_lag before the newest time (their shipper reads local time as UTC), or at one time an hour
+// before the DOWN (`fixed`: a pod choosing its stamps). `active`: gpu-a's ACTIVE a minute after
+// its DOWN, arriving seven minutes late.
+std::vector<Line> quietKernelLoggingPods(int64_t pod_lag_ns, bool fixed, bool active,
+                                         StreamKind chatty = StreamKind::kPod) {
   std::vector<Line> lines = {{kT, "gpu-a", kDown}};
   for (int m = 1; m <= 6 * 60; ++m) {
     const int64_t now = kT + m * kMin;
     lines.push_back({now, "gpu-b", "systemd[1]: Started session 7."});
-    lines.push_back({fixed ? kT - kHour : now - pod_lag_ns, "gpu-a", "step", StreamKind::kPod});
+    lines.push_back({fixed ? kT - kHour : now - pod_lag_ns, "gpu-a", "step", chatty});
     if (active && m == 8) {
       lines.push_back({kT + kMin, "gpu-a", kActive});
     }
@@ -316,17 +318,23 @@ std::pair<std::vector<std::string>, int64_t> decidedWhen(const std::vector<Line>
 // Pods stamped long before their node's kernel say nothing of its stream: the DOWN lasts once
 // the kernel is silent for max_lag and its timer max_lag behind the newest time, live as in replay.
 // They kept the node heard: with a fixed stamp the DOWN was never decided, an hour behind it was
-// decided an hour late.
+// decided an hour late. So do a host service's records (its syslog read with local time as UTC).
 TEST(CorrelatorTime, PodsStampedLongBeforeTheKernelKeepNoQuietNodeHeard) {
   const std::vector<std::string> want = {"gpu-a taint ib-port-down-lasting"};
-  for (const auto& [pod_lag, fixed] :
-       std::vector<std::pair<int64_t, bool>>{{kHour, false}, {2 * kHour, false}, {0, true}}) {
-    const auto [got, when] = decidedWhen(quietKernelLoggingPods(pod_lag, fixed, false));
-    EXPECT_EQ(got, want) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
-    // The DOWN's timer (5m) max_lag behind the newest time: a kernel lagging less is still heard.
-    EXPECT_EQ(when, kT + 16 * kMin) << "pods " << pod_lag / kMin << " min behind, fixed " << fixed;
-    const std::vector<Line> sorted = inTimeOrder(quietKernelLoggingPods(pod_lag, fixed, false));
-    EXPECT_EQ(live(0, sorted), want);
+  for (const StreamKind chatty : {StreamKind::kPod, StreamKind::kOther}) {
+    for (const auto& [pod_lag, fixed] :
+         std::vector<std::pair<int64_t, bool>>{{kHour, false}, {2 * kHour, false}, {0, true}}) {
+      const std::string what = std::string(streamKindName(chatty)) + " " +
+                               std::to_string(pod_lag / kMin) + " min behind, fixed " +
+                               std::to_string(fixed);
+      const auto [got, when] = decidedWhen(quietKernelLoggingPods(pod_lag, fixed, false, chatty));
+      EXPECT_EQ(got, want) << what;
+      // The DOWN's timer (5m) max_lag behind the newest time: a kernel lagging less is heard.
+      EXPECT_EQ(when, kT + 16 * kMin) << what;
+      const std::vector<Line> sorted =
+          inTimeOrder(quietKernelLoggingPods(pod_lag, fixed, false, chatty));
+      EXPECT_EQ(live(0, sorted), want) << what;
+    }
   }
 }
 
