@@ -1002,6 +1002,9 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   }
   const bool dry = dry_run_[flt.rule];
   bool& tainted = dry ? node.dry_tainted : node.tainted;
+  if (tainted && !retracted && !node.faults.empty()) {
+    node.healthy_but_for_ns = at_ns;
+  }
   if (!tainted || std::any_of(node.faults.begin(), node.faults.end(),
                               [&](const auto& kv) { return dry_run_[kv.second.rule] == dry; })) {
     return;
@@ -1019,10 +1022,44 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   d.dry_run = dry;
   noteDecided(node, dry);
   tainted = false;
-  // Healthy again. Its counters stay: another GPU's or port's hits counted meanwhile are still
-  // below its rule's threshold, within the window (the fault's own key counted none since).
-  if (node.faults.empty() && !retracted) {
+  // Healthy again: it forgets its recent hits, as replay does; after a retraction, only those
+  // replay forgot (at the latest clear the retracted faults alone held the taint over). Its
+  // counters stay: another GPU's or port's hits counted meanwhile are still below its rule's
+  // threshold, within the window (the fault's own key counted none since).
+  if (node.faults.empty()) {
+    forgetRecent(node, retracted ? node.healthy_but_for_ns : INT64_MAX);
+    node.healthy_but_for_ns = INT64_MIN;
+  }
+}
+
+void Correlator::forgetRecent(NodeData& node, int64_t up_to_ns) {
+  if (up_to_ns == INT64_MIN) {
+    return;
+  }
+  if (up_to_ns == INT64_MAX) {
     node.recent.clear();
+    return;
+  }
+  auto old = [&](const std::shared_ptr<const Evidence>& e) {
+    return e != nullptr && e->time_ns <= up_to_ns;
+  };
+  for (Recent& r : node.recent) {
+    Recent kept{.rule = r.rule};
+    for (size_t k = 0; k < r.hits.size(); ++k) {  // oldest read first, as findRecent() reads them
+      const size_t at = (r.next + k) % r.hits.size();
+      if (!old(r.hits[at])) {
+        kept.hits.push_back(std::move(r.hits[at]));
+        kept.fates.push_back(r.fates[at]);
+      }
+    }
+    for (auto* e : {&r.kept, &r.counted, &r.kept_before, &r.counted_before}) {
+      if (old(*e)) {
+        e->reset();
+      }
+    }
+    r.hits = std::move(kept.hits);
+    r.fates = std::move(kept.fates);
+    r.next = 0;
   }
 }
 

@@ -267,6 +267,10 @@ class Correlator {
     // Faults a recovery signal cleared, by key, until the key faults again: a hit stamped before
     // the signal may still arrive (holdFault).
     FlatMap<Fault> cleared;
+    // The time of the latest clear that left other faults holding its taint, since it was last
+    // healthy: replay, which never made those of them a cause or follower read late retracts,
+    // was healthy again there. INT64_MIN: none.
+    int64_t healthy_but_for_ns = INT64_MIN;
   };
   struct Held {
     std::string node;
@@ -345,7 +349,8 @@ class Correlator {
                const Evidence& ev, std::vector<Decision>* out);
   // Clears the fault at `key` at at_ns; the node's last fault cleared untaints it. `retracted`:
   // replay, reading the lines in time order, never made the fault (its cause or follower was read
-  // after it), so the node, healthy again, keeps its recent hits as it did there.
+  // after it), so the node, healthy again, forgets only the recent hits replay forgot
+  // (NodeData::healthy_but_for_ns).
   void clearFault(NodeData& node, const std::string& node_name, const std::string& key,
                   int64_t at_ns, std::string reason, std::vector<Decision>* out,
                   bool retracted = false);
@@ -397,6 +402,9 @@ class Correlator {
   // boot or a driver reload between them ends that incident).
   bool suppressedBy(const NodeData& node, const Rule& rule, const Fields& fields,
                     int64_t time_ns) const;
+  // Forgets the node's recent hits stamped at or before up_to_ns (INT64_MAX: all; INT64_MIN:
+  // none).
+  static void forgetRecent(NodeData& node, int64_t up_to_ns);
   // Notes the fate of rule ri's recent hit `ev` (kept only for the rules findRecent() is asked
   // about).
   static void note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate);

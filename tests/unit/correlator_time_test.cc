@@ -1580,6 +1580,45 @@ TEST(CorrelatorTime, APortDownEndedByAShutdownReadLateStillCorroborates) {
   EXPECT_EQ(got.replay, std::vector<std::string>{"gpu-1 taint nccl-remote-error"});
 }
 
+// A node healthy again in replay, where live still held a fault a line read later retracts,
+// forgets the recent hits replay forgot there. Port aa's DOWN, decided lasting, still stands when
+// port ab recovers (36m); the shutdown that ends aa's DOWN is read after. Replay was healthy at
+// 36m, and aa's DOWN corroborates no pod's NCCL error after it. An Xid 48's fault recovers (12m)
+// while a CPER record holds the node; the boot that suppresses that record is read after. Replay,
+// healthy at 12m, forgot the boot, and the next record taints. (Live kept every recent hit.)
+TEST(CorrelatorTime, ARetractionForgetsTheHitsReplayForgotAtAnEarlierRecovery) {
+  const std::string remote =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
+      "was a network error, NCCL version 2.18.5";
+  const Both ports =
+      liveAndReplay({{kT, "gpu-1", kDown},
+                     {kT + 6 * kMin, "gpu-1", kActive},
+                     {kT + 31 * kMin, "gpu-1", "mlx5_core 0000:aa:00.0 mlx5_4: Port: 1 Link DOWN"},
+                     {kT + 37 * kMin, "gpu-1", "x"},
+                     {kT + 33 * kMin, "gpu-1", "reboot: Restarting system"},
+                     {kT + 38 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
+                     {kT + 90 * kMin, "gpu-1", "x"}});
+  const std::vector<std::string> recovered = {"gpu-1 taint ib-port-down-lasting",
+                                              "gpu-1 untaint ib-port-down-lasting"};
+  EXPECT_EQ(ports.live, recovered);
+  EXPECT_EQ(ports.replay, recovered);
+  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
+  const Both cper = liveAndReplay({{kT, "gpu-1", kXid48},
+                                   {kT + 2 * kMin, "gpu-1", kDriverLoad},
+                                   {kT + 11 * kMin, "gpu-1", kCperFatal},
+                                   {kT + 13 * kMin, "gpu-1", "x"},
+                                   {kT + 10 * kMin, "gpu-1", kBoot},
+                                   {kT + 14 * kMin, "gpu-1", kCperFatal},
+                                   {kT + 60 * kMin, "gpu-1", "x"}});
+  EXPECT_EQ(cper.live,
+            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint cper-fatal",
+                                      "gpu-1 taint cper-fatal"}));
+  EXPECT_EQ(cper.replay,
+            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal",
+                                      "gpu-1 taint cper-fatal"}));
+}
+
 // The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
 // replay takes it for that Xid's incident (suppressed_by xid-fatal), and xid-fatal's fault clears
 // 10 minutes after a driver load. Live tainted with the line's own rule, which only a boot
