@@ -614,6 +614,7 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
     // line stamped in the past) came first: the quiet period still runs from the newest.
     flt.last_ns = std::max(flt.last_ns, t);
     flt.first_ns = std::min(flt.first_ns, t);
+    flt.noteHit(t);
     const int64_t quiet_due =
         rule.quiet_ns > 0 ? flt.last_ns + rule.quiet_ns : static_cast<int64_t>(INT64_MAX);
     // Live, a node's lines can arrive out of order (spread over partitions read within
@@ -657,6 +658,11 @@ bool Correlator::holdFault(uint32_t ri, NodeData& node, const std::string& node_
   node.cleared.erase(key);
   fault(ri, node, node_name, ev.fields, {ev}, signal_ns, reason, out);
   return true;
+}
+
+void Correlator::Fault::noteHit(int64_t t) {
+  int64_t& oldest = *std::min_element(hits_ns.begin(), hits_ns.end());
+  oldest = std::max(oldest, t);
 }
 
 bool Correlator::Fault::signalStands(int64_t t) const {
@@ -868,6 +874,7 @@ Correlator::Fault& Correlator::record(uint32_t ri, NodeData& node, const std::st
   }
   flt.last_ns = t;
   flt.first_ns = t;
+  flt.noteHit(t);
   schedule(node_name, key, flt, rule.quiet_ns > 0 ? t + rule.quiet_ns : INT64_MAX);
   node.counters.erase(key);
   node.cleared.erase(key);  // its hits from now on hold this fault
@@ -1388,11 +1395,29 @@ void Correlator::suppressLate(uint32_t ri, NodeData& node, const std::string& no
     const Rule& rule = bank_->rules[er];
     const std::string key = entityKey(er, rule, cause.fields);
     Fault* flt = node.faults.find(key);
-    // Every hit of the fault after the cause and within its window, and no recovery of the
-    // cause's between them: replay suppressed each (suppressedBy).
-    if (flt == nullptr || flt->first_ns <= c || flt->last_ns > c + rule.suppress_within_ns ||
+    // The fault's hits after the cause, within its window, and no recovery of the cause's
+    // between them: replay suppressed each (suppressedBy).
+    if (flt == nullptr || flt->last_ns <= c || flt->last_ns > c + rule.suppress_within_ns ||
         findRecent(node, cr.recovered_by, cr.entity, cause.fields, flt->last_ns, flt->last_ns - c,
                    0) != nullptr) {
+      continue;
+    }
+    if (flt->first_ns <= c) {
+      // It stood before the cause: those hits hold it no more, its last is its newest before the
+      // cause (a boot then recovers it, as replay's did). Unknown if four or more came after.
+      int64_t before = INT64_MIN;
+      for (const int64_t h : flt->hits_ns) {
+        before = h <= c ? std::max(before, h) : before;
+      }
+      if (before != INT64_MIN) {
+        std::replace_if(
+            flt->hits_ns.begin(), flt->hits_ns.end(), [&](int64_t h) { return h > c; }, INT64_MIN);
+        flt->last_ns = before;
+        const int64_t quiet_due = rule.quiet_ns > 0 ? before + rule.quiet_ns : INT64_MAX;
+        schedule(node_name, key, *flt,
+                 flt->recovering ? std::min(flt->recovery.time_ns + rule.stable_ns, quiet_due)
+                                 : quiet_due);
+      }
       continue;
     }
     ++stats_.suppressed;

@@ -2,6 +2,7 @@
 // the bank's rules (rule keys: rules/README.md).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -231,10 +232,15 @@ class Correlator {
     Evidence recovery;  // the recovery signal, when recovering
     std::string recovered_by;
     bool recovery_guarded = false;  // recover()'s guard applied to that signal
+    // The times of its newest-stamped hits (INT64_MIN: none): suppressLate() finds its newest hit
+    // before a cause read after hits it suppresses.
+    std::array<int64_t, 4> hits_ns = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
     // Whether a hit at t (ns), read after the recovery signal, leaves the signal's recovery
     // standing, as replay, taking the hit first, would have: stamped before the signal, and
     // beyond recover()'s guard where it applies.
     bool signalStands(int64_t t) const;
+    // Keeps t among hits_ns if it is newer than one of them.
+    void noteHit(int64_t t);
   };
   struct Pending {  // an unless_followed_by hit waiting for its time to pass
     uint32_t rule = 0;

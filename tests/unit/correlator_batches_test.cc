@@ -3,13 +3,13 @@
 // replay gives (README, "Replay"), over seeded random kernel logs of a few nodes: IB ports going
 // down and up (flaps, lasting DOWNs), Xids of several rules (repeats in one second, bursts,
 // sympathetic ones), fallen off the bus head and tail, GPU UUIDs and resets, driver loads and
-// reboots, SXids, CPER, AER, RoCE and Neuron errors, and lines that hit nothing. Live takes the
-// records in arrival order (each node's in its own time order, the nodes interleaved, each
-// lagging by less than max_lag, so that no node is found silent while its records are still to
-// come) cut into batches of random sizes. Both then
-// get a line on every node three days later, past every window and timer of the bank. Each node's
-// pods print lines that hit nothing, their stream lagging by its own amount, so a pod's line may
-// arrive ahead of its node's kernel lines of earlier times. Pod lines of cluster rules are left
+// reboots, SXids, CPER records (which a boot suppresses), AER, RoCE and Neuron errors, and lines
+// that hit nothing. Live takes the records in arrival order (each node's in its own time order,
+// the nodes interleaved, each lagging by less than max_lag, so that no node is found silent while
+// its records are still to come) cut into batches of random sizes. Both then get a line on every
+// node three days later, past every window and timer of the bank. Each node's pods print lines
+// that hit nothing, their stream lagging by its own amount, so a pod's line may arrive ahead of
+// its node's kernel lines of earlier times. Pod lines of cluster rules are left
 // out: live closes their windows max_lag later, and a node's taint decided meanwhile can differ
 // (README, "The live service").
 #include <algorithm>
@@ -66,10 +66,6 @@ const char* const kTexts[] = {
     "ib0: lost carrier",
     "[    0.000000] Kernel command line: BOOT_IMAGE=/boot/vmlinuz ro",
     "systemd[1]: Started session 1.",
-};
-// More rules' lines: SXids, NVLink5, row remapping, GPU recovery actions, RoCE link flaps, AER,
-// CPER (suppressed by a boot), Neuron, reboots and boots.
-const char* const kMoreTexts[] = {
     "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up",
     ("nvidia-nvswitch3: SXid (PCI:0000:4e:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV "
      "error (First)"),
@@ -90,16 +86,13 @@ const char* const kMoreTexts[] = {
 };
 
 // One node's random log over up to about three hours: events up to 15 minutes apart, some in the
-// same second; of kMoreTexts too if `more`.
-void nodeLog(std::mt19937& rng, const std::string& node, std::vector<Line>* out, bool more) {
+// same second.
+void nodeLog(std::mt19937& rng, const std::string& node, std::vector<Line>* out) {
   const auto pick = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
-  const size_t texts = std::size(kTexts) + (more ? std::size(kMoreTexts) : 0);
   int64_t t = kT + pick(600) * kS;
   const uint32_t events = pick(14);
   for (uint32_t i = 0; i < events; ++i) {
-    const size_t k = pick(static_cast<uint32_t>(texts));
-    out->push_back(
-        {t, node, k < std::size(kTexts) ? kTexts[k] : kMoreTexts[k - std::size(kTexts)], 0});
+    out->push_back({t, node, kTexts[pick(std::size(kTexts))], 0});
     switch (pick(4)) {
       case 0:
         break;  // the same second
@@ -200,7 +193,7 @@ TEST(Batches, DecisionsDoNotDependOnBatchesWorkersOrThreads) {
     const uint32_t nodes = 2 + rng() % 4;
     for (uint32_t n = 0; n < nodes; ++n) {
       const size_t first = lines.size();
-      nodeLog(rng, "gpu-" + std::to_string(n), &lines, true);
+      nodeLog(rng, "gpu-" + std::to_string(n), &lines);
       // Under max_lag, the kernel's and the pods' streams each their own.
       const int64_t lag = static_cast<int64_t>(rng() % 590) * kS;
       const int64_t pod_lag = static_cast<int64_t>(rng() % 590) * kS;
@@ -263,9 +256,8 @@ class Ends : public DecisionSink {
 // replay does. Each kernel line of a node has a stamp of its own: lines of one stamp in two
 // partitions keep no order that could be recovered. The first 2,000 seeds (60 nodes ended
 // otherwise before the correlator looked back at lines that came first); over 20,000 seeds, about
-// 70,000 nodes, 2 still end otherwise (three or more events of one port or GPU within minutes,
-// interleaved: README, "Replay"), and 8 with kMoreTexts (most a CPER read before the boot that
-// suppresses it in replay, holding a fault the node already had past the boot's recovery).
+// 70,000 nodes, 2 still end otherwise (boots and a fault's hits within minutes, interleaved:
+// README, "Replay").
 TEST(Batches, ANodesLinesSpreadOverTwoPartitionsEndItAsInReplay) {
   int differ = 0;
   size_t tainted = 0;
@@ -276,7 +268,7 @@ TEST(Batches, ANodesLinesSpreadOverTwoPartitionsEndItAsInReplay) {
     const int64_t lag = static_cast<int64_t>(rng() % 300) * kS;
     for (uint32_t n = 0; n < nodes; ++n) {
       const size_t first = lines.size();
-      nodeLog(rng, "gpu-" + std::to_string(n), &lines, false);
+      nodeLog(rng, "gpu-" + std::to_string(n), &lines);
       const int64_t pod_lag = static_cast<int64_t>(rng() % 300) * kS;
       int64_t apart = 0;
       for (size_t i = first; i < lines.size(); ++i) {

@@ -1580,6 +1580,28 @@ TEST(CorrelatorTime, APortDownEndedByAShutdownReadLateStillCorroborates) {
   EXPECT_EQ(got.replay, std::vector<std::string>{"gpu-1 taint nccl-remote-error"});
 }
 
+// A fatal CPER record 20 minutes after a boot taints; the node reboots, and the CPER record of
+// that crash, stamped a millisecond after the new boot, is read before it. Replay suppresses the
+// record, and the boot recovers the fault (10 stable minutes); live, the record held the fault
+// past the boot, which recovered nothing: the node stayed tainted. Its hits after the boot, within
+// the boot's 5 minutes, now hold the fault no more once the boot comes.
+TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesStillRecoversAnEarlierFault) {
+  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
+  const int64_t ms = 1'000'000;
+  for (const int records : {1, 2}) {
+    std::vector<Line> lines = {{kT, "gpu-1", kBoot}, {kT + 20 * kMin, "gpu-1", kCperFatal}};
+    for (int r = 1; r <= records; ++r) {
+      lines.push_back({kT + 40 * kMin + r * ms, "gpu-1", kCperFatal});
+    }
+    lines.push_back({kT + 40 * kMin, "gpu-1", kBoot});
+    lines.push_back({kT + 90 * kMin, "gpu-1", "x"});
+    const Both got = liveAndReplay(lines);
+    const std::vector<std::string> want = {"gpu-1 taint cper-fatal", "gpu-1 untaint cper-fatal"};
+    EXPECT_EQ(got.live, want) << records << " records";
+    EXPECT_EQ(got.replay, want) << records << " records";
+  }
+}
+
 // A node healthy again in replay, where live still held a fault a line read later retracts,
 // forgets the recent hits replay forgot there. Port aa's DOWN, decided lasting, still stands when
 // port ab recovers (36m); the shutdown that ends aa's DOWN is read after. Replay was healthy at
