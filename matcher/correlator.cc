@@ -1009,11 +1009,12 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   }
   const bool dry = dry_run_[flt.rule];
   bool& tainted = dry ? node.dry_tainted : node.tainted;
-  if (tainted && !retracted && !node.faults.empty()) {
+  const bool others = std::any_of(node.faults.begin(), node.faults.end(),
+                                  [&](const auto& kv) { return dry_run_[kv.second.rule] == dry; });
+  if (tainted && !retracted && others && !dry) {
     node.healthy_but_for_ns = at_ns;
   }
-  if (!tainted || std::any_of(node.faults.begin(), node.faults.end(),
-                              [&](const auto& kv) { return dry_run_[kv.second.rule] == dry; })) {
+  if (!tainted || others) {
     return;
   }
   Decision& d = out->emplace_back();
@@ -1030,10 +1031,11 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   noteDecided(node, dry);
   tainted = false;
   // Healthy again: it forgets its recent hits, as replay does; after a retraction, only those
-  // replay forgot (at the latest clear the retracted faults alone held the taint over). Its
-  // counters stay: another GPU's or port's hits counted meanwhile are still below its rule's
-  // threshold, within the window (the fault's own key counted none since).
-  if (node.faults.empty()) {
+  // replay forgot (at the latest clear the retracted faults alone held the taint over). Not by
+  // the faults of rules in dry run, which change no real decision: theirs neither hold it off nor
+  // make it. Its counters stay: another GPU's or port's hits counted meanwhile are still below its
+  // rule's threshold, within the window (the fault's own key counted none since).
+  if (!dry) {
     forgetRecent(node, retracted ? node.healthy_but_for_ns : INT64_MAX);
     node.healthy_but_for_ns = INT64_MIN;
   }

@@ -62,9 +62,10 @@ namespace faultline {
 //     healthy again;
 //   - the faults of rules in dry run taint and untaint the node apart from the others, by the
 //     same semantics, in decisions marked dry_run: a rule in dry run (a new rule tried out) never
-//     holds back a real rule's taint nor names the untaint of a real one, and its hits
-//     corroborate and recover only rules in dry run (a real rule's fault would taint for real, a
-//     real rule's taint would be lifted).
+//     holds back a real rule's taint nor names the untaint of a real one, its hits corroborate
+//     and recover only rules in dry run (a real rule's fault would taint for real, a real rule's
+//     taint would be lifted), and its faults do not decide when a node healthy again forgets its
+//     recent hits (only its real faults clearing does).
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {
@@ -273,9 +274,9 @@ class Correlator {
     // Faults a recovery signal cleared, by key, until the key faults again: a hit stamped before
     // the signal may still arrive (holdFault).
     FlatMap<Fault> cleared;
-    // The time of the latest clear that left other faults holding its taint, since it was last
-    // healthy: replay, which never made those of them a cause or follower read late retracts,
-    // was healthy again there. INT64_MIN: none.
+    // The time of the latest clear that left other real faults holding its taint, since it was
+    // last healthy: replay, which never made those of them a cause or follower read late
+    // retracts, was healthy again there. INT64_MIN: none.
     int64_t healthy_but_for_ns = INT64_MIN;
   };
   struct Held {

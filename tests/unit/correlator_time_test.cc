@@ -43,8 +43,12 @@ class Collect : public DecisionSink {
     got.push_back(d.node + " " + std::string(actionName(d.action)) + " " + d.rule);
     reasons.push_back(d.reason);
     times.push_back(d.time_ns);
+    if (!d.dry_run) {
+      real.push_back(got.back());
+    }
   }
   std::vector<std::string> got;
+  std::vector<std::string> real;  // those not in dry run
   std::vector<std::string> reasons;
   std::vector<int64_t> times;
 };
@@ -1639,6 +1643,50 @@ TEST(CorrelatorTime, ARetractionForgetsTheHitsReplayForgotAtAnEarlierRecovery) {
   EXPECT_EQ(cper.replay,
             (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal",
                                       "gpu-1 taint cper-fatal"}));
+}
+
+// The real decisions of `lines` in replay, with `dry` in dry run.
+std::vector<std::string> realDecisions(const std::vector<Line>& lines, const std::string& dry) {
+  Collect sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 0, {}, {dry});
+  for (const Line& l : inTimeOrder(lines)) {
+    p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
+  }
+  return sink.real;
+}
+
+// A rule in dry run changes no real decision: the real ones are those of the lines without its
+// own. A node forgets its recent hits when its real faults have cleared, not when its faults of
+// either kind have: a CPER fault in dry run standing when a real Xid's cleared kept a port DOWN
+// that corroborated a pod's NCCL error; an Xid's fault in dry run clearing after a CPER record's
+// boot forgot the boot, and the next record tainted.
+TEST(CorrelatorTime, ARuleInDryRunChangesNoRealDecision) {
+  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
+  const std::string remote =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
+      "was a network error, NCCL version 2.18.5";
+  const Line cper = {kT + kMin, "gpu-1", kCperFatal};
+  const std::vector<Line> standing = {{kT, "gpu-1", kXid48},
+                                      {kT + 2 * kMin, "gpu-1", kDriverLoad},
+                                      {kT + 5 * kMin, "gpu-1", kDown},
+                                      {kT + 6 * kMin, "gpu-1", kActive},
+                                      {kT + 13 * kMin, "gpu-1", remote, StreamKind::kPod, "a"},
+                                      {kT + 60 * kMin, "gpu-1", "x"}};
+  std::vector<Line> with_dry = standing;
+  with_dry.push_back(cper);
+  EXPECT_EQ(realDecisions(with_dry, "cper-fatal"), realDecisions(standing, "cper-fatal"));
+  EXPECT_EQ(realDecisions(standing, "cper-fatal"),
+            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}));
+  const std::vector<Line> clearing = {{kT + 10 * kMin, "gpu-1", kBoot},
+                                      {kT + 11 * kMin, "gpu-1", kCperFatal},
+                                      {kT + 14 * kMin, "gpu-1", kCperFatal},
+                                      {kT + 60 * kMin, "gpu-1", "x"}};
+  with_dry = clearing;
+  with_dry.push_back({kT, "gpu-1", kXid48});
+  with_dry.push_back({kT + 2 * kMin, "gpu-1", kDriverLoad});
+  EXPECT_EQ(realDecisions(with_dry, "xid-fatal"), std::vector<std::string>{});
+  EXPECT_EQ(realDecisions(clearing, "xid-fatal"), std::vector<std::string>{});
 }
 
 // The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
