@@ -101,6 +101,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   rules_by_signature_.resize(bank_->signatures.size());
   corroborates_.resize(n);
   corroborated_by_.resize(n);
+  attach_to_.resize(n);
+  suppressed_by_.resize(n);
+  followed_by_.resize(n);
   cancels_.resize(n);
   suppresses_.resize(n);
   recovers_.assign(n, false);
@@ -114,19 +117,27 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   for (uint32_t i = 0; i < n; ++i) {
     const Rule& r = bank_->rules[i];
     rules_by_signature_[r.signature].push_back(i);
+    // A rule in dry run acts on real rules through none of these: it changes no real decision.
+    const auto acts = [&](uint32_t c) { return !dry_run_[c] || dry_run_[i]; };
     for (uint32_t c : r.corroborated_by) {
-      if (dry_run_[c] && !dry_run_[i]) {
-        continue;
+      if (acts(c)) {
+        corroborates_[c].push_back(i);
+        corroborated_by_[i].push_back(c);
       }
-      corroborates_[c].push_back(i);
-      corroborated_by_[i].push_back(c);
     }
     for (uint32_t c : r.unless_followed_by) {
-      cancels_[c].push_back(i);
+      if (acts(c)) {
+        cancels_[c].push_back(i);
+        followed_by_[i].push_back(c);
+      }
     }
     for (uint32_t c : r.suppressed_by) {
-      suppresses_[c].push_back(i);
+      if (acts(c)) {
+        suppresses_[c].push_back(i);
+        suppressed_by_[i].push_back(c);
+      }
     }
+    std::copy_if(r.attach_to.begin(), r.attach_to.end(), std::back_inserter(attach_to_[i]), acts);
     if (!r.alias_from.empty()) {
       alias_rules_.push_back(i);
     }
@@ -139,9 +150,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     auto pods = [&](uint32_t ri) {
       return bank_->signatures[bank_->rules[ri].signature].appliesTo(StreamKind::kPod);
     };
-    hears_pods_[i] = pods(i) ||
-                     std::any_of(r.unless_followed_by.begin(), r.unless_followed_by.end(), pods) ||
-                     std::any_of(r.recovered_by.begin(), r.recovered_by.end(), pods);
+    hears_pods_[i] = pods(i) || std::any_of(followed_by_[i].begin(), followed_by_[i].end(), pods) ||
+                     std::any_of(r.recovered_by.begin(), r.recovered_by.end(),
+                                 [&](uint32_t c) { return acts(c) && pods(c); });
     // The rules findRecent() is asked about, and the recovery signals fault() looks back at.
     for (const std::vector<uint32_t>* rules : {&r.attach_to, &r.suppressed_by, &r.corroborated_by,
                                                &r.unless_followed_by, &r.recovered_by}) {
@@ -406,7 +417,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       node.pending.erase(key);
       // Replay reads those after this follower: the first that no follower ends is held.
       for (auto e = later.begin(); e != later.end(); ++e) {
-        if (e->time_ns > t && !followed(hr, node, e->fields, e->time_ns)) {
+        if (e->time_ns > t && !followed(held, node, e->fields, e->time_ns)) {
           Pending next{held,
                        e->fields,
                        {},
@@ -444,9 +455,9 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   // corroborates nothing (a pod rule's fault, quiet: 24h, would hold the node's taint after the
   // incident's own fault has cleared).
   const bool attached =
-      !rule.attach_to.empty() &&
-      findRecent(node, rule.attach_to, rule.entity, f, t, rule.attach_within_ns, 0) != nullptr;
-  const bool suppressed = !attached && suppressedBy(node, rule, f, t);
+      !attach_to_[ri].empty() &&
+      findRecent(node, attach_to_[ri], rule.entity, f, t, rule.attach_within_ns, 0) != nullptr;
+  const bool suppressed = !attached && suppressedBy(node, ri, f, t);
   if (attached || suppressed) {
     note(node, ri, &ev, Fate::kDropped);
   } else {
@@ -462,7 +473,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
       // meets them: the newest at or before this hit, else the earliest after it.
       auto usable = [&](const Evidence* e) {
         return e != nullptr && !faulted(pod_rule, node, e->fields) &&
-               !suppressedBy(node, pr, e->fields, e->time_ns);
+               !suppressedBy(node, pod_rule, e->fields, e->time_ns);
       };
       const Evidence* r =
           findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0, Fate::kCounted);
@@ -544,7 +555,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     return;
   }
   if (!rule.unless_followed_by.empty()) {
-    if (followed(rule, node, f, t)) {  // its follower came first: replay ends it with that
+    if (followed(ri, node, f, t)) {  // its follower came first: replay ends it with that
       return;
     }
     Pending* p = node.pending.find(key);
@@ -1340,10 +1351,11 @@ void Correlator::note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate
   }
 }
 
-bool Correlator::followed(const Rule& rule, const NodeData& node, const Fields& fields,
+bool Correlator::followed(uint32_t ri, const NodeData& node, const Fields& fields,
                           int64_t t) const {
+  const Rule& rule = bank_->rules[ri];
   // From t + 1 ns: a follower stamped with the hit, and read before it, is of the state before it.
-  return findRecent(node, rule.unless_followed_by, rule.entity, fields, t + 1, 0,
+  return findRecent(node, followed_by_[ri], rule.entity, fields, t + 1, 0,
                     rule.unless_within_ns - 1) != nullptr;
 }
 
@@ -1435,9 +1447,10 @@ void Correlator::suppressLate(uint32_t ri, NodeData& node, const std::string& no
   }
 }
 
-bool Correlator::suppressedBy(const NodeData& node, const Rule& rule, const Fields& fields,
+bool Correlator::suppressedBy(const NodeData& node, uint32_t ri, const Fields& fields,
                               int64_t time_ns) const {
-  for (const uint32_t c : rule.suppressed_by) {
+  const Rule& rule = bank_->rules[ri];
+  for (const uint32_t c : suppressed_by_[ri]) {
     const Evidence* cause =
         findRecent(node, {&c, 1}, rule.entity, fields, time_ns, rule.suppress_within_ns, 0);
     // A GPU that falls off the bus again after the boot meant to repair it is a new fault.

@@ -62,10 +62,11 @@ namespace faultline {
 //     healthy again;
 //   - the faults of rules in dry run taint and untaint the node apart from the others, by the
 //     same semantics, in decisions marked dry_run: a rule in dry run (a new rule tried out) never
-//     holds back a real rule's taint nor names the untaint of a real one, its hits corroborate
-//     and recover only rules in dry run (a real rule's fault would taint for real, a real rule's
-//     taint would be lifted), and its faults do not decide when a node healthy again forgets its
-//     recent hits (only its real faults clearing does).
+//     holds back a real rule's taint nor names the untaint of a real one, its hits corroborate,
+//     recover, suppress, attach and follow only rules in dry run (a real rule's fault would
+//     taint for real, a real rule's taint would be lifted or held off), and its faults do not
+//     decide when a node healthy again forgets its recent hits (only its real faults clearing
+//     does): a real decision is the one the lines without its own would give.
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {
@@ -312,7 +313,7 @@ class Correlator {
   // follower among the node's recent hits, stamped after it and within unless_within: the
   // follower came first, though stamped later (one node's lines spread over partitions), and
   // replay, reading it after the hit, ends the hit with it.
-  bool followed(const Rule& rule, const NodeData& node, const Fields& fields, int64_t t) const;
+  bool followed(uint32_t ri, const NodeData& node, const Fields& fields, int64_t t) const;
   // Holds `pending` under `key` (no hit held there yet) until its due_ns.
   void holdPending(NodeData& node, const std::string& node_name, const std::string& key,
                    Pending pending);
@@ -404,11 +405,10 @@ class Correlator {
   // decision, naming the cause as evidence, goes to `out`.
   void suppressLate(uint32_t ri, NodeData& node, const std::string& node_name,
                     const Evidence& cause, std::vector<Decision>* out);
-  // Whether a hit of `rule` with `fields` at time_ns is dropped by its `suppressed_by`: a hit of
+  // Whether a hit of rule ri with `fields` at time_ns is dropped by its `suppressed_by`: a hit of
   // one of those rules within its window, with no hit of that rule's `recovery.by` rules since (a
   // boot or a driver reload between them ends that incident).
-  bool suppressedBy(const NodeData& node, const Rule& rule, const Fields& fields,
-                    int64_t time_ns) const;
+  bool suppressedBy(const NodeData& node, uint32_t ri, const Fields& fields, int64_t time_ns) const;
   // Forgets the node's recent hits stamped at or before up_to_ns (INT64_MAX: all; INT64_MIN:
   // none).
   static void forgetRecent(NodeData& node, int64_t up_to_ns);
@@ -423,6 +423,9 @@ class Correlator {
   // rule -> the rules whose hits corroborate it: its corroborated_by but, for a rule not in dry
   // run, those in dry run (a rule tried out taints no node for real, through another rule neither)
   std::vector<std::vector<uint32_t>> corroborated_by_;
+  // rule -> its attach_to, suppressed_by and unless_followed_by rules, but so for a rule not in
+  // dry run: a rule tried out changes no real decision
+  std::vector<std::vector<uint32_t>> attach_to_, suppressed_by_, followed_by_;
   std::vector<std::vector<uint32_t>> cancels_;     // rule -> rules whose pending hits it ends
   std::vector<std::vector<uint32_t>> suppresses_;  // rule -> rules it is in the suppressed_by of
   std::vector<bool> recovers_;                     // rule is named in some recovery.by

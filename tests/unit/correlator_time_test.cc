@@ -1656,37 +1656,69 @@ std::vector<std::string> realDecisions(const std::vector<Line>& lines, const std
 }
 
 // A rule in dry run changes no real decision: the real ones are those of the lines without its
-// own. A node forgets its recent hits when its real faults have cleared, not when its faults of
-// either kind have: a CPER fault in dry run standing when a real Xid's cleared kept a port DOWN
-// that corroborated a pod's NCCL error; an Xid's fault in dry run clearing after a CPER record's
-// boot forgot the boot, and the next record tainted.
+// own. A node forgot its recent hits when its faults of either kind had cleared: a CPER fault in
+// dry run standing when a real Xid's cleared kept a port DOWN that corroborated a pod's NCCL
+// error; an Xid's fault in dry run clearing after a CPER record's boot forgot the boot, and the
+// next record tainted. And a rule in dry run's hits suppressed a real rule's (the fallen off the
+// bus line after an Xid in dry run), ended its held DOWN (a shutdown in dry run), and attached
+// its port flaps to a boot.
 TEST(CorrelatorTime, ARuleInDryRunChangesNoRealDecision) {
   constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
   const std::string remote =
       "torch.distributed.DistBackendError: NCCL error in: "
       "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
       "was a network error, NCCL version 2.18.5";
-  const Line cper = {kT + kMin, "gpu-1", kCperFatal};
-  const std::vector<Line> standing = {{kT, "gpu-1", kXid48},
-                                      {kT + 2 * kMin, "gpu-1", kDriverLoad},
-                                      {kT + 5 * kMin, "gpu-1", kDown},
-                                      {kT + 6 * kMin, "gpu-1", kActive},
-                                      {kT + 13 * kMin, "gpu-1", remote, StreamKind::kPod, "a"},
-                                      {kT + 60 * kMin, "gpu-1", "x"}};
-  std::vector<Line> with_dry = standing;
-  with_dry.push_back(cper);
-  EXPECT_EQ(realDecisions(with_dry, "cper-fatal"), realDecisions(standing, "cper-fatal"));
-  EXPECT_EQ(realDecisions(standing, "cper-fatal"),
-            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}));
-  const std::vector<Line> clearing = {{kT + 10 * kMin, "gpu-1", kBoot},
-                                      {kT + 11 * kMin, "gpu-1", kCperFatal},
-                                      {kT + 14 * kMin, "gpu-1", kCperFatal},
-                                      {kT + 60 * kMin, "gpu-1", "x"}};
-  with_dry = clearing;
-  with_dry.push_back({kT, "gpu-1", kXid48});
-  with_dry.push_back({kT + 2 * kMin, "gpu-1", kDriverLoad});
-  EXPECT_EQ(realDecisions(with_dry, "xid-fatal"), std::vector<std::string>{});
-  EXPECT_EQ(realDecisions(clearing, "xid-fatal"), std::vector<std::string>{});
+  struct Case {
+    std::string dry;         // the rule in dry run
+    std::vector<Line> own;   // its lines
+    std::vector<Line> rest;  // the others
+    std::vector<std::string> want;
+  };
+  std::vector<Line> flaps;
+  for (int m = 1; m <= 3; ++m) {
+    flaps.push_back({kT + m * kMin, "gpu-1", kDown});
+    flaps.push_back({kT + m * kMin + 10 * kNanosPerSecond, "gpu-1", kActive});
+  }
+  flaps.push_back({kT + 60 * kMin, "gpu-1", "x"});
+  const std::vector<Case> cases = {
+      {"cper-fatal",
+       {{kT + kMin, "gpu-1", kCperFatal}},
+       {{kT, "gpu-1", kXid48},
+        {kT + 2 * kMin, "gpu-1", kDriverLoad},
+        {kT + 5 * kMin, "gpu-1", kDown},
+        {kT + 6 * kMin, "gpu-1", kActive},
+        {kT + 13 * kMin, "gpu-1", remote, StreamKind::kPod, "a"},
+        {kT + 60 * kMin, "gpu-1", "x"}},
+       {"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}},
+      {"xid-fatal",
+       {{kT, "gpu-1", kXid48}, {kT + 2 * kMin, "gpu-1", kDriverLoad}},
+       {{kT + 10 * kMin, "gpu-1", kBoot},
+        {kT + 11 * kMin, "gpu-1", kCperFatal},
+        {kT + 14 * kMin, "gpu-1", kCperFatal},
+        {kT + 60 * kMin, "gpu-1", "x"}},
+       {}},
+      {"xid-fatal",
+       {{kT, "gpu-1",
+         "NVRM: Xid (PCI:0000:44:00): 48, pid=1, name=python3, An uncorrectable "
+         "double bit error (DBE) has been detected on GPU in the framebuffer"}},
+       {{kT + kNanosPerSecond, "gpu-1", "NVRM: GPU 0000:44:00.0: GPU has fallen off the bus."},
+        {kT + 60 * kMin, "gpu-1", "x"}},
+       {"gpu-1 taint gpu-fallen-off-bus"}},
+      {"node-shutdown",
+       {{kT + kMin, "gpu-1", "reboot: Restarting system"}},
+       {{kT, "gpu-1", kDown}, {kT + 60 * kMin, "gpu-1", "x"}},
+       {"gpu-1 taint ib-port-down-lasting"}},
+      {"node-boot",
+       {{kT, "gpu-1", kBoot}},
+       flaps,
+       {"gpu-1 taint ib-port-flap", "gpu-1 untaint ib-port-flap"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<Line> all = c.rest;
+    all.insert(all.end(), c.own.begin(), c.own.end());
+    EXPECT_EQ(realDecisions(all, c.dry), c.want) << c.dry << " in dry run";
+    EXPECT_EQ(realDecisions(c.rest, c.dry), c.want) << "without " << c.dry << "'s lines";
+  }
 }
 
 // The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
