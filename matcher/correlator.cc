@@ -1022,8 +1022,17 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   bool& tainted = dry ? node.dry_tainted : node.tainted;
   const bool others = std::any_of(node.faults.begin(), node.faults.end(),
                                   [&](const auto& kv) { return dry_run_[kv.second.rule] == dry; });
-  if (tainted && !retracted && others && !dry) {
-    node.healthy_but_for_ns = at_ns;
+  if (tainted && others && !dry) {
+    if (!retracted) {
+      // Replay, without those of the others that a cause or follower read late retracts, was
+      // healthy again here (the latest such clear in time, whatever the order read).
+      node.healthy_but_for_ns = std::max(node.healthy_but_for_ns, at_ns);
+    } else if (std::all_of(node.faults.begin(), node.faults.end(), [&](const auto& kv) {
+                 return dry_run_[kv.second.rule] || kv.second.first_ns > node.healthy_but_for_ns;
+               })) {
+      // The faults left all formed after that clear: replay was healthy again there.
+      forgetRecent(node, node.healthy_but_for_ns);
+    }
   }
   if (!tainted || others) {
     return;
@@ -1041,23 +1050,21 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   d.dry_run = dry;
   noteDecided(node, dry);
   tainted = false;
-  // Healthy again: it forgets its recent hits, as replay does; after a retraction, only those
-  // replay forgot (at the latest clear the retracted faults alone held the taint over). Not by
-  // the faults of rules in dry run, which change no real decision: theirs neither hold it off nor
-  // make it. Its counters stay: another GPU's or port's hits counted meanwhile are still below its
-  // rule's threshold, within the window (the fault's own key counted none since).
+  // Healthy again: it forgets its recent hits stamped up to now, as replay does (those stamped
+  // later but read first, replay had not read yet); after a retraction, only those replay forgot
+  // (at the latest clear the retracted faults alone held the taint over). Not by the faults of
+  // rules in dry run, which change no real decision: theirs neither hold it off nor make it. Its
+  // counters stay: another GPU's or port's hits counted meanwhile are still below its rule's
+  // threshold, within the window (the fault's own key counted none since).
   if (!dry) {
-    forgetRecent(node, retracted ? node.healthy_but_for_ns : INT64_MAX);
+    forgetRecent(node,
+                 retracted ? node.healthy_but_for_ns : std::max(at_ns, node.healthy_but_for_ns));
     node.healthy_but_for_ns = INT64_MIN;
   }
 }
 
 void Correlator::forgetRecent(NodeData& node, int64_t up_to_ns) {
   if (up_to_ns == INT64_MIN) {
-    return;
-  }
-  if (up_to_ns == INT64_MAX) {
-    node.recent.clear();
     return;
   }
   auto old = [&](const std::shared_ptr<const Evidence>& e) {

@@ -275,9 +275,9 @@ class Correlator {
     // Faults a recovery signal cleared, by key, until the key faults again: a hit stamped before
     // the signal may still arrive (holdFault).
     FlatMap<Fault> cleared;
-    // The time of the latest clear that left other real faults holding its taint, since it was
-    // last healthy: replay, which never made those of them a cause or follower read late
-    // retracts, was healthy again there. INT64_MIN: none.
+    // The time of the latest clear (in time) that left other real faults holding its taint,
+    // since it was last healthy: replay, which never made those of them a cause or follower read
+    // late retracts, was healthy again there. INT64_MIN: none.
     int64_t healthy_but_for_ns = INT64_MIN;
   };
   struct Held {
@@ -409,8 +409,7 @@ class Correlator {
   // one of those rules within its window, with no hit of that rule's `recovery.by` rules since (a
   // boot or a driver reload between them ends that incident).
   bool suppressedBy(const NodeData& node, uint32_t ri, const Fields& fields, int64_t time_ns) const;
-  // Forgets the node's recent hits stamped at or before up_to_ns (INT64_MAX: all; INT64_MIN:
-  // none).
+  // Forgets the node's recent hits stamped at or before up_to_ns (INT64_MIN: none).
   static void forgetRecent(NodeData& node, int64_t up_to_ns);
   // Notes the fate of rule ri's recent hit `ev` (kept only for the rules findRecent() is asked
   // about).

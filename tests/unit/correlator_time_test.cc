@@ -1645,6 +1645,83 @@ TEST(CorrelatorTime, ARetractionForgetsTheHitsReplayForgotAtAnEarlierRecovery) {
                                       "gpu-1 taint cper-fatal"}));
 }
 
+// More of the same. Two recoveries that the retracted fault alone held off, read out of time order
+// (GPU a1's reset at 30m before a2's at 28m): replay forgot at the later, 30m, and port ac's DOWN
+// at 29m corroborates no NCCL error after. A fault formed after such a recovery (12m) still
+// standing when the retraction comes (a port DOWN at 12m30s): replay forgot at 12m, and the CPER
+// record at 14m taints. A recovery that clears the node's last fault (a1's reset at 30m) read
+// after a port flap stamped after it (31m): replay had not read the flap when it forgot, and the
+// flap corroborates a pod's NCCL error at 33m.
+TEST(CorrelatorTime, ARecoveryForgetsTheHitsReplayForgotWhateverTheOrderRead) {
+  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
+  const std::string remote =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
+      "was a network error, NCCL version 2.18.5";
+  const std::string uuid1 = "GPU-979426f2-893a-7cbb-c4cf-81472f89a462";
+  const std::string uuid2 = "GPU-11111111-2222-3333-4444-555555555555";
+  auto xid94 = [](const char* pci) {
+    return std::string("NVRM: Xid (PCI:") + pci +
+           "): 94, pid=1234, name=python3, Contained ECC error";
+  };
+  const std::string down_ac = "mlx5_core 0000:ac:00.0 mlx5_6: Port: 1 Link DOWN";
+  const std::string active_ac = "mlx5_core 0000:ac:00.0 mlx5_6: Port: 1 Link ACTIVE";
+  std::vector<Line> two = {
+      {kT, "gpu-1", "NVRM: GPU at PCI:0000:a1:00: " + uuid1},
+      {kT + kNanosPerSecond, "gpu-1", "NVRM: GPU at PCI:0000:a2:00: " + uuid2}};
+  for (int m = 1; m <= 3; ++m) {
+    two.push_back({kT + m * kMin, "gpu-1", xid94("0000:a1:00")});
+  }
+  for (int m = 4; m <= 6; ++m) {
+    two.push_back({kT + m * kMin, "gpu-1", xid94("0000:a2:00")});
+  }
+  std::vector<Line> last = two;
+  last.erase(last.begin() + 1);
+  last.erase(last.end() - 3, last.end());
+  two.insert(two.end(),
+             {{kT + 20 * kMin, "gpu-1", "mlx5_core 0000:aa:00.0 mlx5_4: Port: 1 Link DOWN"},
+              {kT + 26 * kMin, "gpu-1", "x"},
+              {kT + 29 * kMin, "gpu-1", down_ac},
+              {kT + 29 * kMin + 30 * kNanosPerSecond, "gpu-1", active_ac},
+              {kT + 30 * kMin, "gpu-1", "GPU reset executed: " + uuid1 + ", success: true"},
+              {kT + 28 * kMin, "gpu-1", "GPU reset executed: " + uuid2 + ", success: true"},
+              {kT + 23 * kMin, "gpu-1", "reboot: Restarting system"},
+              {kT + 32 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
+              {kT + 90 * kMin, "gpu-1", "x"}});
+  const Both out_of_order = liveAndReplay(two);
+  EXPECT_EQ(out_of_order.live, (std::vector<std::string>{"gpu-1 taint xid-94-repeated",
+                                                         "gpu-1 untaint ib-port-down-lasting"}));
+  EXPECT_EQ(out_of_order.replay, (std::vector<std::string>{"gpu-1 taint xid-94-repeated",
+                                                           "gpu-1 untaint xid-94-repeated"}));
+  const Both formed_after = liveAndReplay({{kT, "gpu-1", kXid48},
+                                           {kT + 2 * kMin, "gpu-1", kDriverLoad},
+                                           {kT + 11 * kMin, "gpu-1", kCperFatal},
+                                           {kT + 12 * kMin + 30 * kNanosPerSecond, "gpu-1", kDown},
+                                           {kT + 18 * kMin, "gpu-1", "x"},
+                                           {kT + 10 * kMin, "gpu-1", kBoot},
+                                           {kT + 14 * kMin, "gpu-1", kCperFatal},
+                                           {kT + 20 * kMin, "gpu-1", kActive},
+                                           {kT + 60 * kMin, "gpu-1", "x"},
+                                           {kT + 120 * kMin, "gpu-1", "x"}});
+  // Live keeps the taint, as replay ends; the rule named differs (live lifts nothing).
+  EXPECT_EQ(formed_after.live, std::vector<std::string>{"gpu-1 taint xid-fatal"});
+  EXPECT_EQ(formed_after.replay,
+            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal",
+                                      "gpu-1 taint cper-fatal"}));
+  last.insert(last.end(),
+              {{kT + 31 * kMin, "gpu-1", down_ac},
+               {kT + 31 * kMin + 30 * kNanosPerSecond, "gpu-1", active_ac},
+               {kT + 30 * kMin, "gpu-1", "GPU reset executed: " + uuid1 + ", success: true"},
+               {kT + 33 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
+               {kT + 90 * kMin, "gpu-1", "x"}});
+  const Both read_first = liveAndReplay(last);
+  const std::vector<std::string> corroborated = {"gpu-1 taint xid-94-repeated",
+                                                 "gpu-1 untaint xid-94-repeated",
+                                                 "gpu-1 taint nccl-remote-error"};
+  EXPECT_EQ(read_first.live, corroborated);
+  EXPECT_EQ(read_first.replay, corroborated);
+}
+
 // The real decisions of `lines` in replay, with `dry` in dry run.
 std::vector<std::string> realDecisions(const std::vector<Line>& lines, const std::string& dry) {
   Collect sink;
