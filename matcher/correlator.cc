@@ -96,6 +96,12 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     if (!ri) {
       throw std::runtime_error("dry_run_rules: no rule '" + id + "' in the bank");
     }
+    // Its aliases name every rule's entities: in dry run it would change real decisions.
+    if (!bank_->rules[*ri].alias_from.empty()) {
+      throw std::runtime_error("dry_run_rules: '" + id +
+                               "' maps aliases (alias_from) for every rule and decides nothing: "
+                               "it cannot run in dry run");
+    }
     dry_run_[*ri] = true;
   }
   rules_by_signature_.resize(bank_->signatures.size());
@@ -104,6 +110,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   attach_to_.resize(n);
   suppressed_by_.resize(n);
   followed_by_.resize(n);
+  real_recovered_by_.resize(n);
   cancels_.resize(n);
   suppresses_.resize(n);
   recovers_.assign(n, false);
@@ -138,6 +145,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
       }
     }
     std::copy_if(r.attach_to.begin(), r.attach_to.end(), std::back_inserter(attach_to_[i]), acts);
+    std::copy_if(r.recovered_by.begin(), r.recovered_by.end(),
+                 std::back_inserter(real_recovered_by_[i]),
+                 [&](uint32_t c) { return !dry_run_[c]; });
     if (!r.alias_from.empty()) {
       alias_rules_.push_back(i);
     }
@@ -293,10 +303,11 @@ void Correlator::observe(Hit hit, std::vector<Decision>* out) {
       continue;
     }
     std::shared_ptr<const Evidence> joined;  // set only by a join: no reference count per rule
-    if (rule.joins >= 0) {
+    // A head in dry run lends a real rule's hit no fields (it would change a real decision).
+    if (rule.joins >= 0 && (!dry_run_[static_cast<uint32_t>(rule.joins)] || dry_run_[ri])) {
       const auto head_rule = static_cast<uint32_t>(rule.joins);
-      if (const Evidence* head =
-              findRecent(node, {&head_rule, 1}, {}, fields, hit.time_ns, rule.join_within_ns, 0)) {
+      if (const Evidence* head = findRecent(node, ri, {&head_rule, 1}, {}, fields, hit.time_ns,
+                                            rule.join_within_ns, 0)) {
         auto copy = std::make_shared<Evidence>(*ev);
         for (const auto& kv : head->fields) {
           if (fieldOf(copy->fields, kv.first).empty()) {
@@ -456,7 +467,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
   // incident's own fault has cleared).
   const bool attached =
       !attach_to_[ri].empty() &&
-      findRecent(node, attach_to_[ri], rule.entity, f, t, rule.attach_within_ns, 0) != nullptr;
+      findRecent(node, ri, attach_to_[ri], rule.entity, f, t, rule.attach_within_ns, 0) != nullptr;
   const bool suppressed = !attached && suppressedBy(node, ri, f, t);
   if (attached || suppressed) {
     note(node, ri, &ev, Fate::kDropped);
@@ -475,11 +486,11 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
         return e != nullptr && !faulted(pod_rule, node, e->fields) &&
                !suppressedBy(node, pod_rule, e->fields, e->time_ns);
       };
-      const Evidence* r =
-          findRecent(node, {&pod_rule, 1}, {}, f, t, pr.corroborate_within_ns, 0, Fate::kCounted);
+      const Evidence* r = findRecent(node, pod_rule, {&pod_rule, 1}, {}, f, t,
+                                     pr.corroborate_within_ns, 0, Fate::kCounted);
       if (!usable(r)) {
-        r = findRecent(node, {&pod_rule, 1}, {}, f, t + 1, 0, pr.corroborate_within_ns - 1,
-                       Fate::kCounted, true);
+        r = findRecent(node, pod_rule, {&pod_rule, 1}, {}, f, t + 1, 0,
+                       pr.corroborate_within_ns - 1, Fate::kCounted, true);
         if (!usable(r)) {
           continue;
         }
@@ -789,9 +800,9 @@ bool Correlator::corroborate(uint32_t pod_rule, NodeData& node, const std::strin
   // As replay meets them: the newest at or before the hit, else the earliest after it.
   const std::span<const uint32_t> by = corroborated_by_[pod_rule];
   const int64_t within = rule.corroborate_within_ns;
-  const Evidence* r = findRecent(node, by, {}, f, ev.time_ns, within, 0, Fate::kRepeat);
+  const Evidence* r = findRecent(node, pod_rule, by, {}, f, ev.time_ns, within, 0, Fate::kRepeat);
   if (r == nullptr) {
-    r = findRecent(node, by, {}, f, ev.time_ns, 0, within, Fate::kRepeat, true);
+    r = findRecent(node, pod_rule, by, {}, f, ev.time_ns, 0, within, Fate::kRepeat, true);
   }
   if (r == nullptr) {
     return false;
@@ -850,10 +861,11 @@ void Correlator::recoverAfter(uint32_t ri, NodeData& node, const std::string& no
                               const std::string& key, int64_t t, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   std::vector<std::pair<uint32_t, std::shared_ptr<const Evidence>>> signals;
+  const int64_t after = std::max(t, forgotFor(node, ri));
   for (const Recent& r : node.recent) {
     if (std::count(rule.recovered_by.begin(), rule.recovered_by.end(), r.rule)) {
       for (const auto& h : r.hits) {
-        if (h->time_ns > t) {
+        if (h->time_ns > after) {
           signals.emplace_back(r.rule, h);
         }
       }
@@ -1031,7 +1043,7 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
                  return dry_run_[kv.second.rule] || kv.second.first_ns > node.healthy_but_for_ns;
                })) {
       // The faults left all formed after that clear: replay was healthy again there.
-      forgetRecent(node, node.healthy_but_for_ns);
+      node.forgot_ns = std::max(node.forgot_ns, node.healthy_but_for_ns);
     }
   }
   if (!tainted || others) {
@@ -1052,42 +1064,28 @@ void Correlator::clearFault(NodeData& node, const std::string& node_name, const 
   tainted = false;
   // Healthy again: it forgets its recent hits stamped up to now, as replay does (those stamped
   // later but read first, replay had not read yet); after a retraction, only those replay forgot
-  // (at the latest clear the retracted faults alone held the taint over). Not by the faults of
-  // rules in dry run, which change no real decision: theirs neither hold it off nor make it. Its
-  // counters stay: another GPU's or port's hits counted meanwhile are still below its rule's
-  // threshold, within the window (the fault's own key counted none since).
+  // (at the latest clear the retracted faults alone held the taint over). For its real rules, by
+  // its real faults alone: a rule in dry run changes no real decision. For its rules in dry run,
+  // by all its faults, as if those rules were real. Its counters stay: another GPU's or port's
+  // hits counted meanwhile are still below its rule's threshold, within the window (the fault's
+  // own key counted none since).
   if (!dry) {
-    forgetRecent(node,
-                 retracted ? node.healthy_but_for_ns : std::max(at_ns, node.healthy_but_for_ns));
+    node.forgot_ns = std::max(node.forgot_ns, retracted ? node.healthy_but_for_ns
+                                                        : std::max(at_ns, node.healthy_but_for_ns));
     node.healthy_but_for_ns = INT64_MIN;
+  }
+  if (node.faults.empty() && !retracted) {
+    node.dry_forgot_ns = std::max(node.dry_forgot_ns, at_ns);
   }
 }
 
-void Correlator::forgetRecent(NodeData& node, int64_t up_to_ns) {
-  if (up_to_ns == INT64_MIN) {
-    return;
-  }
-  auto old = [&](const std::shared_ptr<const Evidence>& e) {
-    return e != nullptr && e->time_ns <= up_to_ns;
-  };
-  for (Recent& r : node.recent) {
-    Recent kept{.rule = r.rule};
-    for (size_t k = 0; k < r.hits.size(); ++k) {  // oldest read first, as findRecent() reads them
-      const size_t at = (r.next + k) % r.hits.size();
-      if (!old(r.hits[at])) {
-        kept.hits.push_back(std::move(r.hits[at]));
-        kept.fates.push_back(r.fates[at]);
-      }
-    }
-    for (auto* e : {&r.kept, &r.counted, &r.kept_before, &r.counted_before}) {
-      if (old(*e)) {
-        e->reset();
-      }
-    }
-    r.hits = std::move(kept.hits);
-    r.fates = std::move(kept.fates);
-    r.next = 0;
-  }
+int64_t Correlator::forgotFor(const NodeData& node, uint32_t asker) const {
+  return dry_run_[asker] ? node.dry_forgot_ns : node.forgot_ns;
+}
+
+std::span<const uint32_t> Correlator::recoveredBy(uint32_t ri, uint32_t asker) const {
+  return dry_run_[asker] ? std::span<const uint32_t>(bank_->rules[ri].recovered_by)
+                         : std::span<const uint32_t>(real_recovered_by_[ri]);
 }
 
 void Correlator::schedule(const std::string& node_name, const std::string& key, Fault& f,
@@ -1362,7 +1360,7 @@ bool Correlator::followed(uint32_t ri, const NodeData& node, const Fields& field
                           int64_t t) const {
   const Rule& rule = bank_->rules[ri];
   // From t + 1 ns: a follower stamped with the hit, and read before it, is of the state before it.
-  return findRecent(node, followed_by_[ri], rule.entity, fields, t + 1, 0,
+  return findRecent(node, ri, followed_by_[ri], rule.entity, fields, t + 1, 0,
                     rule.unless_within_ns - 1) != nullptr;
 }
 
@@ -1372,10 +1370,12 @@ void Correlator::holdPending(NodeData& node, const std::string& node_name, const
   node.pending[key] = std::move(pending);
 }
 
-const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uint32_t> rules,
+const Evidence* Correlator::findRecent(const NodeData& node, uint32_t asker,
+                                       std::span<const uint32_t> rules,
                                        const std::vector<std::string>& entity, const Fields& fields,
                                        int64_t time_ns, int64_t before_ns, int64_t after_ns,
                                        Fate least, bool earliest) const {
+  const int64_t forgot = forgotFor(node, asker);
   const Evidence* best = nullptr;
   for (uint32_t ri : rules) {
     const auto it = std::find_if(node.recent.begin(), node.recent.end(),
@@ -1384,7 +1384,8 @@ const Evidence* Correlator::findRecent(const NodeData& node, std::span<const uin
       continue;
     }
     auto consider = [&](const Evidence& r) {
-      if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns) {
+      if (r.time_ns < time_ns - before_ns || r.time_ns > time_ns + after_ns ||
+          r.time_ns <= forgot) {
         return;
       }
       if (agrees(entity, r.fields, fields) &&
@@ -1419,8 +1420,8 @@ void Correlator::suppressLate(uint32_t ri, NodeData& node, const std::string& no
     // The fault's hits after the cause, within its window, and no recovery of the cause's
     // between them: replay suppressed each (suppressedBy).
     if (flt == nullptr || flt->last_ns <= c || flt->last_ns > c + rule.suppress_within_ns ||
-        findRecent(node, cr.recovered_by, cr.entity, cause.fields, flt->last_ns, flt->last_ns - c,
-                   0) != nullptr) {
+        findRecent(node, er, recoveredBy(ri, er), cr.entity, cause.fields, flt->last_ns,
+                   flt->last_ns - c, 0) != nullptr) {
       continue;
     }
     if (flt->first_ns <= c) {
@@ -1459,11 +1460,11 @@ bool Correlator::suppressedBy(const NodeData& node, uint32_t ri, const Fields& f
   const Rule& rule = bank_->rules[ri];
   for (const uint32_t c : suppressed_by_[ri]) {
     const Evidence* cause =
-        findRecent(node, {&c, 1}, rule.entity, fields, time_ns, rule.suppress_within_ns, 0);
+        findRecent(node, ri, {&c, 1}, rule.entity, fields, time_ns, rule.suppress_within_ns, 0);
     // A GPU that falls off the bus again after the boot meant to repair it is a new fault.
     const Rule& cr = bank_->rules[c];
-    if (cause != nullptr && findRecent(node, cr.recovered_by, cr.entity, cause->fields, time_ns,
-                                       time_ns - cause->time_ns, 0) == nullptr) {
+    if (cause != nullptr && findRecent(node, ri, recoveredBy(c, ri), cr.entity, cause->fields,
+                                       time_ns, time_ns - cause->time_ns, 0) == nullptr) {
       return true;
     }
   }

@@ -62,11 +62,12 @@ namespace faultline {
 //     healthy again;
 //   - the faults of rules in dry run taint and untaint the node apart from the others, by the
 //     same semantics, in decisions marked dry_run: a rule in dry run (a new rule tried out) never
-//     holds back a real rule's taint nor names the untaint of a real one, its hits corroborate,
-//     recover, suppress, attach and follow only rules in dry run (a real rule's fault would
-//     taint for real, a real rule's taint would be lifted or held off), and its faults do not
-//     decide when a node healthy again forgets its recent hits (only its real faults clearing
-//     does): a real decision is the one the lines without its own would give.
+//     holds back a real rule's taint nor names the untaint of a real one; its hits corroborate,
+//     recover, suppress, attach, follow and lend joined fields to rules in dry run only (a real
+//     rule's fault would taint for real, a real rule's taint would be lifted or held off); a
+//     node's real rules forget its recent hits when its real faults have cleared, its rules in
+//     dry run when all its faults have (as if they were real); an alias rule cannot be in dry
+//     run. A real decision is the one the lines without its own would give.
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {
@@ -87,7 +88,7 @@ class Correlator {
   // max_lag_ns: how far (ns of event time) one node's log may run behind the newest of all and
   // still decide its own timers; 0 in replay, whose hits are sorted by time (see advance()).
   // dry_run_rules: ids of the bank's rules in dry run. Throws std::runtime_error naming an id
-  // that is not a rule of the bank (a typo would run the rule for real).
+  // that is not a rule of the bank (a typo would run the rule for real), or an alias rule's.
   Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns = 0,
              const std::vector<std::string>& dry_run_rules = {});
 
@@ -279,6 +280,10 @@ class Correlator {
     // since it was last healthy: replay, which never made those of them a cause or follower read
     // late retracts, was healthy again there. INT64_MIN: none.
     int64_t healthy_but_for_ns = INT64_MIN;
+    // Its recent hits stamped at or before these are forgotten (it was healthy again then): for
+    // lookups of its real rules, and of its rules in dry run (forgotFor).
+    int64_t forgot_ns = INT64_MIN;
+    int64_t dry_forgot_ns = INT64_MIN;
   };
   struct Held {
     std::string node;
@@ -394,8 +399,8 @@ class Correlator {
   void whereMask(uint32_t signature, const Fields& fields);
   // The newest (or, if `earliest`, the earliest) recent hit of `rules` on the node from before_ns
   // before time_ns to after_ns after it (ns), with equal `entity` fields where both have them,
-  // whose fate is at least `least`.
-  const Evidence* findRecent(const NodeData& node, std::span<const uint32_t> rules,
+  // whose fate is at least `least`, and not forgotten for rule `asker` (forgotFor).
+  const Evidence* findRecent(const NodeData& node, uint32_t asker, std::span<const uint32_t> rules,
                              const std::vector<std::string>& entity, const Fields& fields,
                              int64_t time_ns, int64_t before_ns, int64_t after_ns,
                              Fate least = Fate::kDropped, bool earliest = false) const;
@@ -409,8 +414,12 @@ class Correlator {
   // one of those rules within its window, with no hit of that rule's `recovery.by` rules since (a
   // boot or a driver reload between them ends that incident).
   bool suppressedBy(const NodeData& node, uint32_t ri, const Fields& fields, int64_t time_ns) const;
-  // Forgets the node's recent hits stamped at or before up_to_ns (INT64_MIN: none).
-  static void forgetRecent(NodeData& node, int64_t up_to_ns);
+  // The time (ns) up to which `node` forgot its recent hits for lookups of rule `asker`
+  // (NodeData::forgot_ns or dry_forgot_ns).
+  int64_t forgotFor(const NodeData& node, uint32_t asker) const;
+  // Rule ri's recovery.by rules that act for rule `asker`: those in dry run only for one in dry
+  // run.
+  std::span<const uint32_t> recoveredBy(uint32_t ri, uint32_t asker) const;
   // Notes the fate of rule ri's recent hit `ev` (kept only for the rules findRecent() is asked
   // about).
   static void note(NodeData& node, uint32_t ri, const Evidence* ev, Fate fate);
@@ -425,6 +434,7 @@ class Correlator {
   // rule -> its attach_to, suppressed_by and unless_followed_by rules, but so for a rule not in
   // dry run: a rule tried out changes no real decision
   std::vector<std::vector<uint32_t>> attach_to_, suppressed_by_, followed_by_;
+  std::vector<std::vector<uint32_t>> real_recovered_by_;  // rule -> its recovery.by not in dry run
   std::vector<std::vector<uint32_t>> cancels_;     // rule -> rules whose pending hits it ends
   std::vector<std::vector<uint32_t>> suppresses_;  // rule -> rules it is in the suppressed_by of
   std::vector<bool> recovers_;                     // rule is named in some recovery.by
