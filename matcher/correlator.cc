@@ -96,13 +96,17 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     if (!ri) {
       throw std::runtime_error("dry_run_rules: no rule '" + id + "' in the bank");
     }
-    // Its aliases name every rule's entities: in dry run it would change real decisions.
-    if (!bank_->rules[*ri].alias_from.empty()) {
-      throw std::runtime_error("dry_run_rules: '" + id +
-                               "' maps aliases (alias_from) for every rule and decides nothing: "
-                               "it cannot run in dry run");
-    }
     dry_run_[*ri] = true;
+  }
+  // An alias rule's aliases name every rule's entities: in dry run beside a real rule, it would
+  // change real decisions (all rules in dry run, as kubernetes.dry_run puts them, is fine).
+  const bool real = std::count(dry_run_.begin(), dry_run_.end(), false) > 0;
+  for (uint32_t i = 0; i < n && real; ++i) {
+    if (dry_run_[i] && !bank_->rules[i].alias_from.empty()) {
+      throw std::runtime_error("dry_run_rules: '" + bank_->rules[i].id +
+                               "' maps aliases (alias_from) for every rule and decides nothing: "
+                               "it cannot run in dry run beside real rules");
+    }
   }
   rules_by_signature_.resize(bank_->signatures.size());
   corroborates_.resize(n);

@@ -67,7 +67,7 @@ namespace faultline {
 //     rule's fault would taint for real, a real rule's taint would be lifted or held off); a
 //     node's real rules forget its recent hits when its real faults have cleared, its rules in
 //     dry run when all its faults have (as if they were real); an alias rule cannot be in dry
-//     run. A real decision is the one the lines without its own would give.
+//     run beside real rules. A real decision is the one the lines without its own would give.
 // Hits must arrive in event-time order per node (replay sorts them all; live streams are ordered
 // per node). Time moves with the hits, heard() and advance(); nothing depends on the wall clock.
 class Correlator {
@@ -88,7 +88,8 @@ class Correlator {
   // max_lag_ns: how far (ns of event time) one node's log may run behind the newest of all and
   // still decide its own timers; 0 in replay, whose hits are sorted by time (see advance()).
   // dry_run_rules: ids of the bank's rules in dry run. Throws std::runtime_error naming an id
-  // that is not a rule of the bank (a typo would run the rule for real), or an alias rule's.
+  // that is not a rule of the bank (a typo would run the rule for real), or an alias rule's
+  // while some rule is not in dry run.
   Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t max_lag_ns = 0,
              const std::vector<std::string>& dry_run_rules = {});
 

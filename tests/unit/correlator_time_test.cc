@@ -1854,7 +1854,8 @@ TEST(CorrelatorTime, ARuleInDryRunDecidesAsItWouldForReal) {
             (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}));
 }
 
-// An alias rule (GPU UUID to PCI address) serves every rule's entities: it cannot be in dry run.
+// An alias rule (GPU UUID to PCI address) serves every rule's entities: it cannot be in dry run
+// beside real rules. With every rule (kubernetes.dry_run), it can.
 TEST(CorrelatorTime, AnAliasRuleCannotBeInDryRun) {
   Collect sink;
   try {
@@ -1863,6 +1864,13 @@ TEST(CorrelatorTime, AnAliasRuleCannotBeInDryRun) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("'gpu-uuid' maps aliases"), std::string::npos) << e.what();
   }
+  std::vector<std::string> all;
+  for (const Rule& r : shippedBank()->rules) {
+    all.push_back(r.id);
+  }
+  Pipeline p(shippedBank(), Taint{}, {&sink}, 1, 0, {}, all);
+  p.process(one(kT, "gpu-1", kXid48));
+  EXPECT_EQ(sink.dry, std::vector<std::string>{"gpu-1 taint xid-fatal"});
 }
 
 // The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
