@@ -37,6 +37,14 @@ constexpr const char* kWatchdog =
     "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
     "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.";
 
+// A fatal CPER record (cper-fatal: suppressed by a boot within 5m, recovered by one).
+constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
+// A pod's NCCL remote error (nccl-remote-error: acts only when a kernel line corroborates it).
+constexpr const char* kNcclRemote =
+    "torch.distributed.DistBackendError: NCCL error in: "
+    "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
+    "was a network error, NCCL version 2.18.5";
+
 class Collect : public DecisionSink {
  public:
   void write(const Decision& d) override {
@@ -462,10 +470,6 @@ TEST(CorrelatorTime, StaleHitsPushNoNewerOneOutOfANodesHistory) {
 // took a kernel line stamped after the pod line over one before it (2); of two pod lines stamped
 // after the kernel line, the earliest names the taint (4).
 TEST(CorrelatorTime, ACorroborationReadOutOfOrderIsReplays) {
-  const std::string remote =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
-      "was a network error, NCCL version 2.18.5";
   const std::string xid94 =
       "NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error";
   const std::string xid74 =
@@ -484,15 +488,15 @@ TEST(CorrelatorTime, ACorroborationReadOutOfOrderIsReplays) {
     int64_t at_ns;
   };
   const std::vector<Case> cases = {
-      {{{kT + kMin, "gpu-1", remote, StreamKind::kPod}, {kT, "gpu-1", xid94}},
+      {{{kT + kMin, "gpu-1", kNcclRemote, StreamKind::kPod}, {kT, "gpu-1", xid94}},
        "gpu-1 taint nccl-remote-error",
        kT + kMin},
       {{{kT, "gpu-1", xid94},
         {kT + 8 * kMin, "gpu-1", xid94},
-        {kT + 5 * kMin, "gpu-1", remote, StreamKind::kPod}},
+        {kT + 5 * kMin, "gpu-1", kNcclRemote, StreamKind::kPod}},
        "gpu-1 taint nccl-remote-error",
        kT + 5 * kMin},
-      {{{kT + 2 * kMin, "gpu-1", remote, StreamKind::kPod}, {kT, "gpu-1", xid74}},
+      {{{kT + 2 * kMin, "gpu-1", kNcclRemote, StreamKind::kPod}, {kT, "gpu-1", xid74}},
        "gpu-1 taint xid-74-nvlink",
        kT},
       {{{kT + 6 * kMin, "gpu-1", ibv, StreamKind::kPod},
@@ -626,15 +630,11 @@ rules:
 // a job or none, and for an info rule (nccl-remote-error) too. The flap looked only for pod hits
 // stamped before it.
 TEST(CorrelatorTime, AKernelLineCorroboratesAPodHitStampedAfterItButReadFirst) {
-  const std::string remote =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
-      "was a network error, NCCL version 2.18.5";
   for (const auto& [line, job, rule] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {kWatchdog, "train-a", "pytorch-nccl-watchdog-timeout"},
            {kWatchdog, "", "pytorch-nccl-watchdog-timeout"},
-           {remote, "train-a", "nccl-remote-error"}}) {
+           {kNcclRemote, "train-a", "nccl-remote-error"}}) {
     std::vector<Line> lines = {{kT + 30 * kNanosPerSecond, "gpu-w", line, StreamKind::kPod, job},
                                {kT, "gpu-w", kDown},
                                {kT + 20 * kNanosPerSecond, "gpu-w", kActive}};
@@ -1538,7 +1538,6 @@ TEST(CorrelatorTime, AHitThatEndsARecoveryLeavesTheSignalStampedAfterItToStartIt
 // (node-boot within 5m) takes it for the firmware's record of the crash the reboot was for.
 // Replay decides nothing; live taints when it comes and lifts the taint when the boot does.
 TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesLiftsItsTaint) {
-  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
   const std::vector<Line> lines{
       {kT + kMin, "gpu-1", kCperFatal}, {kT, "gpu-1", kBoot}, {kT + 30 * kMin, "gpu-1", "x"}};
   Collect sink;
@@ -1554,7 +1553,6 @@ TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesLiftsItsTaint) {
 // node's only taint, is still the node's recent history, and suppresses that record too. (The
 // node healthy again forgot its recent hits, the boot with them, and was tainted for good.)
 TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesSuppressesTheNextOne) {
-  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
   const Both got = liveAndReplay({{kT + kMin, "gpu-1", kCperFatal},
                                   {kT, "gpu-1", kBoot},
                                   {kT + 3 * kMin, "gpu-1", kCperFatal},
@@ -1569,15 +1567,12 @@ TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesSuppressesTheNextOne) {
 // minutes after it, as in replay. (The node healthy again forgot the DOWN with its other recent
 // hits.)
 TEST(CorrelatorTime, APortDownEndedByAShutdownReadLateStillCorroborates) {
-  const std::string remote =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
-      "was a network error, NCCL version 2.18.5";
-  const Both got = liveAndReplay({{kT, "gpu-1", kDown},
-                                  {kT + 6 * kMin, "gpu-1", "systemd[1]: Started session 7."},
-                                  {kT + kMin, "gpu-1", "reboot: Restarting system"},
-                                  {kT + 7 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
-                                  {kT + 30 * kMin, "gpu-1", "x"}});
+  const Both got =
+      liveAndReplay({{kT, "gpu-1", kDown},
+                     {kT + 6 * kMin, "gpu-1", "systemd[1]: Started session 7."},
+                     {kT + kMin, "gpu-1", "reboot: Restarting system"},
+                     {kT + 7 * kMin, "gpu-1", kNcclRemote, StreamKind::kPod, "train-a"},
+                     {kT + 30 * kMin, "gpu-1", "x"}});
   EXPECT_EQ(got.live, (std::vector<std::string>{"gpu-1 taint ib-port-down-lasting",
                                                 "gpu-1 untaint ib-port-down-lasting",
                                                 "gpu-1 taint nccl-remote-error"}));
@@ -1590,7 +1585,6 @@ TEST(CorrelatorTime, APortDownEndedByAShutdownReadLateStillCorroborates) {
 // past the boot, which recovered nothing: the node stayed tainted. Its hits after the boot, within
 // the boot's 5 minutes, now hold the fault no more once the boot comes.
 TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesStillRecoversAnEarlierFault) {
-  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
   const int64_t ms = 1'000'000;
   for (const int records : {1, 2}) {
     std::vector<Line> lines = {{kT, "gpu-1", kBoot}, {kT + 20 * kMin, "gpu-1", kCperFatal}};
@@ -1613,23 +1607,18 @@ TEST(CorrelatorTime, ABootReadAfterTheRecordItSuppressesStillRecoversAnEarlierFa
 // while a CPER record holds the node; the boot that suppresses that record is read after. Replay,
 // healthy at 12m, forgot the boot, and the next record taints. (Live kept every recent hit.)
 TEST(CorrelatorTime, ARetractionForgetsTheHitsReplayForgotAtAnEarlierRecovery) {
-  const std::string remote =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
-      "was a network error, NCCL version 2.18.5";
   const Both ports =
       liveAndReplay({{kT, "gpu-1", kDown},
                      {kT + 6 * kMin, "gpu-1", kActive},
                      {kT + 31 * kMin, "gpu-1", "mlx5_core 0000:aa:00.0 mlx5_4: Port: 1 Link DOWN"},
                      {kT + 37 * kMin, "gpu-1", "x"},
                      {kT + 33 * kMin, "gpu-1", "reboot: Restarting system"},
-                     {kT + 38 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
+                     {kT + 38 * kMin, "gpu-1", kNcclRemote, StreamKind::kPod, "train-a"},
                      {kT + 90 * kMin, "gpu-1", "x"}});
   const std::vector<std::string> recovered = {"gpu-1 taint ib-port-down-lasting",
                                               "gpu-1 untaint ib-port-down-lasting"};
   EXPECT_EQ(ports.live, recovered);
   EXPECT_EQ(ports.replay, recovered);
-  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
   const Both cper = liveAndReplay({{kT, "gpu-1", kXid48},
                                    {kT + 2 * kMin, "gpu-1", kDriverLoad},
                                    {kT + 11 * kMin, "gpu-1", kCperFatal},
@@ -1653,11 +1642,6 @@ TEST(CorrelatorTime, ARetractionForgetsTheHitsReplayForgotAtAnEarlierRecovery) {
 // after a port flap stamped after it (31m): replay had not read the flap when it forgot, and the
 // flap corroborates a pod's NCCL error at 33m.
 TEST(CorrelatorTime, ARecoveryForgetsTheHitsReplayForgotWhateverTheOrderRead) {
-  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
-  const std::string remote =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
-      "was a network error, NCCL version 2.18.5";
   const std::string uuid1 = "GPU-979426f2-893a-7cbb-c4cf-81472f89a462";
   const std::string uuid2 = "GPU-11111111-2222-3333-4444-555555555555";
   auto xid94 = [](const char* pci) {
@@ -1686,7 +1670,7 @@ TEST(CorrelatorTime, ARecoveryForgetsTheHitsReplayForgotWhateverTheOrderRead) {
               {kT + 30 * kMin, "gpu-1", "GPU reset executed: " + uuid1 + ", success: true"},
               {kT + 28 * kMin, "gpu-1", "GPU reset executed: " + uuid2 + ", success: true"},
               {kT + 23 * kMin, "gpu-1", "reboot: Restarting system"},
-              {kT + 32 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
+              {kT + 32 * kMin, "gpu-1", kNcclRemote, StreamKind::kPod, "train-a"},
               {kT + 90 * kMin, "gpu-1", "x"}});
   const Both out_of_order = liveAndReplay(two);
   EXPECT_EQ(out_of_order.live, (std::vector<std::string>{"gpu-1 taint xid-94-repeated",
@@ -1712,7 +1696,7 @@ TEST(CorrelatorTime, ARecoveryForgetsTheHitsReplayForgotWhateverTheOrderRead) {
               {{kT + 31 * kMin, "gpu-1", down_ac},
                {kT + 31 * kMin + 30 * kNanosPerSecond, "gpu-1", active_ac},
                {kT + 30 * kMin, "gpu-1", "GPU reset executed: " + uuid1 + ", success: true"},
-               {kT + 33 * kMin, "gpu-1", remote, StreamKind::kPod, "train-a"},
+               {kT + 33 * kMin, "gpu-1", kNcclRemote, StreamKind::kPod, "train-a"},
                {kT + 90 * kMin, "gpu-1", "x"}});
   const Both read_first = liveAndReplay(last);
   const std::vector<std::string> corroborated = {"gpu-1 taint xid-94-repeated",
@@ -1739,11 +1723,6 @@ std::vector<std::string> realDecisions(const std::vector<Line>& lines, const std
 // bus line after an Xid in dry run), ended its held DOWN (a shutdown in dry run), and attached
 // its port flaps to a boot.
 TEST(CorrelatorTime, ARuleInDryRunChangesNoRealDecision) {
-  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
-  const std::string remote =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1347, remote process exited or there "
-      "was a network error, NCCL version 2.18.5";
   struct Case {
     std::string dry;         // the rule in dry run
     std::vector<Line> own;   // its lines
@@ -1775,7 +1754,7 @@ TEST(CorrelatorTime, ARuleInDryRunChangesNoRealDecision) {
         {kT + 2 * kMin, "gpu-1", kDriverLoad},
         {kT + 5 * kMin, "gpu-1", kDown},
         {kT + 6 * kMin, "gpu-1", kActive},
-        {kT + 13 * kMin, "gpu-1", remote, StreamKind::kPod, "a"},
+        {kT + 13 * kMin, "gpu-1", kNcclRemote, StreamKind::kPod, "a"},
         {kT + 60 * kMin, "gpu-1", "x"}},
        {"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}},
       {"xid-fatal",
@@ -1827,7 +1806,6 @@ TEST(CorrelatorTime, ARuleInDryRunChangesNoRealDecision) {
 // (10m) still suppresses the record at 13m, and the CPER fault recovers. (The first kept the boot
 // and missed the taint; the second forgot it and never lifted the taint.)
 TEST(CorrelatorTime, ARuleInDryRunDecidesAsItWouldForReal) {
-  constexpr const char* kCperFatal = "[Hardware Error]: event severity: fatal";
   const std::vector<Line> alone = {{kT, "gpu-1", kCperFatal},
                                    {kT + kMin, "gpu-1", kBoot},
                                    {kT + 9 * kMin, "gpu-1", kBoot},
