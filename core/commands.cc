@@ -57,7 +57,11 @@ std::shared_ptr<const Bank> loadRules(const std::string& dir) {
 // guard.max_new, and the taints it refused would hold back the faults that have not cleared.
 class EndState : public DecisionSink {
  public:
-  void write(const Decision& d) override { last_.insert_or_assign({d.node, d.dry_run}, d); }
+  void write(const Decision& d) override {
+    if (d.action != Decision::Action::kSuspect) {  // a suspicion changes nothing on the node
+      last_.insert_or_assign({d.node, d.dry_run}, d);
+    }
+  }
   // Writes to `sink` each node's last decision that is a taint, the earliest first: the guard
   // refuses the latest once a limit is reached, as live.
   void applyTo(DecisionSink& sink) const {

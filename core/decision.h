@@ -29,6 +29,9 @@ struct Decision {
     kTaint,       // add `taint` to the node
     kUntaint,     // the node recovered: remove the taint faultline set
     kSuppressed,  // a taint or untaint the sink refused; `reason` says why
+    // a suspects_peers rule points at the node (it ran a job whose other nodes reported a hang,
+    // and did not): logged, counted and written as an Event; the node keeps its taints as they are
+    kSuspect,
   };
   int64_t time_ns = 0;  // event time of the hit that completed the rule
   std::string node;
@@ -45,7 +48,7 @@ struct Decision {
   bool dry_run = false;
 };
 
-// "taint" | "untaint" | "suppressed"
+// "taint" | "untaint" | "suppressed" | "suspect"
 std::string_view actionName(Decision::Action action);
 
 // A stage that receives decisions. write() may run on two threads at once: the match worker whose

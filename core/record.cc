@@ -22,6 +22,8 @@ std::string_view actionName(Decision::Action action) {
       return "untaint";
     case Decision::Action::kSuppressed:
       return "suppressed";
+    case Decision::Action::kSuspect:
+      return "suspect";
     case Decision::Action::kTaint:
       break;
   }

@@ -123,6 +123,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   held_.resize(n);
   held_fronts_.resize(n);
   held_idle_.resize(n);
+  hangs_.resize(n);
   where_.resize(bank_->signatures.size());
   int64_t longest = 0;  // of the rules' durations
   for (uint32_t i = 0; i < n; ++i) {
@@ -411,7 +412,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     recent->counted_before = std::exchange(recent->counted, shared);
   }
   if (rule.peers_within_ns > 0) {
-    markPeers(node_name, t, rule.peers_within_ns);
+    reportHang(ri, node_name, ev, out);
   }
   for (uint32_t held : cancels_[ri]) {
     const Rule& hr = bank_->rules[held];
@@ -1168,11 +1169,6 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
   // The newest time less max_lag: held cluster windows that end before it close, and a node
   // last heard before it is silent.
   const int64_t lagged = now_ns_ < INT64_MIN + max_lag_ns_ ? INT64_MIN : now_ns_ - max_lag_ns_;
-  if (peers_within_ns_ > 0 && now_ns_ >= prune_at_ns_) {
-    // Runs that ended longer ago than any suspects_peers window are no hit's peers any more.
-    pruneMembers(lagged < INT64_MIN + peers_within_ns_ ? INT64_MIN : lagged - peers_within_ns_);
-    prune_at_ns_ = now_ns_ > INT64_MAX - peers_within_ns_ ? INT64_MAX : now_ns_ + peers_within_ns_;
-  }
   for (;;) {  // from the first timer again each time: deciding adds and removes timers
     auto next = timers_.begin();
     // The earliest timer that is due: before its node's own newest time, or, once the node is
@@ -1212,6 +1208,13 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
         }
       }
     }
+    const bool hang = !hang_ends_.empty() && std::get<0>(*hang_ends_.begin()) < lagged &&
+                      std::get<0>(*hang_ends_.begin()) < due;
+    if (hang) {
+      const auto [end, ri, job] = *hang_ends_.begin();  // a copy: closing erases the entry
+      closeHang(ri, job, out);
+      continue;
+    }
     if (due == INT64_MAX) {
       break;
     }
@@ -1238,6 +1241,13 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     }
     clearFault(node, node_name, key, at, std::move(reason), out);
   }
+  if (peers_within_ns_ > 0 && now_ns_ >= prune_at_ns_) {
+    // After the hangs that ended before `lagged` closed: an open one began within a window of
+    // it, and its job's runs that ended up to a window before its first report are its peers.
+    const int64_t keep_ns = 2 * peers_within_ns_;
+    pruneMembers(lagged < INT64_MIN + keep_ns ? INT64_MIN : lagged - keep_ns);
+    prune_at_ns_ = now_ns_ > INT64_MAX - peers_within_ns_ ? INT64_MAX : now_ns_ + peers_within_ns_;
+  }
   if (hearsNodes() && now_ns_ >= forget_at_ns_ && now_ns_ >= INT64_MIN + forget_after_ns_) {
     forgetSilent(now_ns_ - forget_after_ns_);
     forget_at_ns_ = now_ns_ > INT64_MAX - kForgetEveryNs ? INT64_MAX : now_ns_ + kForgetEveryNs;
@@ -1248,7 +1258,7 @@ void Correlator::forgetSilent(int64_t before_ns) {
   std::vector<std::string> gone;
   for (const auto& [name, node] : nodes_) {
     if (node->heard_ns < before_ns && !node->tainted && node->faults.empty() &&
-        node->pending.empty() && node->suspect_until_ns < now_ns_) {
+        node->pending.empty()) {
       gone.push_back(name);
     }
   }
@@ -1262,6 +1272,10 @@ void Correlator::finish(std::vector<Decision>* out) {
     while (!held_fronts_[ri].empty()) {  // the window that ends first, as advance() takes them
       flushHeld(ri, held_fronts_[ri].begin()->second, out);
     }
+  }
+  while (!hang_ends_.empty()) {
+    const auto [end, ri, job] = *hang_ends_.begin();  // a copy: closing erases the entry
+    closeHang(ri, job, out);
   }
 }
 
@@ -1524,24 +1538,86 @@ void Correlator::absorbMembers(const Correlator& other) {
   }
 }
 
-void Correlator::markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns) {
-  auto around = [&](const std::pair<int64_t, int64_t>& span) {
-    return span.first - within_ns <= time_ns && time_ns <= span.second + within_ns;
-  };
+namespace {
+
+// Whether a job run [first, last] (ns) is within `within_ns` of time_ns.
+bool runAround(const std::pair<int64_t, int64_t>& run, int64_t time_ns, int64_t within_ns) {
+  return run.first - within_ns <= time_ns && time_ns <= run.second + within_ns;
+}
+
+}  // namespace
+
+void Correlator::reportHang(uint32_t ri, const std::string& node_name, const Evidence& ev,
+                            std::vector<Decision>* out) {
+  const int64_t within = bank_->rules[ri].peers_within_ns;
+  std::vector<std::string> jobs;
   for (const auto& [job, nodes] : jobs_) {
     const auto* self = nodes.find(node_name);
-    if (self == nullptr || !around(*self)) {
+    if (self != nullptr && runAround(*self, ev.time_ns, within)) {
+      jobs.push_back(job);
+    }
+  }
+  std::sort(jobs.begin(), jobs.end());  // the decisions of hangs it closes, in one order
+  for (const std::string& job : jobs) {
+    auto open = hangs_[ri].find(job);
+    if (open != hangs_[ri].end() && ev.time_ns > open->second.first.time_ns + within) {
+      // A later hang of the job, read before advance() closed the last one (it lags).
+      closeHang(ri, job, out);
+      open = hangs_[ri].end();
+    }
+    if (open == hangs_[ri].end()) {
+      hangs_[ri].emplace(job, Hang{{node_name}, ev});
+      hang_ends_.emplace(ev.time_ns + within, ri, job);
       continue;
     }
-    for (const auto& [peer, span] : nodes) {
-      if (peer != node_name && around(span)) {
-        NodeData& n = nodeOf(peer);
-        if (n.suspect_until_ns < time_ns) {
-          ++stats_.peers_marked;
-        }
-        n.suspect_until_ns = std::max(n.suspect_until_ns, time_ns + within_ns);
+    Hang& hang = open->second;
+    std::vector<std::string>& reporters = hang.reporters;
+    if (ev.time_ns < hang.first.time_ns) {  // read late: the window starts with it
+      hang_ends_.erase({hang.first.time_ns + within, ri, job});
+      hang_ends_.emplace(ev.time_ns + within, ri, job);
+      hang.first = ev;
+      std::erase(reporters, node_name);
+      reporters.insert(reporters.begin(), node_name);
+    } else if (std::find(reporters.begin(), reporters.end(), node_name) == reporters.end()) {
+      reporters.push_back(node_name);
+    }
+  }
+}
+
+void Correlator::closeHang(uint32_t ri, const std::string& job_name, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[ri];
+  const auto open = hangs_[ri].find(job_name);
+  Hang hang = std::move(open->second);
+  hangs_[ri].erase(open);
+  const int64_t start = hang.first.time_ns;
+  hang_ends_.erase({start + rule.peers_within_ns, ri, job_name});
+  std::vector<std::string> suspects;
+  if (const auto* nodes = jobs_.find(job_name)) {
+    for (const auto& [node, run] : *nodes) {
+      if (runAround(run, start, rule.peers_within_ns) &&
+          std::find(hang.reporters.begin(), hang.reporters.end(), node) == hang.reporters.end()) {
+        suspects.push_back(node);
       }
     }
+  }
+  if (suspects.size() > hang.reporters.size()) {
+    // Most of the job is not waiting: no collective hang of its ranks, only of the reporters
+    // (every other node named would be noise, an Event each).
+    return;
+  }
+  std::sort(suspects.begin(), suspects.end());
+  for (std::string& node : suspects) {
+    Decision& d = out->emplace_back();
+    d.time_ns = start + rule.peers_within_ns;
+    d.node = std::move(node);
+    d.action = Decision::Action::kSuspect;
+    d.rule = rule.id;
+    d.reason = "ran job " + job_name + ", of which " + std::to_string(hang.reporters.size()) +
+               " other node(s) reported a hang within " + duration(rule.peers_within_ns) +
+               " (first: " + hang.reporters.front() + "); this one did not";
+    d.evidence.push_back(hang.first);
+    d.dry_run = dry_run_[ri];
+    ++decided_;  // numbered as the sink counts what it is written (restore's `seen`)
   }
 }
 
@@ -1572,8 +1648,7 @@ Correlator::NodeState Correlator::state(std::string_view node) const {
                          [&](const Held& h) { return h.node == node; });
     });
   });
-  const bool peer = n.suspect_until_ns >= now_ns_;
-  return counted || held || peer || !n.pending.empty() ? NodeState::kSuspect : NodeState::kHealthy;
+  return counted || held || !n.pending.empty() ? NodeState::kSuspect : NodeState::kHealthy;
 }
 
 }  // namespace faultline

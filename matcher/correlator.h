@@ -40,8 +40,10 @@ namespace faultline {
 //     for `flap` rules, it is the up half of a down-then-up pair;
 //   - `unless_followed_by` rules hold a hit that would count for their `within`: it counts when
 //     that time has passed with no hit of the listed rules on the same entity (a lasting state);
-//   - a `suspects_peers` hit marks suspect the other nodes that ran pods of this node's jobs
-//     around it (member()), never its own node;
+//   - a `suspects_peers` hit opens a hang of each job its node ran pods of around it
+//     (member()), or joins the one open; once the rule's window from the first report has passed,
+//     the job's nodes that did not report it are decided suspect (the fault is on a worker that
+//     is not waiting), never a reporting node, and none if they outnumber the reporters;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
 //     and count for no node; a hit counts once the window starting with it has passed without;
@@ -74,11 +76,10 @@ class Correlator {
  public:
   enum class NodeState : uint8_t { kHealthy, kSuspect, kTainted, kRecovering };
   struct Stats {
-    uint64_t attached = 0;      // hits attached to their cause, not counted
-    uint64_t suppressed = 0;    // hits dropped by suppressed_by
-    uint64_t job_events = 0;    // cluster windows that counted for no node (a job's event)
-    uint64_t peers_marked = 0;  // nodes marked suspect by a peer's suspects_peers hit
-    uint64_t repeats = 0;       // hits that repeated one of the same second, Hit::repeats too
+    uint64_t attached = 0;    // hits attached to their cause, not counted
+    uint64_t suppressed = 0;  // hits dropped by suppressed_by
+    uint64_t job_events = 0;  // cluster windows that counted for no node (a job's event)
+    uint64_t repeats = 0;     // hits that repeated one of the same second, Hit::repeats too
     // Live: hits more than max_lag behind the newest time when they came. Their node may have
     // been found silent and its timers decided without them, or their cluster window closed, so
     // live may decide otherwise than replay.
@@ -123,11 +124,12 @@ class Correlator {
   // kernel went quiet after a port DOWN from ever being silent, the DOWN never decided. Such a
   // node's timers fall due once max_lag behind the newest time, as a kernel that lags less may
   // still be on its way; those of kernel rules a pod line bears on (a pod rule as follower or
-  // recovery signal) only once its pods too lag more than max_lag. Held cluster windows close
-  // when the newest time is max_lag past their end, so that a lagging node's hits still join the
-  // window. Then forgets the nodes silent for forgetAfterNs().
+  // recovery signal) only once its pods too lag more than max_lag. Held cluster windows and
+  // suspects_peers hangs close when the newest time is max_lag past their end, so that a lagging
+  // node's hits (and pod records, for a hang's job) still join them. Then forgets the nodes
+  // silent for forgetAfterNs().
   void advance(int64_t now_ns, std::vector<Decision>* out);
-  // End of input (replay): decides every held cluster window.
+  // End of input (replay): decides every held cluster window and open hang.
   void finish(std::vector<Decision>* out);
   // Live, after a restart: `node` carries the taint that rule `rule_id` decided at time_ns (ns
   // since the epoch, the decision's event time) in an earlier process, whose state this one never
@@ -170,15 +172,15 @@ class Correlator {
   // without a hit for a week may well be logging, and forgetting it lost its GPU UUID aliases: a
   // later GPU reset named by UUID recovered nothing). The longer of kForgetAfterNs and the bank's
   // longest duration plus max_lag, so that every window, dedup, burst and held cluster hit of the
-  // node has ended by then. Nodes that are tainted, hold a fault or a pending hit, or are suspect,
-  // are kept however long they are silent. Forgetting changes no decision but in two cases: a
-  // node whose log comes back after that long a silence with older stamps (a week-old backlog)
-  // meets none of its hits from before the silence, as a node silent for max_lag already has its
-  // timers decided on the others' time; and the node's GPU UUID -> PCI aliases are lost until the
-  // driver prints the next `NVRM: GPU at PCI:` line (it does with an Xid), so that a GPU reset
-  // naming only a UUID meanwhile recovers nothing. Without it, every node name ever seen would keep
-  // its state (BM_CorrelatorNodeState: 3.7 KB for a GPU node's boot) for the service's life, and
-  // node churn would grow memory without bound.
+  // node has ended by then. Nodes that are tainted, or hold a fault or a pending hit, are kept
+  // however long they are silent. Forgetting changes no decision but in two cases: a node whose log
+  // comes back after that long a silence with older stamps (a week-old backlog) meets none of its
+  // hits from before the silence, as a node silent for max_lag already has its timers decided on
+  // the others' time; and the node's GPU UUID -> PCI aliases are lost until the driver prints the
+  // next `NVRM: GPU at PCI:` line (it does with an Xid), so that a GPU reset naming only a UUID
+  // meanwhile recovers nothing. Without it, every node name ever seen would keep its state
+  // (BM_CorrelatorNodeState: 3.7 KB for a GPU node's boot) for the service's life, and node churn
+  // would grow memory without bound.
   static constexpr int64_t kForgetAfterNs = int64_t{7} * 24 * 3600 * 1'000'000'000;
   int64_t forgetAfterNs() const { return forget_after_ns_; }
 
@@ -266,14 +268,13 @@ class Correlator {
     // heard_ns, by the records that speak for its kernel (speaksForKernel): never after
     // heard_ns.
     int64_t kernel_heard_ns = INT64_MIN;
-    int64_t second = INT64_MIN;            // of the latest hit (secondOf)
-    FlatMap<int64_t> seen;                 // repeatKey() -> the latest second it was observed in
-    int64_t suspect_until_ns = INT64_MIN;  // marked by a peer's suspects_peers hit
-    FlatMap<Pending> pending;              // key: rule index + entity
-    FlatMap<Counter> counters;             // key: rule index + entity
-    std::vector<Recent> recent;            // per rule that hit, in first-hit order
-    FlatMap<Fault> faults;                 // key: rule index + entity
-    FlatMap<std::string> alias;            // e.g. GPU UUID -> PCI address
+    int64_t second = INT64_MIN;  // of the latest hit (secondOf)
+    FlatMap<int64_t> seen;       // repeatKey() -> the latest second it was observed in
+    FlatMap<Pending> pending;    // key: rule index + entity
+    FlatMap<Counter> counters;   // key: rule index + entity
+    std::vector<Recent> recent;  // per rule that hit, in first-hit order
+    FlatMap<Fault> faults;       // key: rule index + entity
+    FlatMap<std::string> alias;  // e.g. GPU UUID -> PCI address
     // Faults a recovery signal cleared, by key, until the key faults again: a hit stamped before
     // the signal may still arrive (holdFault).
     FlatMap<Fault> cleared;
@@ -296,6 +297,11 @@ class Correlator {
   struct HeldJob {
     std::deque<Held> hits;
     int64_t event_until_ns = INT64_MIN;
+  };
+  // A suspects_peers rule's hang of one job: open from its first report for the rule's window.
+  struct Hang {
+    std::vector<std::string> reporters;  // the nodes that reported it, the first report's first
+    Evidence first;                      // the earliest report: the suspects' evidence
   };
 
   // If the node holds a fault under `key`, a new hit `ev` of rule ri, at t = ev.time_ns (ns),
@@ -372,11 +378,19 @@ class Correlator {
   // Decides the first window of rule ri's held hits of job `job_name` (a copy: the index entry
   // that named it goes).
   void flushHeld(uint32_t ri, std::string job_name, std::vector<Decision>* out);
-  void markPeers(const std::string& node_name, int64_t time_ns, int64_t within_ns);
+  // suspects_peers rule ri's report `ev` of node_name: joins it to the open hang of each job the
+  // node ran a pod of around ev.time_ns, or opens one (deciding first a hang of the job whose
+  // window ended before it).
+  void reportHang(uint32_t ri, const std::string& node_name, const Evidence& ev,
+                  std::vector<Decision>* out);
+  // Decides rule ri's hang of job `job_name` (not a reference into hang_ends_, which it erases): a
+  // kSuspect decision, at the window's end, for each node that ran a pod of the job around its
+  // first report and did not report it, in name order; none if those outnumber the reporters.
+  void closeHang(uint32_t ri, const std::string& job_name, std::vector<Decision>* out);
   // Forgets the job runs that ended before before_ns (ns since the epoch).
   void pruneMembers(int64_t before_ns);
   // Forgets the nodes last heard before before_ns (ns since the epoch) that hold nothing a later
-  // decision needs: no taint, fault, pending hit or suspect mark (forgetAfterNs()).
+  // decision needs: no taint, fault or pending hit (forgetAfterNs()).
   void forgetSilent(int64_t before_ns);
   NodeData& nodeOf(std::string_view name);
   // The node sent a record of time_ns (a pod's, if `pod`): its own time, and when it was last
@@ -448,7 +462,7 @@ class Correlator {
   std::vector<uint32_t> alias_rules_;
   std::vector<uint32_t> cluster_rules_;       // advance() looks at their held hits on every hit
   FlatMap<std::unique_ptr<NodeData>> nodes_;  // a pointer each: NodeData& outlives inserts
-  uint64_t decided_ = 0;                      // taints and untaints decided, dry run too
+  uint64_t decided_ = 0;                      // decisions made, dry run too
   // cluster rules: job -> its held hits; ordered so that replay flushes equal ends alike
   std::vector<std::map<std::string, HeldJob, std::less<>>> held_;
   // cluster rules: (time of the first held hit, job) of each job holding hits, earliest first, so
@@ -457,8 +471,13 @@ class Correlator {
   // cluster rules: (event end, job) of each job left holding no hits, earliest first; flushHeld
   // drops the jobs whose event ended before the window it closes
   std::vector<std::set<std::pair<int64_t, std::string>>> held_idle_;
-  // job -> node -> [first, last] time it ran a pod of the job, ns; runs older than the longest
-  // suspects_peers window (peers_within_ns_) are pruned every such window of event time
+  // suspects_peers rules: job -> its open hang; ordered so that replay closes equal ends alike
+  std::vector<std::map<std::string, Hang, std::less<>>> hangs_;
+  // (window end, rule, job) of each open hang, earliest first
+  std::set<std::tuple<int64_t, uint32_t, std::string>> hang_ends_;
+  // job -> node -> [first, last] time it ran a pod of the job, ns; runs that ended longer ago
+  // than twice the longest suspects_peers window (peers_within_ns_) are pruned every such window
+  // of event time
   FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
   int64_t peers_within_ns_ = 0;
   int64_t prune_at_ns_ = INT64_MIN;

@@ -19,7 +19,9 @@ std::string decisionToJson(const Decision& d) {
   if (d.dry_run) {
     j["dry_run"] = true;
   }
-  j["taint"] = {{"key", d.taint.key}, {"value", d.taint.value}, {"effect", d.taint.effect}};
+  if (d.action != Decision::Action::kSuspect) {  // a suspicion puts no taint on the node
+    j["taint"] = {{"key", d.taint.key}, {"value", d.taint.value}, {"effect", d.taint.effect}};
+  }
   j["rule"] = d.rule;
   if (!d.reason.empty()) {
     j["reason"] = d.reason;

@@ -11,8 +11,9 @@
 namespace faultline {
 
 // Renders a decision as one line of JSON (no newline):
-// {"time": RFC 3339 with ns, "node", "action": "taint" | "untaint" | "suppressed",
-//  ["dry_run": true (Decision::dry_run: not applied),] "taint": {"key","value","effect"}, "rule",
+// {"time": RFC 3339 with ns, "node", "action": "taint" | "untaint" | "suppressed" | "suspect",
+//  ["dry_run": true (Decision::dry_run: not applied),] "taint": {"key","value","effect"} (not
+//  for "suspect", which puts none on the node), "rule",
 //  ["reason",]
 //  "evidence": [{"time", "signature", "line", "fields": {...}}]}
 std::string decisionToJson(const Decision& d);

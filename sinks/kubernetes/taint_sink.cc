@@ -229,19 +229,28 @@ void TaintSink::write(const Decision& decision) {
     if (decision.action == Decision::Action::kSuppressed) {
       return;
     }
-    if (!decision.dry_run && decision.action == Decision::Action::kTaint) {
+    if (decision.action == Decision::Action::kSuspect) {
+      // An Event, and nothing on the node: held, superseded and deferred by no decision.
+      if (decision.dry_run) {
+        ++dry_run_;
+        return;
+      }
+      suspects_.push_back(decision);
+    } else if (!decision.dry_run && decision.action == Decision::Action::kTaint) {
       believed_[decision.node] = {written_, decision.taint.key, decision.taint.effect};
     } else if (!decision.dry_run) {
       believed_.erase(decision.node);
     }
-    queue_.push_back({.decision = decision, .led = leaderTerm() != 0});
+    if (decision.action != Decision::Action::kSuspect) {
+      queue_.push_back({.decision = decision, .led = leaderTerm() != 0});
+    }
   }
   work_cv_.notify_one();
 }
 
 void TaintSink::flush() {
   std::unique_lock lock(mu_);
-  idle_cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  idle_cv_.wait(lock, [this] { return queue_.empty() && suspects_.empty() && !busy_; });
 }
 
 TaintSink::Counters TaintSink::counters() const {
@@ -272,7 +281,7 @@ void TaintSink::run() {
     // Wakes at least twice a second to notice leadership and keep the node snapshot fresh.
     if (started) {
       work_cv_.wait_for(lock, std::chrono::milliseconds(500),
-                        [this] { return stopping_ || !queue_.empty(); });
+                        [this] { return stopping_ || !queue_.empty() || !suspects_.empty(); });
     }
     started = true;
     if (stopping_ && queue_.empty()) {
@@ -373,6 +382,23 @@ void TaintSink::run() {
       }
     }
     term_ = term;
+    if (!suspects_.empty()) {
+      // Only the leader writes; a follower's are in the decision log (as at shutdown).
+      const std::deque<Decision> suspects = std::exchange(suspects_, {});
+      if (leader) {
+        busy_ = true;
+        lock.unlock();
+        refresh();  // a snapshot to find the nodes in (none yet at start or a new term)
+        for (const Decision& d : suspects) {
+          suspect(d);
+        }
+        lock.lock();
+        busy_ = false;
+      }
+      if (queue_.empty() && suspects_.empty()) {
+        idle_cv_.notify_all();
+      }
+    }
     if (queue_.empty()) {
       if (leader) {
         // Keeps the snapshot and the breaker current; not a decision, so flush() need not wait.
@@ -785,6 +811,13 @@ void TaintSink::suppress(const Decision& d, const std::string& reason) {
   if (nodes_.count(d.node) != 0) {
     event(d.node, "Warning", "FaultlineSuppressed",
           "rule " + d.rule + ": taint refused: " + reason + "; " + evidenceText(d));
+  }
+}
+
+void TaintSink::suspect(const Decision& d) {
+  if (nodes_.count(d.node) != 0) {  // an eligible node, as the last LIST saw it
+    event(d.node, "Warning", "FaultlineSuspect",
+          "rule " + d.rule + ": " + d.reason + "; " + evidenceText(d));
   }
 }
 

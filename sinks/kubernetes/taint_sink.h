@@ -27,7 +27,10 @@
 //         found without its taint (not in dry run); skipped when unchanged.
 //   POST  /api/v1/namespaces/default/events, PATCH .../events/{name} (count, lastTimestamp on
 //         a repeat of the same node, reason and message, among the last kMaxEvents written),
-//         core/v1 Event.
+//         core/v1 Event. Also, while leading, one (reason FaultlineSuspect) per kSuspect
+//         decision not in dry run whose node is eligible: nothing else is written for it, and it
+//         holds back, supersedes or defers no taint (a follower's, or one written while the
+//         snapshot is empty, is in the decision log only).
 //   GET /api/v1/namespaces/{namespace}/configmaps/{breaker_configmap} after every LIST, and
 //   POST /api/v1/namespaces/{namespace}/configmaps on a trip: the breaker. It fails closed:
 //   200 → tripped with data.reason; 404 → not tripped, unless this replica's trip is not yet
@@ -289,6 +292,8 @@ class TaintSink : public DecisionSink {
   Outcome requestFailed(const std::string& action, const std::string& request,
                         const KubeClient::Response& r);
   void suppress(const Decision& decision, const std::string& reason);
+  // A kSuspect decision: an Event (FaultlineSuspect) on its node if the last LIST saw it eligible.
+  void suspect(const Decision& decision);
   // Refreshes the node snapshot and the breaker when older than node_list_period or when there
   // is no snapshot (at start, on becoming leader), unless a LIST failed less than
   // node_list_period ago. False if there is still no snapshot.
@@ -395,6 +400,7 @@ class TaintSink : public DecisionSink {
   std::condition_variable work_cv_;  // queue_ gained an entry or stopping_ was set
   std::condition_variable idle_cv_;  // queue_ is empty and nothing is in flight
   std::deque<Pending> queue_;
+  std::deque<Decision> suspects_;  // kSuspect decisions: an Event each (suspect())
   std::deque<std::pair<std::chrono::steady_clock::time_point, Pending>> held_;  // follower
   Breaker breaker_ = Breaker::kUnknown;  // set by the worker only: it reads without mu_
   std::string breaker_reason_ = "state unknown: not read yet";  // unless kClosed

@@ -26,6 +26,9 @@ class Alternation : public faultline::DecisionSink {
     if (d.node.size() != 1 || d.node[0] < 'a' || d.node[0] > 'd') {
       std::abort();
     }
+    if (d.action == Decision::Action::kSuspect) {  // changes nothing on the node
+      return;
+    }
     bool& tainted = tainted_[d.node + (d.dry_run ? " dry run" : "")];
     if ((d.action == Decision::Action::kTaint) == tainted ||
         d.action == Decision::Action::kSuppressed) {

@@ -450,22 +450,74 @@ TEST_F(CorrelatorSemantics, KernelEvidenceBeforeThePodLineDecidesWhenTheWindowEn
   EXPECT_EQ(c_.stats().job_events, 1U);
 }
 
-TEST_F(CorrelatorSemantics, HangOnCollectivesMarksThePeersSuspectNotTheReporter) {
+// Every rank of a hung collective reports the hang but the one whose hardware failed: once the
+// window from the first report has passed, the job's nodes that did not report it are suspect.
+TEST_F(CorrelatorSemantics, AHangMakesSuspectTheNodesOfItsJobThatDidNotReportIt) {
   const int64_t t = 1000 * kNanosPerSecond;
-  c_.member("job-a", "a", t - 300 * kNanosPerSecond);  // a and b ran job-a's pods
-  c_.member("job-a", "a", t);
-  c_.member("job-a", "b", t - 60 * kNanosPerSecond);
+  for (const char* node : {"a", "b", "e"}) {  // a, b and e ran job-a's pods
+    c_.member("job-a", node, t - 300 * kNanosPerSecond);
+    c_.member("job-a", node, t + 120 * kNanosPerSecond);
+  }
   c_.member("job-b", "c", t);                           // c ran another job
   c_.member("job-a", "d", t - 7200 * kNanosPerSecond);  // d left job-a two hours before
   feed("a", 1000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
-  EXPECT_EQ(c_.state("a"), Correlator::NodeState::kHealthy);
-  EXPECT_EQ(c_.state("b"), Correlator::NodeState::kSuspect);
-  EXPECT_EQ(c_.state("c"), Correlator::NodeState::kHealthy);
-  EXPECT_EQ(c_.state("d"), Correlator::NodeState::kHealthy);
-  EXPECT_EQ(c_.stats().peers_marked, 1U);
-  EXPECT_TRUE(out_.empty());  // suspicion is not a decision
-  c_.advance(t + 11 * 60 * kNanosPerSecond, &out_);
-  EXPECT_EQ(c_.state("b"), Correlator::NodeState::kHealthy);  // the suspicion lapses
+  feed("e", 1100, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.advance(t + 600 * kNanosPerSecond, &out_);
+  EXPECT_TRUE(out_.empty());  // the window has not passed
+  feed("e", 1590, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.advance(t + 601 * kNanosPerSecond, &out_);
+  ASSERT_EQ(decisions(), std::vector<std::string>{"b suspect hang"});
+  EXPECT_EQ(out_[0].time_ns, t + 600 * kNanosPerSecond);
+  EXPECT_EQ(out_[0].reason,
+            "ran job job-a, of which 2 other node(s) reported a hang within 10m (first: a); this "
+            "one did not");
+  ASSERT_EQ(out_[0].evidence.size(), 1U);
+  EXPECT_EQ(out_[0].evidence[0].line, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  EXPECT_EQ(out_[0].evidence[0].time_ns, t);
+  EXPECT_EQ(c_.state("b"), Correlator::NodeState::kHealthy);  // nothing changes on the node
+
+  // Each of its nodes reported the next hang: none is suspect (the fault is not one of theirs).
+  out_.clear();
+  for (const char* node : {"a", "b", "e"}) {
+    c_.member("job-a", node, t + 3600 * kNanosPerSecond);
+  }
+  feed("b", 4600, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  feed("a", 4601, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  feed("e", 4602, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.finish(&out_);
+  EXPECT_TRUE(out_.empty()) << decisions()[0];
+
+  // One node of three reported it: most of the job is not waiting, and none is named.
+  for (const char* node : {"a", "b", "e"}) {
+    c_.member("job-a", node, t + 8000 * kNanosPerSecond);
+  }
+  feed("e", 8200, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.finish(&out_);
+  EXPECT_TRUE(out_.empty()) << decisions()[0];
+  // Two of three did: the third is named.
+  feed("e", 9000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  feed("b", 9001, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.finish(&out_);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"a suspect hang"});
+}
+
+// A hang reported in dry run decides its suspects in dry run; one read before the hang it
+// belongs to (a lagging node) opens the window, which then ends a window after it.
+TEST(CorrelatorDryRun, AHangInDryRunDecidesItsSuspectsInDryRun) {
+  Feeder f(loadBank({{"t.yaml", kBank}}), {"hang"});
+  const int64_t t = 1000 * kNanosPerSecond;
+  for (const char* node : {"a", "b", "c"}) {
+    f.c_.member("job-a", node, t);
+  }
+  f.feed("a", 1000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  f.feed("c", 990, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  f.c_.finish(&f.out_);
+  ASSERT_EQ(f.decisions(), std::vector<std::string>{"b suspect hang (dry run)"});
+  EXPECT_EQ(f.out_[0].time_ns, 1590 * kNanosPerSecond);
+  EXPECT_EQ(f.out_[0].evidence[0].time_ns, 990 * kNanosPerSecond);
+  EXPECT_EQ(f.out_[0].reason,
+            "ran job job-a, of which 2 other node(s) reported a hang within 10m (first: c); this "
+            "one did not");
 }
 
 // A rule in dry run (a new rule tried out) taints and untaints the node in decisions of its own,

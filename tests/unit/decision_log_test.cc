@@ -50,6 +50,18 @@ TEST(DecisionLog, MarksDryRunDecisions) {
   EXPECT_EQ(decisionToJson(decision()).find("dry_run"), std::string::npos);
 }
 
+TEST(DecisionLog, ASuspectNamesNoTaint) {
+  Decision suspect = decision();
+  suspect.action = Decision::Action::kSuspect;
+  suspect.rule = "neuron-hang-on-collectives";
+  const std::string line = decisionToJson(suspect);
+  EXPECT_NE(
+      line.find(R"("node":"gpu-node-7","action":"suspect","rule":"neuron-hang-on-collectives",)"),
+      std::string::npos)
+      << line;
+  EXPECT_EQ(line.find(R"("taint":)"), std::string::npos) << line;
+}
+
 TEST(DecisionLog, AWriteErrorIsReported) {
   DecisionLog log("/dev/full");  // every write fails with ENOSPC
   EXPECT_EQ(log.errors(), 0u);

@@ -650,6 +650,46 @@ TEST_F(TaintSinkTest, ConflictStormWithConcurrentWriterLosesNothing) {
   EXPECT_EQ(sink.counters().failed, 0u);
 }
 
+// A suspect (a suspects_peers rule's decision) is an Event on its node, if eligible, and nothing
+// else: no taint, condition or annotation, and a taint written before it is still applied.
+TEST_F(TaintSinkTest, ASuspectIsAnEventOnly) {
+  createNode("n1");
+  createNode("n2");
+  TaintSink sink(config(), options(), hooks());
+  Decision taint = decision("n1");
+  Decision suspect = decision("n1");
+  suspect.action = Decision::Action::kSuspect;
+  suspect.rule = "neuron-hang-on-collectives";
+  suspect.reason = "ran job train, of which 3 other node(s) reported a hang within 10m";
+  Decision unlisted = suspect;
+  unlisted.node = "gone";
+  Decision dry = suspect;
+  dry.node = "n2";
+  dry.dry_run = true;
+  for (const Decision& d : {suspect, taint, unlisted, dry}) {
+    sink.write(d);
+  }
+  sink.flush();
+
+  const std::vector<json> events = server_.objects("events");
+  ASSERT_EQ(eventReasons(), (Lines{"FaultlineSuspect", "FaultlineTaint"}));
+  for (const json& e : events) {
+    EXPECT_EQ(e["involvedObject"]["name"], "n1");
+    if (e["reason"] == "FaultlineSuspect") {
+      EXPECT_EQ(e["type"], "Warning");
+      EXPECT_TRUE(e["message"].get<std::string>().starts_with(
+          "rule neuron-hang-on-collectives: ran job train, of which 3 other node(s) reported a "
+          "hang within 10m; "))
+          << e["message"];
+    }
+  }
+  EXPECT_EQ(server_.node("n1")["spec"]["taints"].size(), 1U);
+  EXPECT_EQ(server_.node("n2")["spec"].value("taints", json::array()), json::array());
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n2"), 0);
+  EXPECT_TRUE(suppressed().empty());
+  EXPECT_EQ(sink.counters().dry_run, 1U);
+}
+
 TEST_F(TaintSinkTest, MissingNodeIsSuppressedAsNotEligible) {
   TaintSink sink(config(), options(), hooks());
   sink.write(decision("gone"));
