@@ -16,8 +16,10 @@ constexpr unsigned kInputShift = 40;
 
 // Appends the batch's job runs to *runs. Records of one stream share their labels: the job is
 // looked up once per run of a stream's records, and the run's earliest and latest times (at most
-// limit_ns: Pipeline::match) bound it.
-void jobRuns(const RecordBatch& batch, int64_t limit_ns, std::vector<BatchMatch::JobRun>* runs) {
+// limit_ns: Pipeline::match) bound it; a record more than gap_ns (ns) from the run starts another
+// (a node that left a job and came back ran none of it in between).
+void jobRuns(const RecordBatch& batch, int64_t limit_ns, int64_t gap_ns,
+             std::vector<BatchMatch::JobRun>* runs) {
   const LogRecord* run = nullptr;
   BatchMatch::JobRun cur;
   auto flush = [&] {
@@ -31,7 +33,8 @@ void jobRuns(const RecordBatch& batch, int64_t limit_ns, std::vector<BatchMatch:
     }
     const int64_t t = std::clamp(rec.time_ns, kEarliestNs, limit_ns);
     if (run != nullptr && run->labels_begin == rec.labels_begin &&
-        run->labels_end == rec.labels_end && run->node == rec.node) {
+        run->labels_end == rec.labels_end && run->node == rec.node && cur.first_ns - gap_ns <= t &&
+        t <= cur.last_ns + gap_ns) {
       cur.first_ns = std::min(cur.first_ns, t);
       cur.last_ns = std::max(cur.last_ns, t);
       continue;
@@ -59,8 +62,7 @@ Pipeline::Pipeline(const std::shared_ptr<const Bank>& bank, Taint taint,
 
 void Pipeline::noteMembers(const std::vector<BatchMatch::JobRun>& runs) {
   for (const BatchMatch::JobRun& r : runs) {
-    correlator_.member(r.job, r.node, r.first_ns);
-    correlator_.member(r.job, r.node, r.last_ns);
+    correlator_.member(r.job, r.node, r.first_ns, r.last_ns);
   }
 }
 
@@ -78,8 +80,8 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
     h.time_ns = std::clamp(h.time_ns, kEarliestNs, limit_ns);
   }
   // Read-only correlator settings: no lock needed beside a running correlate().
-  if (correlator_.keepsMembers()) {
-    jobRuns(batch, limit_ns, &out->runs);
+  if (correlator_.peersWithinNs() > 0) {
+    jobRuns(batch, limit_ns, correlator_.peersWithinNs(), &out->runs);
   }
   const bool hears = correlator_.hearsNodes();
   out->newest_ns = INT64_MIN;

@@ -125,10 +125,10 @@ struct Rule {
   // corroborate_within_ns (before or after) decides at once.
   std::vector<uint32_t> corroborated_by;
   int64_t corroborate_within_ns = 0;
-  // Peers: a hit reports a hang of each job this node ran a pod of within peers_within_ns
-  // (Correlator::member); that long after a job's first report, its nodes that did not report
-  // it are suspect (Neuron HANG_ON_COLLECTIVES: the fault is on the worker not waiting). The hit
-  // never counts for its own node.
+  // Peers: a hit reports a hang of each job this node was running (Correlator::member); that
+  // long after a job's first report, the nodes running it that did not report it are suspect
+  // (Neuron HANG_ON_COLLECTIVES: the fault is on the worker not waiting). The hit never counts
+  // for its own node.
   int64_t peers_within_ns = 0;
   // A lasting state: a hit that would fault waits unless_within_ns, and faults only if no hit of
   // one of `unless_followed_by` on the same entity came meanwhile (an IB port DOWN for 5 min).

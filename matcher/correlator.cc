@@ -123,7 +123,8 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   held_.resize(n);
   held_fronts_.resize(n);
   held_idle_.resize(n);
-  hangs_.resize(n);
+  reports_.resize(n);
+  hang_until_.resize(n);
   where_.resize(bank_->signatures.size());
   int64_t longest = 0;  // of the rules' durations
   for (uint32_t i = 0; i < n; ++i) {
@@ -158,6 +159,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
     }
     if (r.cluster_nodes > 0) {
       cluster_rules_.push_back(i);
+    }
+    if (r.peers_within_ns > 0) {
+      peer_rules_.push_back(i);
     }
     for (uint32_t by : r.recovered_by) {
       recovers_[by] = true;
@@ -411,8 +415,8 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     recent->kept_before = std::exchange(recent->kept, shared);
     recent->counted_before = std::exchange(recent->counted, shared);
   }
-  if (rule.peers_within_ns > 0) {
-    reportHang(ri, node_name, ev, out);
+  if (rule.peers_within_ns > 0) {  // decided once its window has passed (hang())
+    reports_[ri].insert({t, node_name, ev});
   }
   for (uint32_t held : cancels_[ri]) {
     const Rule& hr = bank_->rules[held];
@@ -1208,15 +1212,23 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
         }
       }
     }
-    const bool hang = !hang_ends_.empty() && std::get<0>(*hang_ends_.begin()) < lagged &&
-                      std::get<0>(*hang_ends_.begin()) < due;
-    if (hang) {
-      const auto [end, ri, job] = *hang_ends_.begin();  // a copy: closing erases the entry
-      closeHang(ri, job, out);
-      continue;
+    int peer_rule = -1;
+    for (uint32_t ri : peer_rules_) {
+      if (!reports_[ri].empty()) {
+        const int64_t end = reports_[ri].begin()->time_ns + bank_->rules[ri].peers_within_ns;
+        if (end < lagged && end < due) {
+          due = end;
+          peer_rule = static_cast<int>(ri);
+          held_rule = -1;
+        }
+      }
     }
     if (due == INT64_MAX) {
       break;
+    }
+    if (peer_rule >= 0) {
+      hang(static_cast<uint32_t>(peer_rule), out);
+      continue;
     }
     if (held_rule >= 0) {
       const auto ri = static_cast<uint32_t>(held_rule);
@@ -1242,8 +1254,9 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     clearFault(node, node_name, key, at, std::move(reason), out);
   }
   if (peers_within_ns_ > 0 && now_ns_ >= prune_at_ns_) {
-    // After the hangs that ended before `lagged` closed: an open one began within a window of
-    // it, and its job's runs that ended up to a window before its first report are its peers.
+    // After the reports whose window ended before `lagged` were taken: one still waiting came
+    // within a window of it, and a job's runs that ended up to a window before it may be its
+    // node's or its peers'.
     const int64_t keep_ns = 2 * peers_within_ns_;
     pruneMembers(lagged < INT64_MIN + keep_ns ? INT64_MIN : lagged - keep_ns);
     prune_at_ns_ = now_ns_ > INT64_MAX - peers_within_ns_ ? INT64_MAX : now_ns_ + peers_within_ns_;
@@ -1273,9 +1286,20 @@ void Correlator::finish(std::vector<Decision>* out) {
       flushHeld(ri, held_fronts_[ri].begin()->second, out);
     }
   }
-  while (!hang_ends_.empty()) {
-    const auto [end, ri, job] = *hang_ends_.begin();  // a copy: closing erases the entry
-    closeHang(ri, job, out);
+  for (;;) {  // the earliest report first, as advance() takes them
+    int peer_rule = -1;
+    for (uint32_t ri : peer_rules_) {
+      if (!reports_[ri].empty() &&
+          (peer_rule < 0 ||
+           reports_[ri].begin()->time_ns + bank_->rules[ri].peers_within_ns <
+               reports_[peer_rule].begin()->time_ns + bank_->rules[peer_rule].peers_within_ns)) {
+        peer_rule = static_cast<int>(ri);
+      }
+    }
+    if (peer_rule < 0) {
+      break;
+    }
+    hang(static_cast<uint32_t>(peer_rule), out);
   }
 }
 
@@ -1489,14 +1513,21 @@ bool Correlator::suppressedBy(const NodeData& node, uint32_t ri, const Fields& f
   return false;
 }
 
-void Correlator::member(std::string_view job, std::string_view node, int64_t time_ns) {
-  FlatMap<std::pair<int64_t, int64_t>>& nodes = jobs_[job];
-  if (auto* span = nodes.find(node)) {
-    span->first = std::min(span->first, time_ns);
-    span->second = std::max(span->second, time_ns);
-  } else {
-    nodes[node] = {time_ns, time_ns};
+void Correlator::member(std::string_view job, std::string_view node, int64_t first_ns,
+                        int64_t last_ns) {
+  // Merged with every run less than a window apart: the same runs whatever the order they come in.
+  Runs& runs = jobs_[job][node];
+  auto it = runs.begin();
+  while (it != runs.end() && it->second < first_ns - peers_within_ns_) {
+    ++it;
   }
+  auto merged = it;
+  while (merged != runs.end() && merged->first <= last_ns + peers_within_ns_) {
+    first_ns = std::min(first_ns, merged->first);
+    last_ns = std::max(last_ns, merged->second);
+    ++merged;
+  }
+  runs.insert(runs.erase(it, merged), {first_ns, last_ns});
 }
 
 void Correlator::pruneMembers(int64_t before_ns) {
@@ -1504,8 +1535,9 @@ void Correlator::pruneMembers(int64_t before_ns) {
   std::vector<std::string> empty;
   for (auto& [job, nodes] : jobs_) {
     gone.clear();
-    for (const auto& [node, span] : nodes) {
-      if (span.second < before_ns) {
+    for (auto& [node, runs] : nodes) {
+      std::erase_if(runs, [&](const auto& run) { return run.second < before_ns; });
+      if (runs.empty()) {
         gone.push_back(node);
       }
     }
@@ -1519,106 +1551,105 @@ void Correlator::pruneMembers(int64_t before_ns) {
   for (const std::string& job : empty) {
     jobs_.erase(job);
   }
+  for (uint32_t ri : peer_rules_) {
+    gone.clear();
+    for (const auto& [job, until] : hang_until_[ri]) {
+      if (until < before_ns) {
+        gone.push_back(job);
+      }
+    }
+    for (const std::string& job : gone) {
+      hang_until_[ri].erase(job);
+    }
+  }
 }
 
 size_t Correlator::jobRuns() const {
   size_t n = 0;
   for (const auto& [job, nodes] : jobs_) {
-    n += nodes.size();
+    for (const auto& [node, runs] : nodes) {
+      n += runs.size();
+    }
   }
   return n;
 }
 
 void Correlator::absorbMembers(const Correlator& other) {
   for (const auto& [job, nodes] : other.jobs_) {
-    for (const auto& [node, span] : nodes) {
-      member(job, node, span.first);
-      member(job, node, span.second);
+    for (const auto& [node, runs] : nodes) {
+      for (const auto& [first, last] : runs) {
+        member(job, node, first, last);
+      }
     }
   }
 }
 
 namespace {
 
-// Whether a job run [first, last] (ns) is within `within_ns` of time_ns.
-bool runAround(const std::pair<int64_t, int64_t>& run, int64_t time_ns, int64_t within_ns) {
-  return run.first - within_ns <= time_ns && time_ns <= run.second + within_ns;
+// Whether the node was running the job at time_ns: one of its runs began by then and ended
+// within `within_ns` before it (a pod logs its steps; one that joined later ran no rank of it).
+bool ranAt(const std::vector<std::pair<int64_t, int64_t>>* runs, int64_t time_ns,
+           int64_t within_ns) {
+  return runs != nullptr && std::any_of(runs->begin(), runs->end(), [&](const auto& run) {
+           return run.first <= time_ns && time_ns - within_ns <= run.second;
+         });
 }
 
 }  // namespace
 
-void Correlator::reportHang(uint32_t ri, const std::string& node_name, const Evidence& ev,
-                            std::vector<Decision>* out) {
-  const int64_t within = bank_->rules[ri].peers_within_ns;
-  std::vector<std::string> jobs;
+void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
+  const Rule& rule = bank_->rules[ri];
+  const int64_t within = rule.peers_within_ns;
+  std::multiset<Report>& reports = reports_[ri];
+  const Report& first = *reports.begin();
+  const int64_t end = first.time_ns + within;
+  std::vector<std::string> jobs;  // the jobs whose hang it starts
   for (const auto& [job, nodes] : jobs_) {
-    const auto* self = nodes.find(node_name);
-    if (self != nullptr && runAround(*self, ev.time_ns, within)) {
+    const int64_t* until = hang_until_[ri].find(job);
+    if (ranAt(nodes.find(first.node), first.time_ns, within) &&
+        (until == nullptr || *until < first.time_ns)) {
       jobs.push_back(job);
     }
   }
-  std::sort(jobs.begin(), jobs.end());  // the decisions of hangs it closes, in one order
+  std::sort(jobs.begin(), jobs.end());
   for (const std::string& job : jobs) {
-    auto open = hangs_[ri].find(job);
-    if (open != hangs_[ri].end() && ev.time_ns > open->second.first.time_ns + within) {
-      // A later hang of the job, read before advance() closed the last one (it lags).
-      closeHang(ri, job, out);
-      open = hangs_[ri].end();
+    hang_until_[ri][job] = end;
+    const FlatMap<Runs>& nodes = *jobs_.find(job);
+    std::vector<std::string_view> reporters;  // the first report's node first
+    for (auto it = reports.begin(); it != reports.end() && it->time_ns <= end; ++it) {
+      if (ranAt(nodes.find(it->node), it->time_ns, within) &&
+          std::find(reporters.begin(), reporters.end(), it->node) == reporters.end()) {
+        reporters.push_back(it->node);
+      }
     }
-    if (open == hangs_[ri].end()) {
-      hangs_[ri].emplace(job, Hang{{node_name}, ev});
-      hang_ends_.emplace(ev.time_ns + within, ri, job);
-      continue;
-    }
-    Hang& hang = open->second;
-    std::vector<std::string>& reporters = hang.reporters;
-    if (ev.time_ns < hang.first.time_ns) {  // read late: the window starts with it
-      hang_ends_.erase({hang.first.time_ns + within, ri, job});
-      hang_ends_.emplace(ev.time_ns + within, ri, job);
-      hang.first = ev;
-      std::erase(reporters, node_name);
-      reporters.insert(reporters.begin(), node_name);
-    } else if (std::find(reporters.begin(), reporters.end(), node_name) == reporters.end()) {
-      reporters.push_back(node_name);
-    }
-  }
-}
-
-void Correlator::closeHang(uint32_t ri, const std::string& job_name, std::vector<Decision>* out) {
-  const Rule& rule = bank_->rules[ri];
-  const auto open = hangs_[ri].find(job_name);
-  Hang hang = std::move(open->second);
-  hangs_[ri].erase(open);
-  const int64_t start = hang.first.time_ns;
-  hang_ends_.erase({start + rule.peers_within_ns, ri, job_name});
-  std::vector<std::string> suspects;
-  if (const auto* nodes = jobs_.find(job_name)) {
-    for (const auto& [node, run] : *nodes) {
-      if (runAround(run, start, rule.peers_within_ns) &&
-          std::find(hang.reporters.begin(), hang.reporters.end(), node) == hang.reporters.end()) {
+    std::vector<std::string> suspects;
+    for (const auto& [node, runs] : nodes) {
+      if (ranAt(&runs, first.time_ns, within) &&
+          std::find(reporters.begin(), reporters.end(), node) == reporters.end()) {
         suspects.push_back(node);
       }
     }
+    // One node's report says little (it may have left the job, or run another on other cores);
+    // and where most of the job is not waiting, its ranks are not all in one hung collective.
+    if (reporters.size() < 2 || suspects.size() > reporters.size()) {
+      continue;
+    }
+    std::sort(suspects.begin(), suspects.end());
+    for (std::string& node : suspects) {
+      Decision& d = out->emplace_back();
+      d.time_ns = end;
+      d.node = std::move(node);
+      d.action = Decision::Action::kSuspect;
+      d.rule = rule.id;
+      d.reason = "ran job " + job + ", of which " + std::to_string(reporters.size()) +
+                 " other node(s) reported a hang within " + duration(within) +
+                 " (first: " + first.node + "); this one did not";
+      d.evidence.push_back(first.evidence);
+      d.dry_run = dry_run_[ri];
+      ++decided_;  // numbered as the sink counts what it is written (restore's `seen`)
+    }
   }
-  if (suspects.size() > hang.reporters.size()) {
-    // Most of the job is not waiting: no collective hang of its ranks, only of the reporters
-    // (every other node named would be noise, an Event each).
-    return;
-  }
-  std::sort(suspects.begin(), suspects.end());
-  for (std::string& node : suspects) {
-    Decision& d = out->emplace_back();
-    d.time_ns = start + rule.peers_within_ns;
-    d.node = std::move(node);
-    d.action = Decision::Action::kSuspect;
-    d.rule = rule.id;
-    d.reason = "ran job " + job_name + ", of which " + std::to_string(hang.reporters.size()) +
-               " other node(s) reported a hang within " + duration(rule.peers_within_ns) +
-               " (first: " + hang.reporters.front() + "); this one did not";
-    d.evidence.push_back(hang.first);
-    d.dry_run = dry_run_[ri];
-    ++decided_;  // numbered as the sink counts what it is written (restore's `seen`)
-  }
+  reports.erase(reports.begin());
 }
 
 Correlator::NodeState Correlator::state(std::string_view node) const {

@@ -40,10 +40,12 @@ namespace faultline {
 //     for `flap` rules, it is the up half of a down-then-up pair;
 //   - `unless_followed_by` rules hold a hit that would count for their `within`: it counts when
 //     that time has passed with no hit of the listed rules on the same entity (a lasting state);
-//   - a `suspects_peers` hit opens a hang of each job its node ran pods of around it
-//     (member()), or joins the one open; once the rule's window from the first report has passed,
-//     the job's nodes that did not report it are decided suspect (the fault is on a worker that
-//     is not waiting), never a reporting node, and none if they outnumber the reporters;
+//   - a `suspects_peers` hit reports a hang; once the rule's window from the earliest report not
+//     yet decided has passed, it starts a hang of each job its node was running (member()) with
+//     no hang of that window open: the job's other reports within the window are its
+//     reporters, and the nodes that were running the job and did not report it are decided
+//     suspect (the fault is on a worker that is not waiting), when at least two nodes reported
+//     it and those that did not do not outnumber them;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
 //     and count for no node; a hit counts once the window starting with it has passed without;
@@ -125,11 +127,11 @@ class Correlator {
   // node's timers fall due once max_lag behind the newest time, as a kernel that lags less may
   // still be on its way; those of kernel rules a pod line bears on (a pod rule as follower or
   // recovery signal) only once its pods too lag more than max_lag. Held cluster windows and
-  // suspects_peers hangs close when the newest time is max_lag past their end, so that a lagging
-  // node's hits (and pod records, for a hang's job) still join them. Then forgets the nodes
-  // silent for forgetAfterNs().
+  // suspects_peers reports wait until the newest time is max_lag past their window's end, so that
+  // a lagging node's hits (and its pods' records, for its jobs) still join them. Then forgets the
+  // nodes silent for forgetAfterNs().
   void advance(int64_t now_ns, std::vector<Decision>* out);
-  // End of input (replay): decides every held cluster window and open hang.
+  // End of input (replay): decides every held cluster window and waiting suspects_peers report.
   void finish(std::vector<Decision>* out);
   // Live, after a restart: `node` carries the taint that rule `rule_id` decided at time_ns (ns
   // since the epoch, the decision's event time) in an earlier process, whose state this one never
@@ -155,15 +157,17 @@ class Correlator {
   // not tainted here, or this process decided it after the `seen`-th decision (not in dry run).
   std::string lift(std::string_view node, uint64_t seen);
 
-  // Job membership, from pod records: `node` ran a pod of `job` at time_ns (ns since the epoch).
-  // Kept as a [first, last] interval per (job, node), for suspects_peers rules, until it ended
-  // longer ago than their longest window (Pipeline records none without such rules).
-  void member(std::string_view job, std::string_view node, int64_t time_ns);
+  // Job membership, from pod records: `node` ran a pod of `job` from first_ns to last_ns (ns
+  // since the epoch; a run of its pod records, none of them more than peersWithinNs() apart).
+  // Kept per (job, node) as runs, those less than peersWithinNs() apart merged (whatever the
+  // order they come in), for suspects_peers rules, until they ended longer ago than twice that
+  // (Pipeline records none without such rules).
+  void member(std::string_view job, std::string_view node, int64_t first_ns, int64_t last_ns);
   // Adds the membership another correlator recorded (replay threads).
   void absorbMembers(const Correlator& other);
 
-  // Whether member() is of use: the bank has suspects_peers rules.
-  bool keepsMembers() const { return peers_within_ns_ > 0; }
+  // The longest suspects_peers window (ns); 0 without such rules: member() is of no use.
+  int64_t peersWithinNs() const { return peers_within_ns_; }
   // Whether advance() reads heard(): max_lag is above 0.
   bool hearsNodes() const { return max_lag_ns_ > 0; }
 
@@ -187,7 +191,7 @@ class Correlator {
   NodeState state(std::string_view node) const;
   const Stats& stats() const { return stats_; }
   size_t nodes() const { return nodes_.size(); }
-  // The (job, node) runs kept for suspects_peers rules.
+  // The job runs kept for suspects_peers rules.
   size_t jobRuns() const;
 
  private:
@@ -298,11 +302,17 @@ class Correlator {
     std::deque<Held> hits;
     int64_t event_until_ns = INT64_MIN;
   };
-  // A suspects_peers rule's hang of one job: open from its first report for the rule's window.
-  struct Hang {
-    std::vector<std::string> reporters;  // the nodes that reported it, the first report's first
-    Evidence first;                      // the earliest report: the suspects' evidence
+  // A suspects_peers rule's hit, waiting until the rule's window from it has passed.
+  struct Report {
+    int64_t time_ns = 0;
+    std::string node;
+    Evidence evidence;
+    // (time, node): replay's order of hits, whichever live reads first.
+    bool operator<(const Report& other) const {
+      return time_ns != other.time_ns ? time_ns < other.time_ns : node < other.node;
+    }
   };
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;  // [first, last] ns, in time order
 
   // If the node holds a fault under `key`, a new hit `ev` of rule ri, at t = ev.time_ns (ns),
   // holds it: no recovery under way, and its quiet period counts from t, or from the fault's
@@ -378,15 +388,10 @@ class Correlator {
   // Decides the first window of rule ri's held hits of job `job_name` (a copy: the index entry
   // that named it goes).
   void flushHeld(uint32_t ri, std::string job_name, std::vector<Decision>* out);
-  // suspects_peers rule ri's report `ev` of node_name: joins it to the open hang of each job the
-  // node ran a pod of around ev.time_ns, or opens one (deciding first a hang of the job whose
-  // window ended before it).
-  void reportHang(uint32_t ri, const std::string& node_name, const Evidence& ev,
-                  std::vector<Decision>* out);
-  // Decides rule ri's hang of job `job_name` (not a reference into hang_ends_, which it erases): a
-  // kSuspect decision, at the window's end, for each node that ran a pod of the job around its
-  // first report and did not report it, in name order; none if those outnumber the reporters.
-  void closeHang(uint32_t ri, const std::string& job_name, std::vector<Decision>* out);
+  // Takes suspects_peers rule ri's earliest waiting report, whose window has passed: for each job
+  // its node was running then with no hang open, a hang of that window; its kSuspect decisions,
+  // at the window's end, in job and node name order.
+  void hang(uint32_t ri, std::vector<Decision>* out);
   // Forgets the job runs that ended before before_ns (ns since the epoch).
   void pruneMembers(int64_t before_ns);
   // Forgets the nodes last heard before before_ns (ns since the epoch) that hold nothing a later
@@ -471,14 +476,14 @@ class Correlator {
   // cluster rules: (event end, job) of each job left holding no hits, earliest first; flushHeld
   // drops the jobs whose event ended before the window it closes
   std::vector<std::set<std::pair<int64_t, std::string>>> held_idle_;
-  // suspects_peers rules: job -> its open hang; ordered so that replay closes equal ends alike
-  std::vector<std::map<std::string, Hang, std::less<>>> hangs_;
-  // (window end, rule, job) of each open hang, earliest first
-  std::set<std::tuple<int64_t, uint32_t, std::string>> hang_ends_;
-  // job -> node -> [first, last] time it ran a pod of the job, ns; runs that ended longer ago
-  // than twice the longest suspects_peers window (peers_within_ns_) are pruned every such window
-  // of event time
-  FlatMap<FlatMap<std::pair<int64_t, int64_t>>> jobs_;
+  std::vector<uint32_t> peer_rules_;  // the suspects_peers rules
+  // suspects_peers rules: their reports waiting for their window to pass (advance())
+  std::vector<std::multiset<Report>> reports_;
+  // suspects_peers rules: job -> the end of its latest hang's window
+  std::vector<FlatMap<int64_t>> hang_until_;
+  // job -> node -> its runs; those that ended longer ago than twice the longest suspects_peers
+  // window (peers_within_ns_) are pruned every such window of event time
+  FlatMap<FlatMap<Runs>> jobs_;
   int64_t peers_within_ns_ = 0;
   int64_t prune_at_ns_ = INT64_MIN;
   int64_t forget_after_ns_ = kForgetAfterNs;

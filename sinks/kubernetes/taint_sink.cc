@@ -230,12 +230,11 @@ void TaintSink::write(const Decision& decision) {
       return;
     }
     if (decision.action == Decision::Action::kSuspect) {
-      // An Event, and nothing on the node: held, superseded and deferred by no decision.
-      if (decision.dry_run) {
-        ++dry_run_;
-        return;
+      // An Event, and nothing on the node: held, superseded and deferred by no decision; not a
+      // taint's outcome (counters()).
+      if (!decision.dry_run) {
+        suspects_.push_back(decision);
       }
-      suspects_.push_back(decision);
     } else if (!decision.dry_run && decision.action == Decision::Action::kTaint) {
       believed_[decision.node] = {written_, decision.taint.key, decision.taint.effect};
     } else if (!decision.dry_run) {

@@ -65,7 +65,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string node(1, static_cast<char>('a' + static_cast<uint8_t>(rec[0]) % 4));
     const auto kind =
         static_cast<faultline::StreamKind>(static_cast<uint8_t>(rec[2]) % faultline::kStreamKinds);
-    batch.records.push_back({time_ns, batch.copy(node), batch.copy(rec.substr(3)), 0, 0, kind});
+    // A pod record names one of two jobs (or none): job runs, for the Neuron hang's suspects.
+    const auto job =
+        static_cast<uint32_t>(static_cast<uint8_t>(rec[2]) / faultline::kStreamKinds % 3);
+    const bool labelled = kind == faultline::StreamKind::kPod && job < 2;
+    batch.labels = {{"job-name", "j0"}, {"job-name", "j1"}};
+    batch.records.push_back({time_ns, batch.copy(node), batch.copy(rec.substr(3)),
+                             labelled ? job : 0, labelled ? job + 1 : 0, kind});
     if (batch.records.size() == kBatch) {
       batches.emplace_back();
     }

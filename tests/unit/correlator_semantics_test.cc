@@ -451,15 +451,16 @@ TEST_F(CorrelatorSemantics, KernelEvidenceBeforeThePodLineDecidesWhenTheWindowEn
 }
 
 // Every rank of a hung collective reports the hang but the one whose hardware failed: once the
-// window from the first report has passed, the job's nodes that did not report it are suspect.
+// window from the first report has passed, the nodes running the job that did not report it are
+// suspect.
 TEST_F(CorrelatorSemantics, AHangMakesSuspectTheNodesOfItsJobThatDidNotReportIt) {
   const int64_t t = 1000 * kNanosPerSecond;
-  for (const char* node : {"a", "b", "e"}) {  // a, b and e ran job-a's pods
-    c_.member("job-a", node, t - 300 * kNanosPerSecond);
-    c_.member("job-a", node, t + 120 * kNanosPerSecond);
+  for (const char* node : {"a", "b", "e"}) {  // a, b and e run job-a's pods
+    c_.member("job-a", node, t - 300 * kNanosPerSecond, t + 120 * kNanosPerSecond);
   }
-  c_.member("job-b", "c", t);                           // c ran another job
-  c_.member("job-a", "d", t - 7200 * kNanosPerSecond);  // d left job-a two hours before
+  c_.member("job-b", "c", t, t);  // c runs another job
+  const int64_t two_hours = 7200 * kNanosPerSecond;
+  c_.member("job-a", "d", t - two_hours, t - two_hours);  // d left job-a two hours before
   feed("a", 1000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   feed("e", 1100, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   c_.advance(t + 600 * kNanosPerSecond, &out_);
@@ -479,35 +480,44 @@ TEST_F(CorrelatorSemantics, AHangMakesSuspectTheNodesOfItsJobThatDidNotReportIt)
   // Each of its nodes reported the next hang: none is suspect (the fault is not one of theirs).
   out_.clear();
   for (const char* node : {"a", "b", "e"}) {
-    c_.member("job-a", node, t + 3600 * kNanosPerSecond);
+    c_.member("job-a", node, t + 3600 * kNanosPerSecond, t + 3600 * kNanosPerSecond);
   }
   feed("b", 4600, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   feed("a", 4601, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   feed("e", 4602, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   c_.finish(&out_);
   EXPECT_TRUE(out_.empty()) << decisions()[0];
-
-  // One node of three reported it: most of the job is not waiting, and none is named.
-  for (const char* node : {"a", "b", "e"}) {
-    c_.member("job-a", node, t + 8000 * kNanosPerSecond);
-  }
-  feed("e", 8200, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
-  c_.finish(&out_);
-  EXPECT_TRUE(out_.empty()) << decisions()[0];
-  // Two of three did: the third is named.
-  feed("e", 9000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
-  feed("b", 9001, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
-  c_.finish(&out_);
-  EXPECT_EQ(decisions(), std::vector<std::string>{"a suspect hang"});
 }
 
-// A hang reported in dry run decides its suspects in dry run; one read before the hang it
-// belongs to (a lagging node) opens the window, which then ends a window after it.
+// Who is named: not for one node's report, nor where those not waiting outnumber the reporters;
+// not a node that joined the job after the hang began.
+TEST_F(CorrelatorSemantics, AHangNamesNoneOnOneReportOrAMinority) {
+  const int64_t t = 8000 * kNanosPerSecond;
+  for (const char* node : {"a", "b", "e", "f", "g"}) {
+    c_.member("job-a", node, t, t + 2000 * kNanosPerSecond);
+  }
+  feed("e", 8100, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");  // one report
+  c_.advance(t + 1000 * kNanosPerSecond, &out_);
+  EXPECT_TRUE(out_.empty()) << decisions()[0];
+  feed("e", 9100, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");  // two of five
+  feed("b", 9101, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.advance(t + 2000 * kNanosPerSecond, &out_);
+  EXPECT_TRUE(out_.empty()) << decisions()[0];
+  feed("e", 10100, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");  // three of five
+  feed("b", 10101, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.member("job-a", "h", t + 2200 * kNanosPerSecond, t + 2200 * kNanosPerSecond);  // joins after
+  feed("f", 10102, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
+  c_.finish(&out_);
+  EXPECT_EQ(decisions(), (std::vector<std::string>{"a suspect hang", "g suspect hang"}));
+}
+
+// A hang reported in dry run decides its suspects in dry run; a report read after another but
+// stamped before it (a lagging node) is the first: the window and the evidence are its.
 TEST(CorrelatorDryRun, AHangInDryRunDecidesItsSuspectsInDryRun) {
   Feeder f(loadBank({{"t.yaml", kBank}}), {"hang"});
   const int64_t t = 1000 * kNanosPerSecond;
   for (const char* node : {"a", "b", "c"}) {
-    f.c_.member("job-a", node, t);
+    f.c_.member("job-a", node, t - 100 * kNanosPerSecond, t);
   }
   f.feed("a", 1000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   f.feed("c", 990, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
@@ -520,10 +530,6 @@ TEST(CorrelatorDryRun, AHangInDryRunDecidesItsSuspectsInDryRun) {
             "one did not");
 }
 
-// A rule in dry run (a new rule tried out) taints and untaints the node in decisions of its own,
-// marked dry run, which the taint sink does not apply. Its fault neither holds back a real rule's
-// taint (the node was "tainted" already, by the rule in dry run) nor names the untaint of a real
-// one (the last fault to clear was the rule in dry run's, and the taint stayed on).
 TEST(CorrelatorDryRun, RulesInDryRunTaintAndUntaintApart) {
   Feeder f(loadBank({{"t.yaml", kBank}}), {"xid-app"});
   f.feed("n1", 10, "GPU at 0000:01:00 GPU-1");

@@ -1117,6 +1117,120 @@ TEST(CorrelatorTime, JobRunsAreKeptOnlyForSuspectsPeersAndOnlyForItsWindow) {
   EXPECT_EQ(with.correlator().jobRuns(), 0U);
 }
 
+// A job's pod lines split into runs at gaps over the suspects_peers window (10m): a node that
+// logged for the job, went quiet and came back runs two.
+TEST(CorrelatorTime, AJobRunEndsAtAGapLongerThanTheWindow) {
+  RecordBatch pods;
+  pods.labels = {{"batch.kubernetes.io/job-name", "train"}};
+  for (const int64_t at : {kT, kT + 5 * kMin, kT + 16 * kMin}) {
+    pods.records.push_back({at, "n1", "step", 0, 1, StreamKind::kPod});
+  }
+  Pipeline p(shippedBank(), Taint{}, {});
+  p.process(pods);
+  EXPECT_EQ(p.correlator().jobRuns(), 2U);
+  p.process(one(kT + 10 * kMin, "n1", "step", StreamKind::kPod, "train"));  // joins the two
+  EXPECT_EQ(p.correlator().jobRuns(), 1U);
+}
+
+// A Neuron hang's suspects, live (max_lag 5m, lines in the order given, one per batch) and in
+// replay, which take the same: the node that ran the job (a pod line of it within 10 minutes
+// before the first report) and did not report the hang.
+TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
+  const std::string hang = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0";
+  const std::string hang_nc1 = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=1";
+  const auto s = [](int64_t sec) { return kT + sec * kNanosPerSecond; };
+  auto pods = [&](int64_t sec, std::initializer_list<const char*> nodes, const char* job) {
+    std::vector<Line> lines;
+    for (const char* node : nodes) {
+      lines.push_back({s(sec), node, "step", StreamKind::kPod, job});
+    }
+    return lines;
+  };
+  auto join = [](std::initializer_list<std::vector<Line>> parts) {
+    std::vector<Line> all;
+    for (const auto& part : parts) {
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  };
+  struct Case {
+    const char* name;
+    std::vector<Line> lines;
+    std::vector<std::string> want;  // "node at-second (first reporter)"
+  };
+  const std::vector<Case> cases = {
+      {"a lagging report counts, a report after the window starts another hang",
+       join({pods(900, {"a", "b", "c", "s"}, "train"),
+             pods(1000, {"a", "b", "c", "s"}, "train"),
+             {{s(1000), "a", hang}, {s(1001), "c", hang}},
+             pods(1200, {"a", "b", "c", "s"}, "train"),
+             {{s(1601), "a", hang_nc1}, {s(1360), "b", hang}, {s(2400), "s", "x"}}}),
+       {"s 1600 (first: a)"}},
+      {"a node whose pods were quiet for the window before is none of the hang's",
+       join({pods(100, {"a", "b", "c", "d"}, "train"),
+             pods(1000, {"c", "d", "e"}, "train"),
+             {{s(1000), "c", hang}, {s(1001), "d", hang}, {s(1002), "a", hang}},
+             pods(1010, {"a", "b"}, "train"),
+             {{s(2000), "s", "x"}}}),
+       {"e 1600 (first: c)"}},
+      {"reports of one time: the first by node name, whichever is read first",
+       join({pods(900, {"a", "b", "c", "s"}, "train"),
+             {{s(1000), "b", hang}},
+             {{s(1000), "a", hang}},
+             {{s(2400), "s", "x"}}}),
+       {"c 1600 (first: a)", "s 1600 (first: a)"}},
+      {"a node that left the job and came back after the hang ran none of it",
+       join({pods(100, {"s"}, "train"),
+             pods(900, {"a", "b", "c", "d"}, "train"),
+             {{s(1000), "a", hang}, {s(1001), "b", hang}, {s(1002), "c", hang}},
+             {{s(1950), "z", "x"}},
+             pods(2500, {"s"}, "train"),
+             {{s(4000), "z", "x"}}}),
+       {"d 1600 (first: a)"}},
+      {"a job its nodes start after the report is none of its hang",
+       join({pods(900, {"a", "b", "d"}, "x"),
+             {{s(1000), "a", hang}, {s(1001), "b", hang}},
+             pods(1300, {"a", "c"}, "y"),
+             {{s(4000), "z", "x"}}}),
+       {"d 1600 (first: a)"}},
+      {"a node that joins after the hang began is not named",
+       join({pods(900, {"a", "b", "c", "d"}, "train"),
+             {{s(1000), "a", hang}, {s(1001), "b", hang}, {s(1002), "c", hang}},
+             pods(1200, {"e"}, "train"),
+             {{s(4000), "z", "x"}}}),
+       {"d 1600 (first: a)"}},
+  };
+  struct Suspects : DecisionSink {
+    void write(const Decision& d) override {
+      ASSERT_EQ(d.action, Decision::Action::kSuspect);
+      const std::string& reason = d.reason;
+      got.push_back(d.node + " " + std::to_string((d.time_ns - kT) / kNanosPerSecond) + " " +
+                    reason.substr(reason.find("(first: ")));
+      got.back().resize(got.back().find(')') + 1);
+    }
+    std::vector<std::string> got;
+  };
+  for (const Case& c : cases) {
+    Suspects live;
+    {
+      Pipeline p(shippedBank(), Taint{}, {&live}, 1, 5 * kMin);
+      for (const Line& l : c.lines) {
+        p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
+      }
+    }
+    Suspects replay;
+    {
+      Pipeline p(shippedBank(), Taint{}, {&replay});
+      for (const Line& l : c.lines) {
+        p.collect(one(l.time_ns, l.node, l.text, l.kind, l.job), 0);
+      }
+      p.finishReplay();
+    }
+    EXPECT_EQ(replay.got, c.want) << c.name;
+    EXPECT_EQ(live.got, c.want) << c.name;
+  }
+}
+
 TEST(CorrelatorTime, ANodeSilentForForgetAfterIsForgottenUnlessItHoldsAFault) {
   constexpr int64_t kDay = 24 * kHour;
   Pipeline p(shippedBank(), Taint{}, {}, 1, 10 * kMin);

@@ -958,8 +958,8 @@ TEST(Pipeline, IdenticalLinesInOneSecondCountOnceLiveAsInReplay) {
 }
 
 // Pod records tell the pipeline which nodes ran a job's pods (by kJobLabels); a Neuron
-// HANG_ON_COLLECTIVES on one of them (the real bank), once its window has passed, makes the
-// others suspect, not itself.
+// HANG_ON_COLLECTIVES on two of them (the real bank), once its window has passed, makes the
+// third suspect, not the reporters nor a node of another job.
 TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
   struct Collect : DecisionSink {
     void write(const Decision& d) override {
@@ -971,16 +971,20 @@ TEST(Pipeline, PodJobLabelsMakeThePeersOfAHangSuspect) {
   RecordBatch pods;
   pods.labels = {{"k8s.pod.name", "train-0"}, {"batch.kubernetes.io/job-name", "train"},
                  {"k8s.pod.name", "train-1"}, {"batch.kubernetes.io/job-name", "train"},
+                 {"k8s.pod.name", "train-2"}, {"batch.kubernetes.io/job-name", "train"},
                  {"k8s.pod.name", "other-0"}, {"job-name", "other"}};
   pods.records.push_back({100 * kNanosPerSecond, "n1", "step 10", 0, 2, StreamKind::kPod});
   pods.records.push_back({101 * kNanosPerSecond, "n1", "step 11", 0, 2, StreamKind::kPod});
   pods.records.push_back({100 * kNanosPerSecond, "n2", "step 10", 2, 4, StreamKind::kPod});
-  pods.records.push_back({100 * kNanosPerSecond, "n3", "step 3", 4, 6, StreamKind::kPod});
+  pods.records.push_back({100 * kNanosPerSecond, "n4", "step 10", 4, 6, StreamKind::kPod});
+  pods.records.push_back({100 * kNanosPerSecond, "n3", "step 3", 6, 8, StreamKind::kPod});
   p.process(pods);
   RecordBatch kernel;
-  kernel.records.push_back({160 * kNanosPerSecond, "n1",
-                            "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0", 0,
-                            0, StreamKind::kKernel});
+  for (const char* node : {"n1", "n4", "n3"}) {
+    kernel.records.push_back({160 * kNanosPerSecond, node,
+                              "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0",
+                              0, 0, StreamKind::kKernel});
+  }
   p.process(kernel);
   EXPECT_TRUE(sink.got.empty());
   RecordBatch later;
