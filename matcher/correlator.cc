@@ -1586,16 +1586,40 @@ void Correlator::absorbMembers(const Correlator& other) {
 
 namespace {
 
-// Whether the node was running the job at time_ns: one of its runs began by then and ended
-// within `within_ns` before it (a pod logs its steps; one that joined later ran no rank of it).
-bool ranAt(const std::vector<std::pair<int64_t, int64_t>>* runs, int64_t time_ns,
-           int64_t within_ns) {
-  return runs != nullptr && std::any_of(runs->begin(), runs->end(), [&](const auto& run) {
-           return run.first <= time_ns && time_ns - within_ns <= run.second;
-         });
+// The latest time (ns, at most time_ns) a node logged for a job by time_ns, from its runs of it;
+// INT64_MIN if none, or if that was more than within_ns before.
+int64_t lastLogged(const std::vector<std::pair<int64_t, int64_t>>* runs, int64_t time_ns,
+                   int64_t within_ns) {
+  int64_t last = INT64_MIN;
+  if (runs != nullptr) {
+    for (const auto& [first, end] : *runs) {
+      if (first <= time_ns) {
+        last = std::max(last, std::min(end, time_ns));
+      }
+    }
+  }
+  return last >= time_ns - within_ns ? last : INT64_MIN;
 }
 
 }  // namespace
+
+std::vector<std::string> Correlator::runningAt(std::string_view node, int64_t time_ns,
+                                               int64_t within_ns) const {
+  std::vector<std::string> jobs;
+  int64_t latest = INT64_MIN;
+  for (const auto& [job, nodes] : jobs_) {
+    const int64_t last = lastLogged(nodes.find(node), time_ns, within_ns);
+    if (last != INT64_MIN && last >= latest) {
+      if (last > latest) {
+        jobs.clear();
+        latest = last;
+      }
+      jobs.push_back(job);
+    }
+  }
+  std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
 
 void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
@@ -1603,29 +1627,33 @@ void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
   std::multiset<Report>& reports = reports_[ri];
   const Report& first = *reports.begin();
   const int64_t end = first.time_ns + within;
-  std::vector<std::string> jobs;  // the jobs whose hang it starts
-  for (const auto& [job, nodes] : jobs_) {
-    const int64_t* until = hang_until_[ri].find(job);
-    if (ranAt(nodes.find(first.node), first.time_ns, within) &&
-        (until == nullptr || *until < first.time_ns)) {
-      jobs.push_back(job);
+  // The jobs each node was running at the first report, asked once per node.
+  std::map<std::string_view, std::vector<std::string>> running;
+  auto ran = [&](std::string_view node, const std::string& job) {
+    auto it = running.find(node);
+    if (it == running.end()) {
+      it = running.emplace(node, runningAt(node, first.time_ns, within)).first;
     }
-  }
-  std::sort(jobs.begin(), jobs.end());
+    return std::binary_search(it->second.begin(), it->second.end(), job);
+  };
+  std::vector<std::string> jobs = runningAt(first.node, first.time_ns, within);
+  std::erase_if(jobs, [&](const std::string& job) {  // a hang of its window is open already
+    const int64_t* until = hang_until_[ri].find(job);
+    return until != nullptr && *until >= first.time_ns;
+  });
   for (const std::string& job : jobs) {
     hang_until_[ri][job] = end;
-    const FlatMap<Runs>& nodes = *jobs_.find(job);
     std::vector<std::string_view> reporters;  // the first report's node first
     for (auto it = reports.begin(); it != reports.end() && it->time_ns <= end; ++it) {
-      if (ranAt(nodes.find(it->node), it->time_ns, within) &&
-          std::find(reporters.begin(), reporters.end(), it->node) == reporters.end()) {
+      if (std::find(reporters.begin(), reporters.end(), it->node) == reporters.end() &&
+          ran(it->node, job)) {
         reporters.push_back(it->node);
       }
     }
     std::vector<std::string> suspects;
-    for (const auto& [node, runs] : nodes) {
-      if (ranAt(&runs, first.time_ns, within) &&
-          std::find(reporters.begin(), reporters.end(), node) == reporters.end()) {
+    for (const auto& [node, runs] : *jobs_.find(job)) {
+      if (std::find(reporters.begin(), reporters.end(), node) == reporters.end() &&
+          ran(node, job)) {
         suspects.push_back(node);
       }
     }

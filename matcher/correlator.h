@@ -41,9 +41,9 @@ namespace faultline {
 //   - `unless_followed_by` rules hold a hit that would count for their `within`: it counts when
 //     that time has passed with no hit of the listed rules on the same entity (a lasting state);
 //   - a `suspects_peers` hit reports a hang; once the rule's window from the earliest report not
-//     yet decided has passed, it starts a hang of each job its node was running (member()) with
-//     no hang of that window open: the job's other reports within the window are its
-//     reporters, and the nodes that were running the job and did not report it are decided
+//     yet decided has passed, it starts a hang of each job its node was running then
+//     (runningAt(), from member()) with no hang of that window open: the nodes running the job
+//     then that reported within the window are its reporters, and the others are decided
 //     suspect (the fault is on a worker that is not waiting), when at least two nodes reported
 //     it and those that did not do not outnumber them;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
@@ -307,9 +307,10 @@ class Correlator {
     int64_t time_ns = 0;
     std::string node;
     Evidence evidence;
-    // (time, node): replay's order of hits, whichever live reads first.
+    // (time, node, line): one order, whichever live reads first (replay's sorts by time and node).
     bool operator<(const Report& other) const {
-      return time_ns != other.time_ns ? time_ns < other.time_ns : node < other.node;
+      return std::tie(time_ns, node, evidence.line) <
+             std::tie(other.time_ns, other.node, other.evidence.line);
     }
   };
   using Runs = std::vector<std::pair<int64_t, int64_t>>;  // [first, last] ns, in time order
@@ -392,6 +393,11 @@ class Correlator {
   // its node was running then with no hang open, a hang of that window; its kSuspect decisions,
   // at the window's end, in job and node name order.
   void hang(uint32_t ri, std::vector<Decision>* out);
+  // The jobs `node` was running at time_ns (ns since the epoch), in name order: of those it
+  // logged for within within_ns (ns) before, the one it logged for last (a node that moved on to
+  // another job runs that one), or each it logged for then (side by side).
+  std::vector<std::string> runningAt(std::string_view node, int64_t time_ns,
+                                     int64_t within_ns) const;
   // Forgets the job runs that ended before before_ns (ns since the epoch).
   void pruneMembers(int64_t before_ns);
   // Forgets the nodes last heard before before_ns (ns since the epoch) that hold nothing a later

@@ -1156,7 +1156,7 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
   struct Case {
     const char* name;
     std::vector<Line> lines;
-    std::vector<std::string> want;  // "node at-second (first reporter)"
+    std::vector<std::string> want;  // "node at-second (first: reporter) nc<evidence's nc-id>"
   };
   const std::vector<Case> cases = {
       {"a lagging report counts, a report after the window starts another hang",
@@ -1165,20 +1165,21 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
              {{s(1000), "a", hang}, {s(1001), "c", hang}},
              pods(1200, {"a", "b", "c", "s"}, "train"),
              {{s(1601), "a", hang_nc1}, {s(1360), "b", hang}, {s(2400), "s", "x"}}}),
-       {"s 1600 (first: a)"}},
+       {"s 1600 (first: a) nc0"}},
       {"a node whose pods were quiet for the window before is none of the hang's",
        join({pods(100, {"a", "b", "c", "d"}, "train"),
              pods(1000, {"c", "d", "e"}, "train"),
              {{s(1000), "c", hang}, {s(1001), "d", hang}, {s(1002), "a", hang}},
              pods(1010, {"a", "b"}, "train"),
              {{s(2000), "s", "x"}}}),
-       {"e 1600 (first: c)"}},
-      {"reports of one time: the first by node name, whichever is read first",
+       {"e 1600 (first: c) nc0"}},
+      {"reports of one time: the first by node name and line, whichever is read first",
        join({pods(900, {"a", "b", "c", "s"}, "train"),
              {{s(1000), "b", hang}},
+             {{s(1000), "a", hang_nc1}},
              {{s(1000), "a", hang}},
              {{s(2400), "s", "x"}}}),
-       {"c 1600 (first: a)", "s 1600 (first: a)"}},
+       {"c 1600 (first: a) nc0", "s 1600 (first: a) nc0"}},
       {"a node that left the job and came back after the hang ran none of it",
        join({pods(100, {"s"}, "train"),
              pods(900, {"a", "b", "c", "d"}, "train"),
@@ -1186,19 +1187,34 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
              {{s(1950), "z", "x"}},
              pods(2500, {"s"}, "train"),
              {{s(4000), "z", "x"}}}),
-       {"d 1600 (first: a)"}},
+       {"d 1600 (first: a) nc0"}},
       {"a job its nodes start after the report is none of its hang",
        join({pods(900, {"a", "b", "d"}, "x"),
              {{s(1000), "a", hang}, {s(1001), "b", hang}},
              pods(1300, {"a", "c"}, "y"),
              {{s(4000), "z", "x"}}}),
-       {"d 1600 (first: a)"}},
+       {"d 1600 (first: a) nc0"}},
+      {"a reporter whose pods were quiet between the first report and its own is one",
+       join({pods(900, {"a", "b", "c", "d", "s"}, "train"),
+             pods(960, {"a", "b", "c", "d", "s"}, "train"),
+             {{s(1000), "a", hang}, {s(1001), "c", hang}, {s(1002), "d", hang}},
+             {{s(1580), "b", hang}},
+             {{s(2400), "z", "x"}}}),
+       {"s 1600 (first: a) nc0"}},
+      {"a node that moved on to another job is none of the old one's",
+       join({pods(1500, {"n1", "n2", "n3", "n4", "n5", "n6"}, "x"),
+             pods(2000, {"n1", "n2", "n3", "n4", "n5", "n6"}, "x"),
+             pods(2060, {"n1", "n2", "n3", "n4"}, "y"),
+             pods(2300, {"n1", "n2", "n3", "n4"}, "y"),
+             {{s(2400), "n1", hang}, {s(2401), "n2", hang}, {s(2402), "n3", hang}},
+             {{s(4000), "z", "x"}}}),
+       {"n4 3000 (first: n1) nc0"}},
       {"a node that joins after the hang began is not named",
        join({pods(900, {"a", "b", "c", "d"}, "train"),
              {{s(1000), "a", hang}, {s(1001), "b", hang}, {s(1002), "c", hang}},
              pods(1200, {"e"}, "train"),
              {{s(4000), "z", "x"}}}),
-       {"d 1600 (first: a)"}},
+       {"d 1600 (first: a) nc0"}},
   };
   struct Suspects : DecisionSink {
     void write(const Decision& d) override {
@@ -1207,6 +1223,7 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
       got.push_back(d.node + " " + std::to_string((d.time_ns - kT) / kNanosPerSecond) + " " +
                     reason.substr(reason.find("(first: ")));
       got.back().resize(got.back().find(')') + 1);
+      got.back() += " nc" + d.evidence.at(0).line.substr(d.evidence.at(0).line.size() - 1);
     }
     std::vector<std::string> got;
   };
