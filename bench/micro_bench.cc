@@ -387,6 +387,56 @@ void BM_CorrelatorJoblessFlood(benchmark::State& state) {
 }
 BENCHMARK(BM_CorrelatorJoblessFlood)->Arg(10000)->Arg(40000)->Unit(benchmark::kMillisecond);
 
+// A flood of Neuron HANG_ON_COLLECTIVES reports (100000 distinct lines, nc-id counting up) from
+// three nodes of a four-node job within 10 s, among `arg` such jobs, each node running one (job
+// runs recorded before the timing). Each pass feeds them to a fresh correlator and closes the
+// hangs (finish(): one suspect). Items are reports.
+void BM_CorrelatorHangFlood(benchmark::State& state) {
+  RecordBatch batch;
+  LogRecord& r = batch.records.emplace_back();
+  r.node = "n0";
+  r.line = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0";
+  r.stream = StreamKind::kKernel;
+  Matcher matcher(bank());
+  std::vector<Hit> hits;
+  matcher.match(batch, &hits);
+  if (hits.empty()) {
+    state.SkipWithError("the HANG_ON_COLLECTIVES line does not match the bank");
+    return;
+  }
+  const int64_t t0 = 1'740'787'200 * kNanosPerSecond;
+  std::vector<Hit> flood(100000, hits.front());
+  for (size_t i = 0; i < flood.size(); ++i) {
+    flood[i].node = "n" + std::to_string(i % 3);
+    flood[i].time_ns = t0 + static_cast<int64_t>(i) * 100'000;
+    flood[i].line += std::to_string(i);  // distinct lines: no repeats
+  }
+  const auto jobs = static_cast<int>(state.range(0));
+  std::vector<Decision> out;
+  int64_t suspects = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Correlator correlator(bank(), Taint{});
+    for (int j = 0; j < jobs; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        correlator.member("job-" + std::to_string(j), "n" + std::to_string(4 * j + k),
+                          t0 - 300 * kNanosPerSecond, t0);
+      }
+    }
+    state.ResumeTiming();
+    for (const Hit& h : flood) {
+      correlator.observe(h, &out);
+    }
+    correlator.finish(&out);
+    suspects += static_cast<int64_t>(out.size());
+    out.clear();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(flood.size()));
+  state.counters["suspects_per_pass"] =
+      static_cast<double>(suspects) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_CorrelatorHangFlood)->Arg(1)->Arg(300)->Arg(1000)->Unit(benchmark::kMillisecond);
+
 // A storm over many nodes (arg: how many): 100000 records, each a match example of the bank
 // (real lines, sources in rules/) on a stream kind its signature applies to, on a node drawn
 // at random, 100 µs apart in event time (10000 hits/s cluster-wide). The matcher turns them into

@@ -1517,6 +1517,9 @@ void Correlator::member(std::string_view job, std::string_view node, int64_t fir
                         int64_t last_ns) {
   // Merged with every run less than a window apart: the same runs whatever the order they come in.
   Runs& runs = jobs_[job][node];
+  if (runs.empty()) {
+    node_jobs_[node].emplace_back(job);
+  }
   auto it = runs.begin();
   while (it != runs.end() && it->second < first_ns - peers_within_ns_) {
     ++it;
@@ -1543,6 +1546,11 @@ void Correlator::pruneMembers(int64_t before_ns) {
     }
     for (const std::string& node : gone) {
       nodes.erase(node);
+      std::vector<std::string>& jobs = *node_jobs_.find(node);
+      std::erase(jobs, job);
+      if (jobs.empty()) {
+        node_jobs_.erase(node);
+      }
     }
     if (nodes.empty()) {
       empty.push_back(job);
@@ -1606,9 +1614,13 @@ int64_t lastLogged(const std::vector<std::pair<int64_t, int64_t>>* runs, int64_t
 std::vector<std::string> Correlator::runningAt(std::string_view node, int64_t time_ns,
                                                int64_t within_ns) const {
   std::vector<std::string> jobs;
+  const std::vector<std::string>* of_node = node_jobs_.find(node);
+  if (of_node == nullptr) {
+    return jobs;
+  }
   int64_t latest = INT64_MIN;
-  for (const auto& [job, nodes] : jobs_) {
-    const int64_t last = lastLogged(nodes.find(node), time_ns, within_ns);
+  for (const std::string& job : *of_node) {
+    const int64_t last = lastLogged(jobs_.find(job)->find(node), time_ns, within_ns);
     if (last != INT64_MIN && last >= latest) {
       if (last > latest) {
         jobs.clear();

@@ -490,6 +490,7 @@ class Correlator {
   // job -> node -> its runs; those that ended longer ago than twice the longest suspects_peers
   // window (peers_within_ns_) are pruned every such window of event time
   FlatMap<FlatMap<Runs>> jobs_;
+  FlatMap<std::vector<std::string>> node_jobs_;  // node -> the jobs it has runs of in jobs_
   int64_t peers_within_ns_ = 0;
   int64_t prune_at_ns_ = INT64_MIN;
   int64_t forget_after_ns_ = kForgetAfterNs;
