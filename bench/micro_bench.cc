@@ -317,22 +317,27 @@ void BM_CorrelatorFlood(benchmark::State& state) {
 }
 BENCHMARK(BM_CorrelatorFlood)->Args({0, 1})->Args({1, 0})->Args({0, 1000})->Args({1, 1000});
 
-// The hit of an NCCL error a pod on gpu-node-01 logs; none (the benchmark skipped) if the bank
-// no longer matches the line.
-std::optional<Hit> ncclPodHit(benchmark::State& state) {
+// The hit of `line` on a `stream` record of gpu-node-01; none (the benchmark skipped) if the
+// bank no longer matches the line.
+std::optional<Hit> bankHit(benchmark::State& state, std::string_view line, StreamKind stream) {
   RecordBatch batch;
   LogRecord& r = batch.records.emplace_back();
   r.node = "gpu-node-01";
-  r.line = "NCCL error in: x, internal error, NCCL version 2.18.1";
-  r.stream = StreamKind::kPod;
+  r.line = line;
+  r.stream = stream;
   Matcher matcher(bank());
   std::vector<Hit> hits;
   matcher.match(batch, &hits);
   if (hits.empty()) {
-    state.SkipWithError("the NCCL line does not match the bank");
+    state.SkipWithError("a benchmark's line does not match the bank");
     return std::nullopt;
   }
   return hits.front();
+}
+
+// The hit of an NCCL error a pod logs.
+std::optional<Hit> ncclPodHit(benchmark::State& state) {
+  return bankHit(state, "NCCL error in: x, internal error, NCCL version 2.18.1", StreamKind::kPod);
 }
 
 // Each pass feeds `flood` to a fresh correlator and closes its windows (finish()). Items are hits.
@@ -392,20 +397,14 @@ BENCHMARK(BM_CorrelatorJoblessFlood)->Arg(10000)->Arg(40000)->Unit(benchmark::kM
 // runs recorded before the timing). Each pass feeds them to a fresh correlator and closes the
 // hangs (finish(): one suspect). Items are reports.
 void BM_CorrelatorHangFlood(benchmark::State& state) {
-  RecordBatch batch;
-  LogRecord& r = batch.records.emplace_back();
-  r.node = "n0";
-  r.line = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0";
-  r.stream = StreamKind::kKernel;
-  Matcher matcher(bank());
-  std::vector<Hit> hits;
-  matcher.match(batch, &hits);
-  if (hits.empty()) {
-    state.SkipWithError("the HANG_ON_COLLECTIVES line does not match the bank");
+  const std::optional<Hit> hit =
+      bankHit(state, "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0",
+              StreamKind::kKernel);
+  if (!hit) {
     return;
   }
   const int64_t t0 = 1'740'787'200 * kNanosPerSecond;
-  std::vector<Hit> flood(100000, hits.front());
+  std::vector<Hit> flood(100000, *hit);
   for (size_t i = 0; i < flood.size(); ++i) {
     flood[i].node = "n" + std::to_string(i % 3);
     flood[i].time_ns = t0 + static_cast<int64_t>(i) * 100'000;

@@ -1212,23 +1212,13 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
         }
       }
     }
-    int peer_rule = -1;
-    for (uint32_t ri : peer_rules_) {
-      if (!reports_[ri].empty()) {
-        const int64_t end = reports_[ri].begin()->time_ns + bank_->rules[ri].peers_within_ns;
-        if (end < lagged && end < due) {
-          due = end;
-          peer_rule = static_cast<int>(ri);
-          held_rule = -1;
-        }
-      }
+    if (const std::optional<uint32_t> ri = earliestReport();
+        ri && reportEnd(*ri) < lagged && reportEnd(*ri) < due) {
+      hang(*ri, out);
+      continue;
     }
     if (due == INT64_MAX) {
       break;
-    }
-    if (peer_rule >= 0) {
-      hang(static_cast<uint32_t>(peer_rule), out);
-      continue;
     }
     if (held_rule >= 0) {
       const auto ri = static_cast<uint32_t>(held_rule);
@@ -1286,20 +1276,8 @@ void Correlator::finish(std::vector<Decision>* out) {
       flushHeld(ri, held_fronts_[ri].begin()->second, out);
     }
   }
-  for (;;) {  // the earliest report first, as advance() takes them
-    int peer_rule = -1;
-    for (uint32_t ri : peer_rules_) {
-      if (!reports_[ri].empty() &&
-          (peer_rule < 0 ||
-           reports_[ri].begin()->time_ns + bank_->rules[ri].peers_within_ns <
-               reports_[peer_rule].begin()->time_ns + bank_->rules[peer_rule].peers_within_ns)) {
-        peer_rule = static_cast<int>(ri);
-      }
-    }
-    if (peer_rule < 0) {
-      break;
-    }
-    hang(static_cast<uint32_t>(peer_rule), out);
+  while (const std::optional<uint32_t> ri = earliestReport()) {  // as advance() takes them
+    hang(*ri, out);
   }
 }
 
@@ -1631,6 +1609,20 @@ std::vector<std::string> Correlator::runningAt(std::string_view node, int64_t ti
   }
   std::sort(jobs.begin(), jobs.end());
   return jobs;
+}
+
+int64_t Correlator::reportEnd(uint32_t ri) const {
+  return reports_[ri].begin()->time_ns + bank_->rules[ri].peers_within_ns;
+}
+
+std::optional<uint32_t> Correlator::earliestReport() const {
+  std::optional<uint32_t> earliest;
+  for (uint32_t ri : peer_rules_) {
+    if (!reports_[ri].empty() && (!earliest || reportEnd(ri) < reportEnd(*earliest))) {
+      earliest = ri;
+    }
+  }
+  return earliest;
 }
 
 void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -393,6 +394,10 @@ class Correlator {
   // its node was running then with no hang open, a hang of that window; its kSuspect decisions,
   // at the window's end, in job and node name order.
   void hang(uint32_t ri, std::vector<Decision>* out);
+  // The end (ns) of the window of suspects_peers rule ri's earliest waiting report (one waits).
+  int64_t reportEnd(uint32_t ri) const;
+  // The suspects_peers rule whose earliest waiting report's window ends first; empty if none waits.
+  std::optional<uint32_t> earliestReport() const;
   // The jobs `node` was running at time_ns (ns since the epoch), in name order: of those it
   // logged for within within_ns (ns) before, the one it logged for last (a node that moved on to
   // another job runs that one), or each it logged for then (side by side).
