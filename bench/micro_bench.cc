@@ -395,7 +395,8 @@ BENCHMARK(BM_CorrelatorJoblessFlood)->Arg(10000)->Arg(40000)->Unit(benchmark::kM
 // A flood of Neuron HANG_ON_COLLECTIVES reports (100000 distinct lines, nc-id counting up) from
 // three nodes of a four-node job within 10 s, among `arg` such jobs, each node running one (job
 // runs recorded before the timing). Each pass feeds them to a fresh correlator and closes the
-// hangs (finish(): one suspect). Items are reports.
+// hangs (finish(): one suspect). Items are reports; `waiting` is how many wait before finish()
+// (one per node and second).
 void BM_CorrelatorHangFlood(benchmark::State& state) {
   const std::optional<Hit> hit =
       bankHit(state, "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0",
@@ -413,6 +414,7 @@ void BM_CorrelatorHangFlood(benchmark::State& state) {
   const auto jobs = static_cast<int>(state.range(0));
   std::vector<Decision> out;
   int64_t suspects = 0;
+  size_t waiting = 0;
   for (auto _ : state) {
     state.PauseTiming();
     Correlator correlator(bank(), Taint{});
@@ -426,6 +428,7 @@ void BM_CorrelatorHangFlood(benchmark::State& state) {
     for (const Hit& h : flood) {
       correlator.observe(h, &out);
     }
+    waiting = correlator.waitingReports();
     correlator.finish(&out);
     suspects += static_cast<int64_t>(out.size());
     out.clear();
@@ -433,6 +436,7 @@ void BM_CorrelatorHangFlood(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(flood.size()));
   state.counters["suspects_per_pass"] =
       static_cast<double>(suspects) / static_cast<double>(state.iterations());
+  state.counters["waiting"] = static_cast<double>(waiting);
 }
 BENCHMARK(BM_CorrelatorHangFlood)->Arg(1)->Arg(300)->Arg(1000)->Unit(benchmark::kMillisecond);
 

@@ -124,6 +124,7 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   held_fronts_.resize(n);
   held_idle_.resize(n);
   reports_.resize(n);
+  report_of_second_.resize(n);
   hang_until_.resize(n);
   where_.resize(bank_->signatures.size());
   int64_t longest = 0;  // of the rules' durations
@@ -416,7 +417,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     recent->counted_before = std::exchange(recent->counted, shared);
   }
   if (rule.peers_within_ns > 0) {  // decided once its window has passed (hang())
-    reports_[ri].insert({t, node_name, ev});
+    wait(ri, Report{t, node_name, ev});
   }
   for (uint32_t held : cancels_[ri]) {
     const Rule& hr = bank_->rules[held];
@@ -1611,6 +1612,34 @@ std::vector<std::string> Correlator::runningAt(std::string_view node, int64_t ti
   return jobs;
 }
 
+size_t Correlator::waitingReports() const {
+  size_t n = 0;
+  for (const std::set<Report>& reports : reports_) {
+    n += reports.size();
+  }
+  return n;
+}
+
+namespace {
+
+std::string reportKey(std::string_view node, int64_t time_ns) {
+  return std::string(node) + ' ' + std::to_string(secondOf(time_ns));
+}
+
+}  // namespace
+
+void Correlator::wait(uint32_t ri, Report report) {
+  const std::string key = reportKey(report.node, report.time_ns);
+  std::set<Report>::iterator* standing = report_of_second_[ri].find(key);
+  if (standing != nullptr) {
+    if (!(report < **standing)) {
+      return;
+    }
+    reports_[ri].erase(*standing);
+  }
+  report_of_second_[ri][key] = reports_[ri].insert(std::move(report)).first;
+}
+
 int64_t Correlator::reportEnd(uint32_t ri) const {
   return reports_[ri].begin()->time_ns + bank_->rules[ri].peers_within_ns;
 }
@@ -1628,7 +1657,7 @@ std::optional<uint32_t> Correlator::earliestReport() const {
 void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const int64_t within = rule.peers_within_ns;
-  std::multiset<Report>& reports = reports_[ri];
+  std::set<Report>& reports = reports_[ri];
   const Report& first = *reports.begin();
   const int64_t end = first.time_ns + within;
   // The jobs each node was running at the first report, asked once per node.
@@ -1681,6 +1710,7 @@ void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
       ++decided_;  // numbered as the sink counts what it is written (restore's `seen`)
     }
   }
+  report_of_second_[ri].erase(reportKey(first.node, first.time_ns));
   reports.erase(reports.begin());
 }
 

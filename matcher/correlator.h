@@ -46,7 +46,8 @@ namespace faultline {
 //     (runningAt(), from member()) with no hang of that window open: the nodes running the job
 //     then that reported within the window are its reporters, and the others are decided
 //     suspect (the fault is on a worker that is not waiting), when at least two nodes reported
-//     it and those that did not do not outnumber them;
+//     it and those that did not do not outnumber them; a node's reports of one second are one,
+//     the earliest;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
 //     and count for no node; a hit counts once the window starting with it has passed without;
@@ -194,6 +195,9 @@ class Correlator {
   size_t nodes() const { return nodes_.size(); }
   // The job runs kept for suspects_peers rules.
   size_t jobRuns() const;
+  // The suspects_peers reports waiting for their window: at most one per rule, node and second of
+  // event time, for the rule's window plus max_lag.
+  size_t waitingReports() const;
 
  private:
   using Fields = std::vector<std::pair<std::string, std::string>>;
@@ -303,7 +307,9 @@ class Correlator {
     std::deque<Held> hits;
     int64_t event_until_ns = INT64_MIN;
   };
-  // A suspects_peers rule's hit, waiting until the rule's window from it has passed.
+  // A suspects_peers rule's hit, waiting until the rule's window from it has passed. One stands
+  // for each node and second of event time, the earliest (by time, then line): a node whose every
+  // NeuronCore reports each second keeps one, not one per core.
   struct Report {
     int64_t time_ns = 0;
     std::string node;
@@ -394,6 +400,9 @@ class Correlator {
   // its node was running then with no hang open, a hang of that window; its kSuspect decisions,
   // at the window's end, in job and node name order.
   void hang(uint32_t ri, std::vector<Decision>* out);
+  // Queues `report` of suspects_peers rule ri, unless one of its node and second that comes
+  // before it (Report::operator<) waits already; one that comes after it gives way.
+  void wait(uint32_t ri, Report report);
   // The end (ns) of the window of suspects_peers rule ri's earliest waiting report (one waits).
   int64_t reportEnd(uint32_t ri) const;
   // The suspects_peers rule whose earliest waiting report's window ends first; empty if none waits.
@@ -489,7 +498,9 @@ class Correlator {
   std::vector<std::set<std::pair<int64_t, std::string>>> held_idle_;
   std::vector<uint32_t> peer_rules_;  // the suspects_peers rules
   // suspects_peers rules: their reports waiting for their window to pass (advance())
-  std::vector<std::multiset<Report>> reports_;
+  std::vector<std::set<Report>> reports_;
+  // suspects_peers rules: node and second (reportKey()) -> the report that stands for them
+  std::vector<FlatMap<std::set<Report>::iterator>> report_of_second_;
   // suspects_peers rules: job -> the end of its latest hang's window
   std::vector<FlatMap<int64_t>> hang_until_;
   // job -> node -> its runs; those that ended longer ago than twice the longest suspects_peers

@@ -133,9 +133,13 @@ class Feeder {
   // Feeds `line` on `node` at `sec` seconds, as the hit of the one signature it matches.
   void feed(const std::string& node, int64_t sec, const std::string& line,
             StreamKind kind = StreamKind::kKernel) {
+    feedNs(node, sec * kNanosPerSecond, line, kind);
+  }
+  void feedNs(const std::string& node, int64_t time_ns, const std::string& line,
+              StreamKind kind = StreamKind::kKernel) {
     Matcher m(bank_);
     RecordBatch batch;
-    batch.records.push_back({sec * kNanosPerSecond, node, line, 0, 0, kind});
+    batch.records.push_back({time_ns, node, line, 0, 0, kind});
     std::vector<Hit> hits;
     m.match(batch, &hits);
     ASSERT_EQ(hits.size(), 1U) << line;
@@ -487,6 +491,30 @@ TEST_F(CorrelatorSemantics, AHangMakesSuspectTheNodesOfItsJobThatDidNotReportIt)
   feed("e", 4602, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   c_.finish(&out_);
   EXPECT_TRUE(out_.empty()) << decisions()[0];
+}
+
+// A flood of distinct reports (each NeuronCore's, every second) waits as one per node and second:
+// the earliest of each, by time and then line, whichever came first; it is the first report's
+// evidence.
+TEST_F(CorrelatorSemantics, AHangsReportsWaitAsOnePerNodeAndSecond) {
+  const int64_t t = 1000 * kNanosPerSecond;
+  for (const char* node : {"a", "b", "e"}) {
+    c_.member("job-a", node, t - 300 * kNanosPerSecond, t);
+  }
+  for (int64_t sec = 0; sec < 30; ++sec) {
+    for (int nc = 127; nc >= 0; --nc) {  // the earliest line comes last
+      const std::string line = "NEURON_HW_ERR=HANG_ON_COLLECTIVES nc-id=" + std::to_string(nc);
+      feedNs("a", t + sec * kNanosPerSecond + 5'000'000, line);
+      feedNs("e", t + sec * kNanosPerSecond + 7'000'000 + nc, line);
+    }
+  }
+  EXPECT_EQ(c_.waitingReports(), 60U);  // 2 nodes x 30 seconds, not 7,680
+  c_.finish(&out_);
+  ASSERT_EQ(decisions(), std::vector<std::string>{"b suspect hang"});
+  ASSERT_EQ(out_[0].evidence.size(), 1U);
+  EXPECT_EQ(out_[0].evidence[0].line, "NEURON_HW_ERR=HANG_ON_COLLECTIVES nc-id=0");
+  EXPECT_EQ(out_[0].evidence[0].time_ns, t + 5'000'000);
+  EXPECT_EQ(c_.waitingReports(), 0U);
 }
 
 // Who is named: not for one node's report, nor where those not waiting outnumber the reporters;
