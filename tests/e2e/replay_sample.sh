@@ -133,6 +133,33 @@ printf 'kubernetes: {server: "%s", guard: {max_tainted: 0, max_tainted_percent: 
 faulty() { curl -fsS "$api/api/v1/nodes/$1" | jq '[.spec.taints[]? | select(.key == "faultline.dev/faulty")] | length'; }
 [[ $(faulty gpu-node-08) == 1 && $(faulty gpu-node-07) == 0 ]] ||
   fail "--apply's end state is not earliest first: gpu-node-07 $(faulty gpu-node-07), gpu-node-08 $(faulty gpu-node-08)"
+# A suspect changes nothing on its node, so it is no node's end state: trn-node-02, tainted for
+# its own fault and then named suspect of its job's hang (two of the job's nodes report it), is
+# still tainted. (The breaker the test above tripped is reset, as its message says.)
+curl -fsS -X DELETE "$api/api/v1/namespaces/faultline/configmaps/faultline-breaker" >/dev/null
+t0=1764600000
+{
+  for n in 02 03 04 05; do
+    for k in $(seq 0 20); do
+      printf '{"labels":{"node_name":"trn-node-%s","pod":"llama-%s","job_name":"llama"},"line":"step %d: loss 1.93","timestamp":"%d000000000"}\n' \
+        "$n" "$n" "$k" $((t0 + 30 * k))
+    done
+  done
+  printf '{"labels":{"node_name":"trn-node-02","_TRANSPORT":"kernel"},"line":"NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR instance-id=i-0592464924bd45322 hostname=ip-172-31-61-252 nd-id=0 nc-id=0 serial-num=19fcda00f5ff6eb9 action=TERMINATE_INSTANCE","timestamp":"%d000000000"}\n' \
+    $((t0 + 100))
+  for n in 03 04; do
+    printf '{"labels":{"node_name":"trn-node-%s","_TRANSPORT":"kernel"},"line":"NEURON_HW_ERR=HANG_ON_COLLECTIVES nd-id=0 nc-id=0","timestamp":"%d000000000"}\n' \
+      "$n" $((t0 + 590))
+  done
+} >"$tmp/hang.jsonl"
+printf 'kubernetes: {server: "%s", guard: {max_tainted: 0, max_tainted_percent: 0, max_new: 0}}\n' \
+  "$api" >"$tmp/hang.yaml"
+"$FAULTLINE" replay "$tmp/hang.jsonl" --decisions "$tmp/hang-decisions.jsonl" --apply \
+  --config "$tmp/hang.yaml" 2>>"$tmp/replay.log"
+[[ $(jq -sc 'map([.node, .action])' "$tmp/hang-decisions.jsonl") == \
+  '[["trn-node-02","taint"],["trn-node-02","suspect"],["trn-node-05","suspect"]]' ]] ||
+  fail "hang decisions: $(cat "$tmp/hang-decisions.jsonl")"
+[[ $(faulty trn-node-02) == 1 ]] || fail "--apply took a suspect for trn-node-02's end state"
 # Without --kube-server, --kube-token-file replaces the token file of the config's connection
 # (as a config's token_file replaces the pod's).
 echo -n "s3cret" >"$tmp/token"
