@@ -1,7 +1,11 @@
 #include "core/pipeline.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
+#include <functional>
 #include <iterator>
+#include <string_view>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -216,8 +220,14 @@ void Pipeline::keep(size_t first) {
       key += '\x1f';
       key += h.field(kJobField);  // two jobs' lines in one second are two events
       key += '\x1f';
-      key += h.line;
-      if (const size_t* kept = kept_.find(key)) {
+      std::array<char, 20> hash{};  // size_t's digits: the key needs no allocation of its own
+      key.append(
+          hash.data(),
+          std::to_chars(hash.begin(), hash.end(), std::hash<std::string_view>{}(h.line)).ptr);
+      // Lines of one hash that differ are both kept (the last indexed): the correlator tells
+      // repeats itself, this only saves their memory.
+      const size_t* kept = kept_.find(key);
+      if (kept != nullptr && hits_[*kept].line == h.line) {
         const Hit& k = hits_[*kept];
         if (h.time_ns < k.time_ns || (h.time_ns == k.time_ns && h.seq < k.seq)) {
           hits_[*kept] = std::move(h);  // the earliest, whatever the input order

@@ -154,7 +154,8 @@ class Pipeline {
   std::vector<DecisionSink*> sinks_;
   BatchMatch matched_;     // process() and collect(): the current batch's
   std::vector<Hit> hits_;  // collect(): every batch's hits kept so far
-  // collect(): (node, signature, second, job, line) -> index into hits_ of the hit kept for it.
+  // collect(): (node, signature, second, job, the line's hash) -> index into hits_ of the hit
+  // kept for them. A hash, not the line: a flood of distinct lines kept each one twice.
   FlatMap<size_t> kept_;
   int64_t max_time_ns_ = INT64_MIN;  // newest record time seen by collect(), for timers
   std::vector<bool> newest_first_;   // by input number: newestFirst()
