@@ -643,9 +643,10 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     if (!mapAt(p, "suspects_peers", {"within"}, "{within: DUR}")) {
       return;
     }
+    // At least a second: the correlator keeps a node's reports of one second as two.
     if (!p["within"] || !durationAt(p, "within", &rule.peers_within_ns) ||
-        rule.peers_within_ns <= 0) {
-      problems->add(file, p, where + ": suspects_peers is {within: DUR}");
+        rule.peers_within_ns < kNanosPerSecond) {
+      problems->add(file, p, where + ": suspects_peers is {within: DUR >= 1s}");
       return;
     }
   }

@@ -1629,15 +1629,23 @@ std::string reportKey(std::string_view node, int64_t time_ns) {
 }  // namespace
 
 void Correlator::wait(uint32_t ri, Report report) {
+  std::set<Report>& reports = reports_[ri];
   const std::string key = reportKey(report.node, report.time_ns);
-  std::set<Report>::iterator* standing = report_of_second_[ri].find(key);
-  if (standing != nullptr) {
-    if (!(report < **standing)) {
-      return;
+  SecondReports* kept = report_of_second_[ri].find(key);
+  if (kept == nullptr) {
+    const auto at = reports.insert(std::move(report)).first;
+    report_of_second_[ri][key] = {at, at};
+  } else if (report < *kept->earliest) {
+    if (kept->earliest != kept->latest) {
+      reports.erase(kept->earliest);
     }
-    reports_[ri].erase(*standing);
+    kept->earliest = reports.insert(std::move(report)).first;
+  } else if (*kept->latest < report) {
+    if (kept->latest != kept->earliest) {
+      reports.erase(kept->latest);
+    }
+    kept->latest = reports.insert(std::move(report)).first;
   }
-  report_of_second_[ri][key] = reports_[ri].insert(std::move(report)).first;
 }
 
 int64_t Correlator::reportEnd(uint32_t ri) const {
@@ -1710,7 +1718,14 @@ void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
       ++decided_;  // numbered as the sink counts what it is written (restore's `seen`)
     }
   }
-  report_of_second_[ri].erase(reportKey(first.node, first.time_ns));
+  // The first waiting is the earliest of its node and second; the latest, if another, stays.
+  const std::string key = reportKey(first.node, first.time_ns);
+  SecondReports& kept = *report_of_second_[ri].find(key);
+  if (kept.latest == kept.earliest) {
+    report_of_second_[ri].erase(key);
+  } else {
+    kept.earliest = kept.latest;
+  }
   reports.erase(reports.begin());
 }
 

@@ -46,8 +46,8 @@ namespace faultline {
 //     (runningAt(), from member()) with no hang of that window open: the nodes running the job
 //     then that reported within the window are its reporters, and the others are decided
 //     suspect (the fault is on a worker that is not waiting), when at least two nodes reported
-//     it and those that did not do not outnumber them; a node's reports of one second are one,
-//     the earliest;
+//     it and those that did not do not outnumber them; of a node's reports of one second, the
+//     earliest and the latest are kept;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
 //     and count for no node; a hit counts once the window starting with it has passed without;
@@ -195,7 +195,7 @@ class Correlator {
   size_t nodes() const { return nodes_.size(); }
   // The job runs kept for suspects_peers rules.
   size_t jobRuns() const;
-  // The suspects_peers reports waiting for their window: at most one per rule, node and second of
+  // The suspects_peers reports waiting for their window: at most two per rule, node and second of
   // event time, for the rule's window plus max_lag.
   size_t waitingReports() const;
 
@@ -307,9 +307,11 @@ class Correlator {
     std::deque<Held> hits;
     int64_t event_until_ns = INT64_MIN;
   };
-  // A suspects_peers rule's hit, waiting until the rule's window from it has passed. One stands
-  // for each node and second of event time, the earliest (by time, then line): a node whose every
-  // NeuronCore reports each second keeps one, not one per core.
+  // A suspects_peers rule's hit, waiting until the rule's window from it has passed. Of a node's
+  // reports of one second of event time, the earliest and the latest (by time, then line) wait: a
+  // node whose every NeuronCore reports each second keeps two, not one per core. The earliest
+  // may start a hang; the latest keeps the node a reporter of a hang that another node's report
+  // starts within that second.
   struct Report {
     int64_t time_ns = 0;
     std::string node;
@@ -319,6 +321,12 @@ class Correlator {
       return std::tie(time_ns, node, evidence.line) <
              std::tie(other.time_ns, other.node, other.evidence.line);
     }
+  };
+  // The earliest and the latest of a node's reports of one second waiting in reports_ (the same
+  // one if it is alone).
+  struct SecondReports {
+    std::set<Report>::iterator earliest;
+    std::set<Report>::iterator latest;
   };
   using Runs = std::vector<std::pair<int64_t, int64_t>>;  // [first, last] ns, in time order
 
@@ -400,8 +408,9 @@ class Correlator {
   // its node was running then with no hang open, a hang of that window; its kSuspect decisions,
   // at the window's end, in job and node name order.
   void hang(uint32_t ri, std::vector<Decision>* out);
-  // Queues `report` of suspects_peers rule ri, unless one of its node and second that comes
-  // before it (Report::operator<) waits already; one that comes after it gives way.
+  // Queues `report` of suspects_peers rule ri if it comes before (Report::operator<) the
+  // earliest of its node and second waiting, or after the latest: it takes that one's place (which
+  // goes unless it is the other one too). Else it is dropped.
   void wait(uint32_t ri, Report report);
   // The end (ns) of the window of suspects_peers rule ri's earliest waiting report (one waits).
   int64_t reportEnd(uint32_t ri) const;
@@ -499,8 +508,8 @@ class Correlator {
   std::vector<uint32_t> peer_rules_;  // the suspects_peers rules
   // suspects_peers rules: their reports waiting for their window to pass (advance())
   std::vector<std::set<Report>> reports_;
-  // suspects_peers rules: node and second (reportKey()) -> the report that stands for them
-  std::vector<FlatMap<std::set<Report>::iterator>> report_of_second_;
+  // suspects_peers rules: node and second (reportKey()) -> their reports waiting
+  std::vector<FlatMap<SecondReports>> report_of_second_;
   // suspects_peers rules: job -> the end of its latest hang's window
   std::vector<FlatMap<int64_t>> hang_until_;
   // job -> node -> its runs; those that ended longer ago than twice the longest suspects_peers

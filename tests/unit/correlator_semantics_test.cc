@@ -493,10 +493,10 @@ TEST_F(CorrelatorSemantics, AHangMakesSuspectTheNodesOfItsJobThatDidNotReportIt)
   EXPECT_TRUE(out_.empty()) << decisions()[0];
 }
 
-// A flood of distinct reports (each NeuronCore's, every second) waits as one per node and second:
-// the earliest of each, by time and then line, whichever came first; it is the first report's
-// evidence.
-TEST_F(CorrelatorSemantics, AHangsReportsWaitAsOnePerNodeAndSecond) {
+// A flood of distinct reports (each NeuronCore's, every second) waits as two per node and second:
+// the earliest and the latest of each, by time and then line, whichever came first; the earliest
+// is the first report's evidence.
+TEST_F(CorrelatorSemantics, AHangsReportsWaitAsTwoPerNodeAndSecond) {
   const int64_t t = 1000 * kNanosPerSecond;
   for (const char* node : {"a", "b", "e"}) {
     c_.member("job-a", node, t - 300 * kNanosPerSecond, t);
@@ -508,13 +508,36 @@ TEST_F(CorrelatorSemantics, AHangsReportsWaitAsOnePerNodeAndSecond) {
       feedNs("e", t + sec * kNanosPerSecond + 7'000'000 + nc, line);
     }
   }
-  EXPECT_EQ(c_.waitingReports(), 60U);  // 2 nodes x 30 seconds, not 7,680
+  EXPECT_EQ(c_.waitingReports(), 120U);  // 2 nodes x 30 seconds x 2, not 7,680
   c_.finish(&out_);
   ASSERT_EQ(decisions(), std::vector<std::string>{"b suspect hang"});
   ASSERT_EQ(out_[0].evidence.size(), 1U);
   EXPECT_EQ(out_[0].evidence[0].line, "NEURON_HW_ERR=HANG_ON_COLLECTIVES nc-id=0");
   EXPECT_EQ(out_[0].evidence[0].time_ns, t + 5'000'000);
   EXPECT_EQ(c_.waitingReports(), 0U);
+}
+
+// A node's report late in a second still makes it a reporter of a hang that another node's report
+// starts earlier in that second, after the node's first report of the second was taken (by a
+// hang whose window was then still open). A review's case: keeping only each second's earliest
+// named b.
+TEST_F(CorrelatorSemantics, AReportLateInItsSecondKeepsItsNodeAReporter) {
+  const int64_t s = kNanosPerSecond;
+  const int64_t ms = 1'000'000;
+  for (const char* node : {"a", "b", "c", "d"}) {
+    c_.member("job-a", node, 400 * s, 2300 * s);
+  }
+  const std::string hang = "NEURON_HW_ERR=HANG_ON_COLLECTIVES";
+  feedNs("c", 1000 * s + 300 * ms, hang);  // the first hang, to 1600.3 s: every node reports
+  feedNs("a", 1000 * s + 400 * ms, hang);
+  feedNs("b", 1000 * s + 500 * ms, hang);
+  feedNs("d", 1000 * s + 600 * ms, hang);
+  feedNs("b", 1600 * s + 200 * ms, hang);         // within the first hang
+  feedNs("a", 1600 * s + 500 * ms, hang);         // starts the second
+  feedNs("b", 1600 * s + 800 * ms, hang + " 1");  // b reports the second
+  feedNs("d", 1601 * s, hang);
+  c_.finish(&out_);
+  EXPECT_EQ(decisions(), std::vector<std::string>{"c suspect hang"});
 }
 
 // Who is named: not for one node's report, nor where those not waiting outnumber the reporters;

@@ -212,6 +212,18 @@ TEST(Bank, RefusesARuleNamingItself) {
   EXPECT_TRUE(reports(what, "a.yaml:12: rule r2: recovery.by: names the rule itself")) << what;
 }
 
+// A suspects_peers window under a second would let live and replay differ: the correlator keeps a
+// node's reports of one second as two, and replay takes a report before the rest of its second.
+TEST(Bank, RefusesASuspectsPeersWindowUnderASecond) {
+  const std::string text = std::string(kOneSignature) + R"(rules:
+  - {id: r1, signature: s, severity: info, suspects_peers: {within: 500ms}}
+  - {id: r2, signature: s, severity: info, suspects_peers: {within: 1s}}
+)";
+  const std::string what = problemsOf({{"a.yaml", text}});
+  EXPECT_TRUE(reports(what, "a.yaml:8: rule r1: suspects_peers is {within: DUR >= 1s}")) << what;
+  EXPECT_EQ(what.find("r2"), std::string::npos) << what;
+}
+
 // A duplicate id names where it came first: the file read first is not always the one at fault.
 TEST(Bank, ADuplicateIdNamesItsFirst) {
   const std::string rule = "rules:\n  - {id: r1, signature: s, severity: fatal}\n";
