@@ -220,10 +220,10 @@ void Pipeline::keep(size_t first) {
       key += '\x1f';
       key += h.field(kJobField);  // two jobs' lines in one second are two events
       key += '\x1f';
-      std::array<char, 20> hash{};  // size_t's digits: the key needs no allocation of its own
-      key.append(
-          hash.data(),
-          std::to_chars(hash.begin(), hash.end(), std::hash<std::string_view>{}(h.line)).ptr);
+      const size_t line_hash = std::hash<std::string_view>{}(h.line);
+      std::array<char, 20> digits{};  // size_t's: the key needs no allocation of its own
+      char* end = std::to_chars(digits.data(), digits.data() + digits.size(), line_hash).ptr;
+      key.append(digits.data(), end);
       // Lines of one hash that differ are both kept (the last indexed): the correlator tells
       // repeats itself, this only saves their memory.
       const size_t* kept = kept_.find(key);
