@@ -1204,14 +1204,10 @@ void Correlator::advance(int64_t now_ns, std::vector<Decision>* out) {
     int64_t due =
         next != timers_.end() && std::get<0>(*next) < now_ns_ ? std::get<0>(*next) : INT64_MAX;
     int held_rule = -1;
-    for (uint32_t ri : cluster_rules_) {
-      if (!held_fronts_[ri].empty()) {
-        const int64_t end = held_fronts_[ri].begin()->first + bank_->rules[ri].cluster_within_ns;
-        if (end < lagged && end < due) {
-          due = end;
-          held_rule = static_cast<int>(ri);
-        }
-      }
+    if (const std::optional<uint32_t> ri = earliestHeld();
+        ri && heldEnd(*ri) < lagged && heldEnd(*ri) < due) {
+      due = heldEnd(*ri);
+      held_rule = static_cast<int>(*ri);
     }
     if (const std::optional<uint32_t> ri = earliestReport();
         ri && reportEnd(*ri) < lagged && reportEnd(*ri) < due) {
@@ -1272,13 +1268,16 @@ void Correlator::forgetSilent(int64_t before_ns) {
 }
 
 void Correlator::finish(std::vector<Decision>* out) {
-  for (uint32_t ri : cluster_rules_) {
-    while (!held_fronts_[ri].empty()) {  // the window that ends first, as advance() takes them
-      flushHeld(ri, held_fronts_[ri].begin()->second, out);
+  for (;;) {  // the window that ends first, of equal ends the held one, as advance() takes them
+    const std::optional<uint32_t> held = earliestHeld();
+    const std::optional<uint32_t> report = earliestReport();
+    if (report && (!held || reportEnd(*report) < heldEnd(*held))) {
+      hang(*report, out);
+    } else if (held) {
+      flushHeld(*held, held_fronts_[*held].begin()->second, out);
+    } else {
+      return;
     }
-  }
-  while (const std::optional<uint32_t> ri = earliestReport()) {  // as advance() takes them
-    hang(*ri, out);
   }
 }
 
@@ -1646,6 +1645,20 @@ void Correlator::wait(uint32_t ri, Report report) {
     }
     kept->latest = reports.insert(std::move(report)).first;
   }
+}
+
+int64_t Correlator::heldEnd(uint32_t ri) const {
+  return held_fronts_[ri].begin()->first + bank_->rules[ri].cluster_within_ns;
+}
+
+std::optional<uint32_t> Correlator::earliestHeld() const {
+  std::optional<uint32_t> earliest;
+  for (uint32_t ri : cluster_rules_) {
+    if (!held_fronts_[ri].empty() && (!earliest || heldEnd(ri) < heldEnd(*earliest))) {
+      earliest = ri;
+    }
+  }
+  return earliest;
 }
 
 int64_t Correlator::reportEnd(uint32_t ri) const {

@@ -133,7 +133,8 @@ class Correlator {
   // a lagging node's hits (and its pods' records, for its jobs) still join them. Then forgets the
   // nodes silent for forgetAfterNs().
   void advance(int64_t now_ns, std::vector<Decision>* out);
-  // End of input (replay): decides every held cluster window and waiting suspects_peers report.
+  // End of input (replay): decides every held cluster window and waiting suspects_peers report,
+  // by the end of its window, as advance() takes them (so the decisions come in live's order).
   void finish(std::vector<Decision>* out);
   // Live, after a restart: `node` carries the taint that rule `rule_id` decided at time_ns (ns
   // since the epoch, the decision's event time) in an earlier process, whose state this one never
@@ -412,6 +413,11 @@ class Correlator {
   // earliest of its node and second waiting, or after the latest: it takes that one's place (which
   // goes unless it is the other one too). Else it is dropped.
   void wait(uint32_t ri, Report report);
+  // The end (ns) of cluster rule ri's earliest held window (one is held).
+  int64_t heldEnd(uint32_t ri) const;
+  // The cluster rule whose earliest held window ends first (of equal ends, the rule first in the
+  // bank); empty if none holds hits.
+  std::optional<uint32_t> earliestHeld() const;
   // The end (ns) of the window of suspects_peers rule ri's earliest waiting report (one waits).
   int64_t reportEnd(uint32_t ri) const;
   // The suspects_peers rule whose earliest waiting report's window ends first; empty if none waits.

@@ -1248,6 +1248,42 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
   }
 }
 
+// Windows still open at the end of input: replay decides them by their end, as live does once
+// the newest time has passed them. The hang reported from -30 s ends its window before gpu-2's
+// nccl-error windows (its jobs train-b from 0 s and train-c from 10 s, held for their other
+// nodes): the second job's error taints gpu-2 when its window closes.
+TEST(CorrelatorTime, ReplaysEndDecidesOpenWindowsInLivesOrder) {
+  const auto s = [](int64_t sec) { return kT + sec * kNanosPerSecond; };
+  const std::string hang = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0";
+  const char* nccl_system =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled system error (run "
+      "with NCCL_DEBUG=INFO for details), NCCL version 2.18.1";
+  const std::vector<Line> lines = {{s(-60), "trn-a", "step", StreamKind::kPod, "llama"},
+                                   {s(-60), "trn-b", "step", StreamKind::kPod, "llama"},
+                                   {s(-60), "trn-c", "step", StreamKind::kPod, "llama"},
+                                   {s(-30), "trn-a", hang},
+                                   {s(-29), "trn-b", hang},
+                                   {s(0), "gpu-2", nccl_system, StreamKind::kPod, "train-b"},
+                                   {s(10), "gpu-2", nccl_system, StreamKind::kPod, "train-c"}};
+  std::vector<Line> then_more = lines;  // a line an hour later: advance() takes every window
+  then_more.push_back({s(3600), "z", "systemd[1]: Started session 7."});
+  const auto replay = [](const std::vector<Line>& input) {
+    Collect sink;
+    Pipeline p(shippedBank(), Taint{}, {&sink});
+    for (const Line& l : input) {
+      p.collect(one(l.time_ns, l.node, l.text, l.kind, l.job), 0);
+    }
+    p.finishReplay();
+    return sink.got;
+  };
+  const std::vector<std::string> want = {"trn-c suspect neuron-hang-on-collectives",
+                                         "gpu-2 taint nccl-error"};
+  EXPECT_EQ(replay(lines), want);
+  EXPECT_EQ(replay(then_more), want);
+  EXPECT_EQ(live(5 * kMin, then_more), want);
+}
+
 TEST(CorrelatorTime, ANodeSilentForForgetAfterIsForgottenUnlessItHoldsAFault) {
   constexpr int64_t kDay = 24 * kHour;
   Pipeline p(shippedBank(), Taint{}, {}, 1, 10 * kMin);
