@@ -643,10 +643,10 @@ void parseRule(const YAML::Node& n, const std::string& file, Bank* bank, Problem
     if (!mapAt(p, "suspects_peers", {"within"}, "{within: DUR}")) {
       return;
     }
-    // At least a second: the correlator keeps a node's reports of one second as two.
+    // Whole seconds: the correlator keeps one report per node and second (Correlator).
     if (!p["within"] || !durationAt(p, "within", &rule.peers_within_ns) ||
-        rule.peers_within_ns < kNanosPerSecond) {
-      problems->add(file, p, where + ": suspects_peers is {within: DUR >= 1s}");
+        rule.peers_within_ns < kNanosPerSecond || rule.peers_within_ns % kNanosPerSecond != 0) {
+      problems->add(file, p, where + ": suspects_peers is {within: DUR}, whole seconds from 1s");
       return;
     }
   }

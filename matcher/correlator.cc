@@ -124,7 +124,6 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
   held_fronts_.resize(n);
   held_idle_.resize(n);
   reports_.resize(n);
-  report_of_second_.resize(n);
   hang_until_.resize(n);
   where_.resize(bank_->signatures.size());
   int64_t longest = 0;  // of the rules' durations
@@ -417,7 +416,7 @@ void Correlator::observeRule(uint32_t ri, NodeData& node, const std::string& nod
     recent->counted_before = std::exchange(recent->counted, shared);
   }
   if (rule.peers_within_ns > 0) {  // decided once its window has passed (hang())
-    wait(ri, Report{t, node_name, ev});
+    wait(ri, node_name, ev);
   }
   for (uint32_t held : cancels_[ri]) {
     const Rule& hr = bank_->rules[held];
@@ -1613,37 +1612,16 @@ std::vector<std::string> Correlator::runningAt(std::string_view node, int64_t ti
 
 size_t Correlator::waitingReports() const {
   size_t n = 0;
-  for (const std::set<Report>& reports : reports_) {
+  for (const auto& reports : reports_) {
     n += reports.size();
   }
   return n;
 }
 
-namespace {
-
-std::string reportKey(std::string_view node, int64_t time_ns) {
-  return std::string(node) + ' ' + std::to_string(secondOf(time_ns));
-}
-
-}  // namespace
-
-void Correlator::wait(uint32_t ri, Report report) {
-  std::set<Report>& reports = reports_[ri];
-  const std::string key = reportKey(report.node, report.time_ns);
-  SecondReports* kept = report_of_second_[ri].find(key);
-  if (kept == nullptr) {
-    const auto at = reports.insert(std::move(report)).first;
-    report_of_second_[ri][key] = {at, at};
-  } else if (report < *kept->earliest) {
-    if (kept->earliest != kept->latest) {
-      reports.erase(kept->earliest);
-    }
-    kept->earliest = reports.insert(std::move(report)).first;
-  } else if (*kept->latest < report) {
-    if (kept->latest != kept->earliest) {
-      reports.erase(kept->latest);
-    }
-    kept->latest = reports.insert(std::move(report)).first;
+void Correlator::wait(uint32_t ri, std::string_view node, const Evidence& ev) {
+  const auto [it, added] = reports_[ri].try_emplace({secondOf(ev.time_ns), std::string(node)}, ev);
+  if (!added && std::tie(ev.time_ns, ev.line) < std::tie(it->second.time_ns, it->second.line)) {
+    it->second = ev;
   }
 }
 
@@ -1662,7 +1640,7 @@ std::optional<uint32_t> Correlator::earliestHeld() const {
 }
 
 int64_t Correlator::reportEnd(uint32_t ri) const {
-  return reports_[ri].begin()->time_ns + bank_->rules[ri].peers_within_ns;
+  return reports_[ri].begin()->first.first * kNanosPerSecond + bank_->rules[ri].peers_within_ns - 1;
 }
 
 std::optional<uint32_t> Correlator::earliestReport() const {
@@ -1678,30 +1656,35 @@ std::optional<uint32_t> Correlator::earliestReport() const {
 void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
   const Rule& rule = bank_->rules[ri];
   const int64_t within = rule.peers_within_ns;
-  std::set<Report>& reports = reports_[ri];
-  const Report& first = *reports.begin();
-  const int64_t end = first.time_ns + within;
-  // The jobs each node was running at the first report, asked once per node.
+  auto& reports = reports_[ri];
+  const auto& [first_key, first] = *reports.begin();
+  const std::string& first_node = first_key.second;
+  const int64_t start = first_key.first * kNanosPerSecond;
+  const int64_t end = start + within;  // whole seconds (Bank): the window holds those before it
+  // The jobs each node was running by the end of the first report's second, asked once per node.
+  const int64_t at = start + kNanosPerSecond - 1;
   std::map<std::string_view, std::vector<std::string>> running;
   auto ran = [&](std::string_view node, const std::string& job) {
     auto it = running.find(node);
     if (it == running.end()) {
-      it = running.emplace(node, runningAt(node, first.time_ns, within)).first;
+      it = running.emplace(node, runningAt(node, at, within)).first;
     }
     return std::binary_search(it->second.begin(), it->second.end(), job);
   };
-  std::vector<std::string> jobs = runningAt(first.node, first.time_ns, within);
+  std::vector<std::string> jobs = runningAt(first_node, at, within);
   std::erase_if(jobs, [&](const std::string& job) {  // a hang of its window is open already
     const int64_t* until = hang_until_[ri].find(job);
-    return until != nullptr && *until >= first.time_ns;
+    return until != nullptr && *until > start;
   });
   for (const std::string& job : jobs) {
     hang_until_[ri][job] = end;
     std::vector<std::string_view> reporters;  // the first report's node first
-    for (auto it = reports.begin(); it != reports.end() && it->time_ns <= end; ++it) {
-      if (std::find(reporters.begin(), reporters.end(), it->node) == reporters.end() &&
-          ran(it->node, job)) {
-        reporters.push_back(it->node);
+    for (auto it = reports.begin(); it != reports.end() && it->first.first * kNanosPerSecond < end;
+         ++it) {
+      const std::string& node = it->first.second;
+      if (std::find(reporters.begin(), reporters.end(), node) == reporters.end() &&
+          ran(node, job)) {
+        reporters.push_back(node);
       }
     }
     std::vector<std::string> suspects;
@@ -1725,19 +1708,11 @@ void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
       d.rule = rule.id;
       d.reason = "ran job " + job + ", of which " + std::to_string(reporters.size()) +
                  " other node(s) reported a hang within " + duration(within) +
-                 " (first: " + first.node + "); this one did not";
-      d.evidence.push_back(first.evidence);
+                 " (first: " + first_node + "); this one did not";
+      d.evidence.push_back(first);
       d.dry_run = dry_run_[ri];
       ++decided_;  // numbered as the sink counts what it is written (restore's `seen`)
     }
-  }
-  // The first waiting is the earliest of its node and second; the latest, if another, stays.
-  const std::string key = reportKey(first.node, first.time_ns);
-  SecondReports& kept = *report_of_second_[ri].find(key);
-  if (kept.latest == kept.earliest) {
-    report_of_second_[ri].erase(key);
-  } else {
-    kept.earliest = kept.latest;
   }
   reports.erase(reports.begin());
 }

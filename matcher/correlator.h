@@ -41,13 +41,15 @@ namespace faultline {
 //     for `flap` rules, it is the up half of a down-then-up pair;
 //   - `unless_followed_by` rules hold a hit that would count for their `within`: it counts when
 //     that time has passed with no hit of the listed rules on the same entity (a lasting state);
-//   - a `suspects_peers` hit reports a hang; once the rule's window from the earliest report not
-//     yet decided has passed, it starts a hang of each job its node was running then
-//     (runningAt(), from member()) with no hang of that window open: the nodes running the job
-//     then that reported within the window are its reporters, and the others are decided
+//   - a `suspects_peers` hit reports a hang; a hang's window is whole seconds of event time: the
+//     rule's `within` from the start of the earliest report's second not yet decided. Once it has
+//     passed, that report starts a hang of each job its node was running then (runningAt(), from
+//     member(), by the end of that second) with no hang of that window open: the nodes running
+//     the job then that reported within the window are its reporters, and the others are decided
 //     suspect (the fault is on a worker that is not waiting), when at least two nodes reported
-//     it and those that did not do not outnumber them; of a node's reports of one second, the
-//     earliest and the latest are kept;
+//     it and those that did not do not outnumber them. Whole seconds make a node's reports of one
+//     second all fall inside or all outside a window, so one of them (the earliest) is kept and
+//     a repeat dropped changes nothing;
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
 //     and count for no node; a hit counts once the window starting with it has passed without;
@@ -196,8 +198,8 @@ class Correlator {
   size_t nodes() const { return nodes_.size(); }
   // The job runs kept for suspects_peers rules.
   size_t jobRuns() const;
-  // The suspects_peers reports waiting for their window: at most two per rule, node and second of
-  // event time, for the rule's window plus max_lag.
+  // The suspects_peers reports waiting for their window: at most one per rule, node and second
+  // of event time, for the rule's window plus max_lag.
   size_t waitingReports() const;
 
  private:
@@ -308,27 +310,6 @@ class Correlator {
     std::deque<Held> hits;
     int64_t event_until_ns = INT64_MIN;
   };
-  // A suspects_peers rule's hit, waiting until the rule's window from it has passed. Of a node's
-  // reports of one second of event time, the earliest and the latest (by time, then line) wait: a
-  // node whose every NeuronCore reports each second keeps two, not one per core. The earliest
-  // may start a hang; the latest keeps the node a reporter of a hang that another node's report
-  // starts within that second.
-  struct Report {
-    int64_t time_ns = 0;
-    std::string node;
-    Evidence evidence;
-    // (time, node, line): one order, whichever live reads first (replay's sorts by time and node).
-    bool operator<(const Report& other) const {
-      return std::tie(time_ns, node, evidence.line) <
-             std::tie(other.time_ns, other.node, other.evidence.line);
-    }
-  };
-  // The earliest and the latest of a node's reports of one second waiting in reports_ (the same
-  // one if it is alone).
-  struct SecondReports {
-    std::set<Report>::iterator earliest;
-    std::set<Report>::iterator latest;
-  };
   using Runs = std::vector<std::pair<int64_t, int64_t>>;  // [first, last] ns, in time order
 
   // If the node holds a fault under `key`, a new hit `ev` of rule ri, at t = ev.time_ns (ns),
@@ -409,16 +390,16 @@ class Correlator {
   // its node was running then with no hang open, a hang of that window; its kSuspect decisions,
   // at the window's end, in job and node name order.
   void hang(uint32_t ri, std::vector<Decision>* out);
-  // Queues `report` of suspects_peers rule ri if it comes before (Report::operator<) the
-  // earliest of its node and second waiting, or after the latest: it takes that one's place (which
-  // goes unless it is the other one too). Else it is dropped.
-  void wait(uint32_t ri, Report report);
+  // Queues `ev`, a report of suspects_peers rule ri by `node`, as its node's report of its second
+  // unless an earlier one (by time, then line) waits: one order, whichever live reads first.
+  void wait(uint32_t ri, std::string_view node, const Evidence& ev);
   // The end (ns) of cluster rule ri's earliest held window (one is held).
   int64_t heldEnd(uint32_t ri) const;
   // The cluster rule whose earliest held window ends first (of equal ends, the rule first in the
   // bank); empty if none holds hits.
   std::optional<uint32_t> earliestHeld() const;
-  // The end (ns) of the window of suspects_peers rule ri's earliest waiting report (one waits).
+  // The last nanosecond of the window of suspects_peers rule ri's earliest waiting report (one
+  // waits): the window holds the seconds before reportEnd + 1.
   int64_t reportEnd(uint32_t ri) const;
   // The suspects_peers rule whose earliest waiting report's window ends first; empty if none waits.
   std::optional<uint32_t> earliestReport() const;
@@ -512,11 +493,11 @@ class Correlator {
   // drops the jobs whose event ended before the window it closes
   std::vector<std::set<std::pair<int64_t, std::string>>> held_idle_;
   std::vector<uint32_t> peer_rules_;  // the suspects_peers rules
-  // suspects_peers rules: their reports waiting for their window to pass (advance())
-  std::vector<std::set<Report>> reports_;
-  // suspects_peers rules: node and second (reportKey()) -> their reports waiting
-  std::vector<FlatMap<SecondReports>> report_of_second_;
-  // suspects_peers rules: job -> the end of its latest hang's window
+  // suspects_peers rules: (second of event time, node) -> the node's earliest report of that
+  // second (wait()), waiting for its window to pass (advance())
+  std::vector<std::map<std::pair<int64_t, std::string>, Evidence>> reports_;
+  // suspects_peers rules: job -> the end of its latest hang's window (ns, a whole second, not in
+  // the window)
   std::vector<FlatMap<int64_t>> hang_until_;
   // job -> node -> its runs; those that ended longer ago than twice the longest suspects_peers
   // window (peers_within_ns_) are pruned every such window of event time

@@ -467,10 +467,10 @@ TEST_F(CorrelatorSemantics, AHangMakesSuspectTheNodesOfItsJobThatDidNotReportIt)
   c_.member("job-a", "d", t - two_hours, t - two_hours);  // d left job-a two hours before
   feed("a", 1000, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
   feed("e", 1100, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
-  c_.advance(t + 600 * kNanosPerSecond, &out_);
-  EXPECT_TRUE(out_.empty());  // the window has not passed
+  c_.advance(t + 600 * kNanosPerSecond - 1, &out_);
+  EXPECT_TRUE(out_.empty());  // the window's last nanosecond: it has not passed
   feed("e", 1590, "NEURON_HW_ERR=HANG_ON_COLLECTIVES");
-  c_.advance(t + 601 * kNanosPerSecond, &out_);
+  c_.advance(t + 600 * kNanosPerSecond, &out_);
   ASSERT_EQ(decisions(), std::vector<std::string>{"b suspect hang"});
   EXPECT_EQ(out_[0].time_ns, t + 600 * kNanosPerSecond);
   EXPECT_EQ(out_[0].reason,
@@ -493,10 +493,9 @@ TEST_F(CorrelatorSemantics, AHangMakesSuspectTheNodesOfItsJobThatDidNotReportIt)
   EXPECT_TRUE(out_.empty()) << decisions()[0];
 }
 
-// A flood of distinct reports (each NeuronCore's, every second) waits as two per node and second:
-// the earliest and the latest of each, by time and then line, whichever came first; the earliest
-// is the first report's evidence.
-TEST_F(CorrelatorSemantics, AHangsReportsWaitAsTwoPerNodeAndSecond) {
+// A flood of distinct reports (each NeuronCore's, every second) waits as one per node and second:
+// the earliest of each, by time and then line, whichever came first; the first report's evidence.
+TEST_F(CorrelatorSemantics, AHangsReportsWaitAsOnePerNodeAndSecond) {
   const int64_t t = 1000 * kNanosPerSecond;
   for (const char* node : {"a", "b", "e"}) {
     c_.member("job-a", node, t - 300 * kNanosPerSecond, t);
@@ -508,7 +507,7 @@ TEST_F(CorrelatorSemantics, AHangsReportsWaitAsTwoPerNodeAndSecond) {
       feedNs("e", t + sec * kNanosPerSecond + 7'000'000 + nc, line);
     }
   }
-  EXPECT_EQ(c_.waitingReports(), 120U);  // 2 nodes x 30 seconds x 2, not 7,680
+  EXPECT_EQ(c_.waitingReports(), 60U);  // 2 nodes x 30 seconds, not 7,680
   c_.finish(&out_);
   ASSERT_EQ(decisions(), std::vector<std::string>{"b suspect hang"});
   ASSERT_EQ(out_[0].evidence.size(), 1U);
@@ -517,24 +516,24 @@ TEST_F(CorrelatorSemantics, AHangsReportsWaitAsTwoPerNodeAndSecond) {
   EXPECT_EQ(c_.waitingReports(), 0U);
 }
 
-// A node's report late in a second still makes it a reporter of a hang that another node's report
-// starts earlier in that second, after the node's first report of the second was taken (by a
-// hang whose window was then still open). A review's case: keeping only each second's earliest
-// named b.
-TEST_F(CorrelatorSemantics, AReportLateInItsSecondKeepsItsNodeAReporter) {
+// A node's reports of one second fall all inside a hang's window or all outside: b's at 1600.2 s
+// and its repeat at 1600.8 s make it a reporter of the hang from second 1600. A review's case:
+// windows to the nanosecond from the first report (1000.3 s to 1600.3 s, then from a's 1600.5 s)
+// took b's first report for the old hang and dropped its repeat, and named b.
+TEST_F(CorrelatorSemantics, ANodesReportsOfOneSecondAreAllInAHangOrAllOut) {
   const int64_t s = kNanosPerSecond;
   const int64_t ms = 1'000'000;
   for (const char* node : {"a", "b", "c", "d"}) {
     c_.member("job-a", node, 400 * s, 2300 * s);
   }
   const std::string hang = "NEURON_HW_ERR=HANG_ON_COLLECTIVES";
-  feedNs("c", 1000 * s + 300 * ms, hang);  // the first hang, to 1600.3 s: every node reports
+  feedNs("c", 1000 * s + 300 * ms, hang);  // the first hang, to 1600 s: every node reports
   feedNs("a", 1000 * s + 400 * ms, hang);
   feedNs("b", 1000 * s + 500 * ms, hang);
   feedNs("d", 1000 * s + 600 * ms, hang);
-  feedNs("b", 1600 * s + 200 * ms, hang);         // within the first hang
-  feedNs("a", 1600 * s + 500 * ms, hang);         // starts the second
-  feedNs("b", 1600 * s + 800 * ms, hang + " 1");  // b reports the second
+  feedNs("b", 1600 * s + 200 * ms, hang);  // the second hang, from 1600 s
+  feedNs("a", 1600 * s + 500 * ms, hang);  // its first, by node name
+  feedNs("b", 1600 * s + 800 * ms, hang);  // a repeat
   feedNs("d", 1601 * s, hang);
   c_.finish(&out_);
   EXPECT_EQ(decisions(), std::vector<std::string>{"c suspect hang"});

@@ -1139,6 +1139,8 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
   const std::string hang = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0";
   const std::string hang_nc1 = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=1";
   const auto s = [](int64_t sec) { return kT + sec * kNanosPerSecond; };
+  const auto ms = [](int64_t msec) { return kT + msec * 1'000'000; };
+  const auto hang_nc = [&](int nc) { return hang.substr(0, hang.size() - 1) + std::to_string(nc); };
   auto pods = [&](int64_t sec, std::initializer_list<const char*> nodes, const char* job) {
     std::vector<Line> lines;
     for (const char* node : nodes) {
@@ -1157,6 +1159,31 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
     const char* name;
     std::vector<Line> lines;
     std::vector<std::string> want;  // "node at-second (first: reporter) nc<evidence's nc-id>"
+  };
+  // A job of a, b, x and z from 400 s to 2800 s, its pods logging every 300 s; every node reports
+  // a hang at 1000 s; then `then` (lines of 1600 s to 2800 s, in time order but within a second).
+  auto all_report = [&](const std::vector<Line>& then) {
+    std::vector<Line> lines;
+    for (int64_t sec = 400; sec <= 1000; sec += 300) {
+      const std::vector<Line> p = pods(sec, {"a", "b", "x", "z"}, "train");
+      lines.insert(lines.end(), p.begin(), p.end());
+    }
+    int64_t at = ms(1000'500);
+    for (const char* node : {"a", "b", "x", "z"}) {
+      lines.push_back({at, node, hang});
+      at += 100'000'000;
+    }
+    auto it = then.begin();
+    for (int64_t sec = 1300; sec <= 2800; sec += 300) {
+      for (; it != then.end() && it->time_ns < s(sec); ++it) {
+        lines.push_back(*it);
+      }
+      const std::vector<Line> p = pods(sec, {"a", "b", "x", "z"}, "train");
+      lines.insert(lines.end(), p.begin(), p.end());
+    }
+    lines.insert(lines.end(), it, then.end());
+    lines.push_back({s(4000), "s", "x"});
+    return lines;
   };
   const std::vector<Case> cases = {
       {"a lagging report counts, a report after the window starts another hang",
@@ -1209,6 +1236,33 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
              {{s(2400), "n1", hang}, {s(2401), "n2", hang}, {s(2402), "n3", hang}},
              {{s(4000), "z", "x"}}}),
        {"n4 3000 (first: n1) nc0"}},
+      // A review's cases: windows to the nanosecond from the first report (1000.5 s to 1600.5 s)
+      // made x's report at 1600.6 s start the next hang, which x's of 1600.9 s (kept as the
+      // latest of its second) did once x's of 1600.6 s was dropped; and read out of order, the
+      // repeat dropped was another.
+      {"a node's reports of one second are all in a window or all out",
+       all_report({{ms(1600'300), "x", hang_nc(1)},
+                   {ms(1600'600), "x", hang_nc(2)},
+                   {ms(1600'900), "x", hang_nc(3)},
+                   {s(1700), "a", hang},
+                   {ms(2200'700), "b", hang}}),
+       {"b 2200 (first: x) nc1", "z 2200 (first: x) nc1"}},
+      {"a node's reports of one second are one, whichever of them is read first",
+       all_report({{ms(1600'900), "x", hang_nc(1)},
+                   {ms(1600'300), "x", hang_nc(1)},
+                   {ms(1600'600), "x", hang_nc(1)},
+                   {s(1700), "a", hang},
+                   {ms(2200'700), "b", hang}}),
+       {"b 2200 (first: x) nc1", "z 2200 (first: x) nc1"}},
+      {"a report in the window's last second is in it, one in the next second is not",
+       all_report({{ms(1600'300), "x", hang_nc(1)},
+                   {ms(1600'600), "x", hang_nc(2)},
+                   {ms(1600'900), "x", hang_nc(3)},
+                   {ms(2199'900), "a", hang},
+                   {ms(2200'700), "b", hang},
+                   {s(2201), "a", hang},
+                   {s(2202), "x", hang}}),
+       {"b 2200 (first: x) nc1", "z 2200 (first: x) nc1", "z 2800 (first: b) nc0"}},
       {"a node that joins after the hang began is not named",
        join({pods(900, {"a", "b", "c", "d"}, "train"),
              {{s(1000), "a", hang}, {s(1001), "b", hang}, {s(1002), "c", hang}},

@@ -212,15 +212,18 @@ TEST(Bank, RefusesARuleNamingItself) {
   EXPECT_TRUE(reports(what, "a.yaml:12: rule r2: recovery.by: names the rule itself")) << what;
 }
 
-// A suspects_peers window under a second would let live and replay differ: the correlator keeps a
-// node's reports of one second as two, and replay takes a report before the rest of its second.
-TEST(Bank, RefusesASuspectsPeersWindowUnderASecond) {
+// A suspects_peers window of a fraction of a second would let live and replay differ: the
+// correlator keeps one report per node and second, which must fall all in a window or all out.
+TEST(Bank, RefusesASuspectsPeersWindowOfAFractionOfASecond) {
   const std::string text = std::string(kOneSignature) + R"(rules:
   - {id: r1, signature: s, severity: info, suspects_peers: {within: 500ms}}
   - {id: r2, signature: s, severity: info, suspects_peers: {within: 1s}}
+  - {id: r3, signature: s, severity: info, suspects_peers: {within: 1500ms}}
 )";
   const std::string what = problemsOf({{"a.yaml", text}});
-  EXPECT_TRUE(reports(what, "a.yaml:8: rule r1: suspects_peers is {within: DUR >= 1s}")) << what;
+  const char* want = ": suspects_peers is {within: DUR}, whole seconds from 1s";
+  EXPECT_TRUE(reports(what, std::string("a.yaml:8: rule r1") + want)) << what;
+  EXPECT_TRUE(reports(what, std::string("a.yaml:10: rule r3") + want)) << what;
   EXPECT_EQ(what.find("r2"), std::string::npos) << what;
 }
 
