@@ -396,7 +396,7 @@ BENCHMARK(BM_CorrelatorJoblessFlood)->Arg(10000)->Arg(40000)->Unit(benchmark::kM
 // three nodes of a four-node job within 10 s, among `arg` such jobs, each node running one (job
 // runs recorded before the timing). Each pass feeds them to a fresh correlator and closes the
 // hangs (finish(): one suspect). Items are reports; `waiting` is how many wait before finish()
-// (at most two per node and second).
+// (at most one per node and second).
 void BM_CorrelatorHangFlood(benchmark::State& state) {
   const std::optional<Hit> hit =
       bankHit(state, "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0",
