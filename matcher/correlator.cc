@@ -1661,17 +1661,18 @@ void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
   const std::string& first_node = first_key.second;
   const int64_t start = first_key.first * kNanosPerSecond;
   const int64_t end = start + within;  // whole seconds (Bank): the window holds those before it
-  // The jobs each node was running by the end of the first report's second, asked once per node.
-  const int64_t at = start + kNanosPerSecond - 1;
+  // The jobs each node was running when the window began, asked once per node. Not later: a pod
+  // line that joins a run across the time asked (member()) is then stamped before the window
+  // ends, so live has read it when it decides, as replay has.
   std::map<std::string_view, std::vector<std::string>> running;
   auto ran = [&](std::string_view node, const std::string& job) {
     auto it = running.find(node);
     if (it == running.end()) {
-      it = running.emplace(node, runningAt(node, at, within)).first;
+      it = running.emplace(node, runningAt(node, start, within)).first;
     }
     return std::binary_search(it->second.begin(), it->second.end(), job);
   };
-  std::vector<std::string> jobs = runningAt(first_node, at, within);
+  std::vector<std::string> jobs = runningAt(first_node, start, within);
   std::erase_if(jobs, [&](const std::string& job) {  // a hang of its window is open already
     const int64_t* until = hang_until_[ri].find(job);
     return until != nullptr && *until > start;

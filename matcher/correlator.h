@@ -44,7 +44,7 @@ namespace faultline {
 //   - a `suspects_peers` hit reports a hang; a hang's window is whole seconds of event time: the
 //     rule's `within` from the start of the earliest report's second not yet decided. Once it has
 //     passed, that report starts a hang of each job its node was running then (runningAt(), from
-//     member(), by the end of that second) with no hang of that window open: the nodes running
+//     member(), at the window's start) with no hang of that window open: the nodes running
 //     the job then that reported within the window are its reporters, and the others are decided
 //     suspect (the fault is on a worker that is not waiting), when at least two nodes reported
 //     it and those that did not do not outnumber them. Whole seconds make a node's reports of one
@@ -391,7 +391,8 @@ class Correlator {
   // at the window's end, in job and node name order.
   void hang(uint32_t ri, std::vector<Decision>* out);
   // Queues `ev`, a report of suspects_peers rule ri by `node`, as its node's report of its second
-  // unless an earlier one (by time, then line) waits: one order, whichever live reads first.
+  // unless an earlier one (by time, then line) waits. (A line repeated in one second reaches it
+  // once, the copy read first: observe().)
   void wait(uint32_t ri, std::string_view node, const Evidence& ev);
   // The end (ns) of cluster rule ri's earliest held window (one is held).
   int64_t heldEnd(uint32_t ri) const;

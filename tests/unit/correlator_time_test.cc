@@ -1263,6 +1263,21 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
                    {s(2201), "a", hang},
                    {s(2202), "x", hang}}),
        {"b 2200 (first: x) nc1", "z 2200 (first: x) nc1", "z 2800 (first: b) nc0"}},
+      // A review's case: asked by the end of the first report's second (1000.999 s), n ran other
+      // (its pod line of 1000.5 s) in live, but train in replay, where its pod line of 1600.1 s,
+      // after the window but less than the window after its run's end (1000.2 s), joined the run
+      // across the time asked; live had decided before reading it. Asked at the window's start,
+      // n ran train, before that line and after.
+      {"a pod line after the window joins no run across the time the hang asks",
+       join({pods(900, {"a", "b", "c", "n"}, "train"),
+             {{ms(1000'100), "a", hang},
+              {ms(1000'200), "b", hang},
+              {ms(1000'200), "n", "step", StreamKind::kPod, "train"},
+              {ms(1000'300), "c", hang},
+              {ms(1000'500), "n", "step", StreamKind::kPod, "other"},
+              {s(1900), "z", "x"},
+              {ms(1600'100), "n", "step", StreamKind::kPod, "train"}}}),
+       {"n 1600 (first: a) nc0"}},
       {"a node that joins after the hang began is not named",
        join({pods(900, {"a", "b", "c", "d"}, "train"),
              {{s(1000), "a", hang}, {s(1001), "b", hang}, {s(1002), "c", hang}},
