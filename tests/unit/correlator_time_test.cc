@@ -77,7 +77,7 @@ struct Line {
   std::string node;
   std::string text;
   StreamKind kind = StreamKind::kKernel;
-  std::string job;
+  std::string job{};  // a default: clang warns of a positional initializer that leaves it out
 };
 
 // `lines` as replay takes them: sorted by time, lines of one time in the order given.

@@ -1,6 +1,7 @@
 #include "ingest/kafka/kafka_source.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +28,33 @@
 
 namespace faultline {
 namespace {
+
+// Produces `value`, with header node=`node`, to `partition` of `topic` (RD_KAFKA_PARTITION_UA: the
+// partitioner's choice), stamped `timestamp_ms` (ms since the epoch; 0: now); whether librdkafka
+// took it. rd_kafka_produceva, not rd_kafka_producev: producev's RD_KAFKA_V_* macros are GNU
+// statement expressions, which clang refuses under -Wpedantic -Werror.
+bool produceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                const std::string& value, const char* node, int64_t timestamp_ms) {
+  std::array<rd_kafka_vu_t, 6> vus{};
+  vus[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+  vus[0].u.cstr = topic.c_str();
+  vus[1].vtype = RD_KAFKA_VTYPE_PARTITION;
+  vus[1].u.i32 = partition;
+  vus[2].vtype = RD_KAFKA_VTYPE_VALUE;
+  vus[2].u.mem = {const_cast<char*>(value.data()), value.size()};
+  vus[3].vtype = RD_KAFKA_VTYPE_HEADER;
+  vus[3].u.header = {"node", node, -1};
+  vus[4].vtype = RD_KAFKA_VTYPE_TIMESTAMP;
+  vus[4].u.i64 = timestamp_ms;
+  vus[5].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+  vus[5].u.i = RD_KAFKA_MSG_F_COPY;
+  rd_kafka_error_t* error = rd_kafka_produceva(rk, vus.data(), vus.size());
+  if (error != nullptr) {
+    rd_kafka_error_destroy(error);
+    return false;
+  }
+  return true;
+}
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
@@ -177,12 +205,7 @@ class MockCluster {
     rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     ASSERT_NE(producer, nullptr) << err;
     for (const std::string& v : values) {
-      EXPECT_EQ(rd_kafka_producev(
-                    producer, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
-                    RD_KAFKA_V_VALUE(const_cast<char*>(v.data()), v.size()),
-                    RD_KAFKA_V_HEADER("node", node.c_str(), -1), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
-                RD_KAFKA_RESP_ERR_NO_ERROR);
+      EXPECT_TRUE(produceOne(producer, topic, partition, v, node.c_str(), timestamp_ms));
     }
     EXPECT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_destroy(producer);
@@ -1483,11 +1506,7 @@ class Producer {
 
   // Produces `value` (header node=gpu-1) to partition 0 of `topic`; whether it was delivered.
   bool produce(const std::string& topic, const std::string& value) {
-    return rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(0),
-                             RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-                             RD_KAFKA_V_HEADER("node", "gpu-1", -1),
-                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                             RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+    return produceOne(rk_, topic, 0, value, "gpu-1", 0) &&
            rd_kafka_flush(rk_, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR;
   }
 
