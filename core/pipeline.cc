@@ -84,8 +84,8 @@ void Pipeline::match(size_t worker, const RecordBatch& batch, BatchMatch* out) {
     h.time_ns = std::clamp(h.time_ns, kEarliestNs, limit_ns);
   }
   // Read-only correlator settings: no lock needed beside a running correlate().
-  if (correlator_.peersWithinNs() > 0) {
-    jobRuns(batch, limit_ns, correlator_.peersWithinNs(), &out->runs);
+  if (correlator_.jobRunGapNs() > 0) {
+    jobRuns(batch, limit_ns, correlator_.jobRunGapNs(), &out->runs);
   }
   const bool hears = correlator_.hearsNodes();
   out->newest_ns = INT64_MIN;

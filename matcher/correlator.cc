@@ -192,6 +192,9 @@ Correlator::Correlator(std::shared_ptr<const Bank> bank, Taint taint, int64_t ma
       looked_up_[i] = true;
     }
     peers_within_ns_ = std::max(peers_within_ns_, r.peers_within_ns);
+    if (r.peers_within_ns > 0 && (run_gap_ns_ == 0 || r.peers_within_ns < run_gap_ns_)) {
+      run_gap_ns_ = r.peers_within_ns;
+    }
     for (const int64_t d :
          {r.window_ns, r.dedup_ns, r.burst_ns, r.attach_within_ns, r.suppress_within_ns,
           r.join_within_ns, r.flap_within_ns, r.cluster_within_ns, r.corroborate_within_ns,
@@ -1492,17 +1495,17 @@ bool Correlator::suppressedBy(const NodeData& node, uint32_t ri, const Fields& f
 
 void Correlator::member(std::string_view job, std::string_view node, int64_t first_ns,
                         int64_t last_ns) {
-  // Merged with every run less than a window apart: the same runs whatever the order they come in.
+  // Merged with every run at most run_gap_ns_ apart: the same runs whatever the order they come in.
   Runs& runs = jobs_[job][node];
   if (runs.empty()) {
     node_jobs_[node].emplace_back(job);
   }
   auto it = runs.begin();
-  while (it != runs.end() && it->second < first_ns - peers_within_ns_) {
+  while (it != runs.end() && it->second < first_ns - run_gap_ns_) {
     ++it;
   }
   auto merged = it;
-  while (merged != runs.end() && merged->first <= last_ns + peers_within_ns_) {
+  while (merged != runs.end() && merged->first <= last_ns + run_gap_ns_) {
     first_ns = std::min(first_ns, merged->first);
     last_ns = std::max(last_ns, merged->second);
     ++merged;

@@ -163,16 +163,18 @@ class Correlator {
   std::string lift(std::string_view node, uint64_t seen);
 
   // Job membership, from pod records: `node` ran a pod of `job` from first_ns to last_ns (ns
-  // since the epoch; a run of its pod records, none of them more than peersWithinNs() apart).
-  // Kept per (job, node) as runs, those less than peersWithinNs() apart merged (whatever the
-  // order they come in), for suspects_peers rules, until they ended longer ago than twice that
-  // (Pipeline records none without such rules).
+  // since the epoch; a run of its pod records, none of them more than jobRunGapNs() apart).
+  // Kept per (job, node) as runs, those at most jobRunGapNs() apart merged (whatever the order
+  // they come in), for suspects_peers rules, until they ended longer ago than twice the longest
+  // such rule's window (Pipeline records none without such rules).
   void member(std::string_view job, std::string_view node, int64_t first_ns, int64_t last_ns);
   // Adds the membership another correlator recorded (replay threads).
   void absorbMembers(const Correlator& other);
 
-  // The longest suspects_peers window (ns); 0 without such rules: member() is of no use.
-  int64_t peersWithinNs() const { return peers_within_ns_; }
+  // The longest gap (ns) between a job's pod records on a node that one run spans: the shortest
+  // suspects_peers window, so that a pod line that joins a run across a hang's start is stamped
+  // within every such rule's window of it (hang()); 0 without such rules: member() is of no use.
+  int64_t jobRunGapNs() const { return run_gap_ns_; }
   // Whether advance() reads heard(): max_lag is above 0.
   bool hearsNodes() const { return max_lag_ns_ > 0; }
 
@@ -504,7 +506,8 @@ class Correlator {
   // window (peers_within_ns_) are pruned every such window of event time
   FlatMap<FlatMap<Runs>> jobs_;
   FlatMap<std::vector<std::string>> node_jobs_;  // node -> the jobs it has runs of in jobs_
-  int64_t peers_within_ns_ = 0;
+  int64_t peers_within_ns_ = 0;                  // the longest suspects_peers window
+  int64_t run_gap_ns_ = 0;                       // jobRunGapNs()
   int64_t prune_at_ns_ = INT64_MIN;
   int64_t forget_after_ns_ = kForgetAfterNs;
   int64_t forget_at_ns_ = INT64_MIN;  // advance() looks for silent nodes once an hour of event time

@@ -1268,7 +1268,7 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
       // after the window but less than the window after its run's end (1000.2 s), joined the run
       // across the time asked; live had decided before reading it. Asked at the window's start,
       // n ran train, before that line and after.
-      {"a pod line after the window joins no run across the time the hang asks",
+      {"a pod line after the window changes nothing of the hang",
        join({pods(900, {"a", "b", "c", "n"}, "train"),
              {{ms(1000'100), "a", hang},
               {ms(1000'200), "b", hang},
@@ -1315,6 +1315,54 @@ TEST(CorrelatorTime, AHangsSuspectsAreReplays) {
     EXPECT_EQ(replay.got, c.want) << c.name;
     EXPECT_EQ(live.got, c.want) << c.name;
   }
+}
+
+// A review's case: two suspects_peers rules, of 10 and 30 minutes. A job's runs on a node were
+// joined across gaps up to the longest window, so n's train pod line of 1650 s, after the short
+// rule's window [1000 s, 1600 s), joined its line of 350 s into a run across 1000 s in replay
+// (n named by the short rule, whose lookback from 1000 s does not reach 350 s), where live had
+// decided before reading it. Runs join across gaps up to the shortest window: n ran train at
+// 1000 s for the long rule only, live as in replay.
+TEST(CorrelatorTime, AHangOfTheShorterOfTwoWindowsIsReplays) {
+  std::vector<RuleFile> files = embeddedRuleFiles();
+  files.push_back({"long.yaml", R"(rules:
+  - id: hang-30m
+    signature: neuron-hw-error
+    severity: info
+    where: {type: [HANG_ON_COLLECTIVES]}
+    suspects_peers: {within: 30m}
+)"});
+  const std::shared_ptr<const Bank> bank = loadBank(files);
+  const std::string hang = "NEURON_HW_ERR=HANG_ON_COLLECTIVES instance-id=i-1 nd-id=0 nc-id=0";
+  const auto s = [](int64_t sec) { return kT + sec * kNanosPerSecond; };
+  const std::vector<Line> lines = {{s(350), "n", "step", StreamKind::kPod, "train"},
+                                   {s(900), "a", "step", StreamKind::kPod, "train"},
+                                   {s(900), "b", "step", StreamKind::kPod, "train"},
+                                   {s(900), "c", "step", StreamKind::kPod, "train"},
+                                   {s(1000), "a", hang},
+                                   {s(1001), "b", hang},
+                                   {s(1002), "c", hang},
+                                   {s(1900), "z", "systemd[1]: Started session 7."},
+                                   {s(1650), "n", "step", StreamKind::kPod, "train"},
+                                   {s(4000), "z", "systemd[1]: Started session 8."}};
+  const auto decide = [&](bool in_replay) {
+    Collect sink;
+    Pipeline p(bank, Taint{}, {&sink}, 1, in_replay ? 0 : 5 * kMin);
+    for (const Line& l : lines) {
+      if (in_replay) {
+        p.collect(one(l.time_ns, l.node, l.text, l.kind, l.job), 0);
+      } else {
+        p.process(one(l.time_ns, l.node, l.text, l.kind, l.job));
+      }
+    }
+    if (in_replay) {
+      p.finishReplay();
+    }
+    return sink.got;
+  };
+  const std::vector<std::string> want = {"n suspect hang-30m"};
+  EXPECT_EQ(decide(true), want);
+  EXPECT_EQ(decide(false), want);
 }
 
 // Windows still open at the end of input: replay decides them by their end, as live does once
