@@ -12,6 +12,9 @@ fail() {
   exit 1
 }
 trap 'fail "line $LINENO: command exited with $?"' ERR
+# Whether $FAULTLINE carries AddressSanitizer: gcc links its runtime as a shared library, clang
+# into the binary; both leave __asan_init among its dynamic symbols.
+asan_build() { [[ $(nm -D "$FAULTLINE") == *__asan_init* ]]; }
 # Stops what the test started. One still running 60 s after SIGTERM (a pod's grace period is 30 s)
 # is killed and fails the test by name, rather than hanging it until ctest's timeout.
 cleanup() {

@@ -106,7 +106,7 @@ bound_kb=$((baseline_kb + (queue_bytes + 4 * 4 * max_body) / 1024 + 16 * 1024))
 echo "memory: VmHWM ${baseline_kb} kB at start, ${hwm_kb} kB after the flood; bound ${bound_kb} kB;" \
   "clients offered $((offered >> 20)) MiB"
 ((offered / 1024 > 2 * (bound_kb - baseline_kb))) || fail "the flood is too small to test the bound"
-if grep -q libasan "/proc/$serve_pid/maps"; then
+if asan_build; then
   echo "memory: bound not checked under AddressSanitizer (its quarantine keeps freed memory)"
 else
   ((hwm_kb <= bound_kb)) || fail "VmHWM ${hwm_kb} kB over the bound of ${bound_kb} kB"
