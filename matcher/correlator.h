@@ -49,7 +49,7 @@ namespace faultline {
 //     suspect (the fault is on a worker that is not waiting), when at least two nodes reported
 //     it and those that did not do not outnumber them. Whole seconds make a node's reports of one
 //     second all fall inside or all outside a window, so one of them (the earliest) is kept and
-//     a repeat dropped changes nothing;
+//     a repeat dropped changes no decision (only which copy its evidence quotes: wait());
 //   - `cluster` rules are held until their window has passed: hits on `nodes` or more nodes in
 //     one window (of one job, for `distinct_jobs` rules), wherever it starts, are a job's event
 //     and count for no node; a hit counts once the window starting with it has passed without;
