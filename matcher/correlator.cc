@@ -1675,7 +1675,8 @@ void Correlator::hang(uint32_t ri, std::vector<Decision>* out) {
     }
     return std::binary_search(it->second.begin(), it->second.end(), job);
   };
-  std::vector<std::string> jobs = runningAt(first_node, start, within);
+  std::vector<std::string> jobs =
+      running.emplace(first_node, runningAt(first_node, start, within)).first->second;
   std::erase_if(jobs, [&](const std::string& job) {  // a hang of its window is open already
     const int64_t* until = hang_until_[ri].find(job);
     return until != nullptr && *until > start;
