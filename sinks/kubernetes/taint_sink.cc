@@ -648,6 +648,22 @@ bool TaintSink::list() {
     if (pending.count(name) != 0 || (node != nodes_.end() && carries(node->second))) {
       continue;
     }
+    // Not listed: deleted, or no longer eligible (its GPU label gone for a while). The LIST says
+    // nothing of its taint, so it is read: one still tainted stays held tainted, or nothing would
+    // lift that taint once it recovers. A read that fails is tried at the next LIST.
+    json unlisted;
+    if (node == nodes_.end()) {
+      const std::string path = "/api/v1/nodes/" + name;
+      const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
+      unlisted = got.status == 200 ? parseObject(got.body) : json();
+      if (got.status != 404 && (!unlisted.is_object() || carries(unlisted))) {
+        if (!unlisted.is_object()) {
+          spdlog::warn("kubernetes: cannot read node {}, not listed: GET {}: {}", name, path,
+                       describe(got));
+        }
+        continue;
+      }
+    }
     {
       std::lock_guard lock(mu_);
       if (const auto now = believed_.find(name);
@@ -659,9 +675,10 @@ bool TaintSink::list() {
     if (hooks_.on_lifted && !(restoring && node != nodes_.end())) {  // a listed one: below
       hooks_.on_lifted(name, seen);
     }
-    if (node != nodes_.end()) {
-      if (const std::optional<TaintMark> mark = taintMark(node->second)) {
-        removedByHand(node->second, *mark);
+    const json& read = node != nodes_.end() ? node->second : unlisted;
+    if (read.is_object()) {
+      if (const std::optional<TaintMark> mark = taintMark(read)) {
+        removedByHand(read, *mark);
       }
     }
   }
@@ -768,7 +785,13 @@ void TaintSink::handle(const Pending& pending) {
   supersede(d);
   const Outcome outcome = d.action == Decision::Action::kTaint ? taint(d) : untaint(d);
   if (outcome == Outcome::kRetry) {
-    defer({d, may_have_landed_, pending.deferred_since, resumed_});
+    // Handled while leading: if the Lease is lost before its next turn, it is deferred again, not
+    // held as a follower's (which a term begun after follower_hold drops).
+    defer({.decision = d,
+           .may_have_landed = may_have_landed_,
+           .deferred_since = pending.deferred_since,
+           .resumed = resumed_,
+           .led = true});
     spdlog::warn("kubernetes: {} of node {} (rule {}) deferred; handled again in {} ms",
                  actionName(d.action), d.node, d.rule, options_.node_list_period.count());
   }

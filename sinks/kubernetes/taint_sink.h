@@ -207,9 +207,11 @@ class TaintSink : public DecisionSink {
     // (or restored) on it: another leader lifted that taint and set its own, which the recovery
     // of the fault the correlator holds must not lift. And at every LIST, for each node whose last
     // decision written here was a taint, with no decision pending, that carries neither that
-    // taint nor faultline's marked one, or is not listed: the taint was refused (opt-out, not
-    // eligible once its take-up is given up, failed) or removed by hand since, and the
-    // correlator, holding the node tainted, would decide none of its later faults.
+    // taint nor faultline's marked one (a node not listed, no longer eligible, is read with a
+    // GET; one the GET answers 404 is gone): the taint was refused (opt-out, not eligible once
+    // its take-up is given up, failed) or removed by hand since, or the node deleted, and the
+    // correlator, holding the node tainted, would decide none of its later faults. A node not
+    // listed that still carries the taint stays held tainted, so its recovery lifts it.
     std::function<void(const std::string& node, uint64_t seen)> on_lifted;
     // True once the service is to exit (SIGTERM, SIGINT). Its grace period is short (30 s,
     // deploy/), and a decision's tries against an API server that does not answer (8, each up to

@@ -2010,6 +2010,17 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
     lifted.push_back(node);
   };
   TaintSink sink(config(), o, h);
+  // The start's LIST, a new term's, reports every node without faultline's marked taint lifted
+  // (none has one yet). Waited for, so that it cannot fall among the decisions below, where it
+  // reported n3 and n4 (2026-12-02, under load).
+  ASSERT_TRUE(waitFor([&] {
+    std::lock_guard lock(mu);
+    return lifted.size() == 4;
+  }));
+  {
+    std::lock_guard lock(mu);
+    lifted.clear();
+  }
   for (const char* n : {"n1", "n2", "n3", "n4"}) {
     sink.write(decision(n));
   }
@@ -2022,15 +2033,65 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
     std::lock_guard lock(mu);
     return std::count(lifted.begin(), lifted.end(), "n1") != 0;
   }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // more LISTs: each reported once
   // n1's fault is no longer tracked, so its recovery will not be seen: its condition, True since
-  // the taint, says so rather than faulty until the next fault. n2, never tainted, has none.
-  EXPECT_EQ(condition("n1"), "Unknown");
+  // the taint, says so rather than faulty until the next fault (set just after the report).
+  EXPECT_TRUE(waitFor([&] { return condition("n1") == "Unknown"; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // more LISTs: each reported once
+  // n2, never tainted, has no condition.
   EXPECT_NE(server_.node("n1").dump().find(R"("reason":"TaintRemovedByHand")"), std::string::npos);
   EXPECT_EQ(condition("n2"), "");
   std::lock_guard lock(mu);
   std::sort(lifted.begin(), lifted.end());
   EXPECT_EQ(lifted, (Lines{"n1", "n2"}));
+}
+
+// Nodes the sink tainted that the LIST no longer shows (their GPU label gone for a while, as when
+// GPU Feature Discovery relabels) are read: n1 still carries the taint, so the correlator keeps
+// holding it tainted, and the untaint of its recovery lifts it; n2's was removed by hand, so n2 is
+// reported lifted. (A review, 2026-12-02: both were reported lifted unread, and n1's taint then
+// stayed until a restart.)
+TEST_F(TaintSinkTest, ATaintedNodeNoLongerListedIsReadBeforeItIsReportedLifted) {
+  createNode("n1");
+  createNode("n2");
+  TaintSinkOptions o = options();
+  o.eligible = {"gpu=a100"};
+  o.node_list_period = std::chrono::milliseconds(100);
+  std::mutex mu;
+  Lines lifted;
+  TaintSink::Hooks h = hooks();
+  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
+    std::lock_guard lock(mu);
+    lifted.push_back(node);
+  };
+  TaintSink sink(config(), o, h);
+  ASSERT_TRUE(waitFor([&] {  // the start's LIST: neither carries faultline's marked taint
+    std::lock_guard lock(mu);
+    return lifted.size() == 2;
+  }));
+  {
+    std::lock_guard lock(mu);
+    lifted.clear();
+  }
+  sink.write(decision("n1"));
+  sink.write(decision("n2"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  ASSERT_TRUE(tainted("n2"));
+  const int gets = count("GET", "/api/v1/nodes/n1");
+  ASSERT_TRUE(server_.mutate("n1", {{"metadata", {{"labels", {{"gpu", nullptr}}}}}}));
+  ASSERT_TRUE(server_.mutate("n2", {{"metadata", {{"labels", {{"gpu", nullptr}}}}},
+                                    {"spec", {{"taints", json::array()}}}}));
+  // Read at two LISTs: the first's reports are made by the second.
+  ASSERT_TRUE(waitFor([&] { return count("GET", "/api/v1/nodes/n1") >= gets + 2; }));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(lifted, Lines{"n2"});
+  }
+  EXPECT_TRUE(waitFor([&] { return condition("n2") == "Unknown"; }));
+  EXPECT_EQ(condition("n1"), "True");
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  EXPECT_FALSE(tainted("n1"));
 }
 
 // After its taint was removed by hand (condition Unknown), the operator puts it back and the node
@@ -2200,6 +2261,42 @@ TEST_F(TaintSinkTest, ADeferredDecisionIsKeptWhenLeadingAgainInTheSameTerm) {
   ASSERT_TRUE(waitFor([&] { return sink->counters().applied == 1; }));
   EXPECT_TRUE(tainted("n1"));
   EXPECT_EQ(sink->counters().failed, 0u);
+}
+
+// Two deferred taints are taken up again; the Lease is lost while the first is retried. The
+// second, whose turn comes while following, was decided while leading: it is deferred again, not
+// held as a follower's decision, which leading again after follower_hold dropped without a word
+// (a review, 2026-12-02: a GPU fallen off the bus logs nothing more, so its node stayed
+// schedulable).
+TEST_F(TaintSinkTest, ADeferredDecisionWhoseTurnComesAfterTheLeaseWasLostStaysDeferred) {
+  createNode("n1");
+  createNode("n2");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 500, /*count=*/3);
+  server_.failNext("PATCH", "/api/v1/nodes/n2", 500, /*count=*/2);
+  std::atomic<uint64_t> term{1};
+  std::atomic<bool> lost{false};
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [&] {
+    if (!lost && count("PATCH", "/api/v1/nodes/n1") == 3) {  // n1's first try taken up again
+      lost = true;
+      term = 0;
+    }
+    return term.load();
+  };
+  TaintSinkOptions o = deferring(2);
+  o.follower_hold = std::chrono::seconds(1);
+  TaintSink sink(config(), o, h);
+  sink.write(decision("n1"));
+  sink.write(decision("n2"));
+  sink.flush();
+  ASSERT_EQ(sink.counters().deferred, 2u);
+  ASSERT_TRUE(waitFor([&] { return lost.load(); }));             // taken up after node_list_period
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // renewals fail meanwhile
+  term = 1;  // leading again in the same term: both are still deferred
+  ASSERT_TRUE(waitFor([&] { return sink.counters().applied == 2; }));
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_TRUE(tainted("n2"));
+  EXPECT_EQ(sink.counters().failed, 0u);
 }
 
 // Regaining leadership within node_list_period of the last LIST: another leader may have tainted
