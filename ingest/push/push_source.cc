@@ -5,11 +5,13 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -723,7 +725,7 @@ bool PushServer::authorized(const Request& req) {
   if (config_.token_file.empty()) {
     return true;
   }
-  std::string token;
+  std::vector<std::string> tokens;
   {
     std::lock_guard lock(token_mu_);
     struct stat st {};
@@ -731,30 +733,54 @@ bool PushServer::authorized(const Request& req) {
       spdlog::warn("http: token file {} is unreadable: every push is refused", config_.token_file);
       return false;
     }
-    if (st.st_mtim.tv_sec != token_mtime_.tv_sec || st.st_mtim.tv_nsec != token_mtime_.tv_nsec) {
+    // Any change shows in one of these: a write (mtime, size), a chmod (ctime), the kubelet's
+    // swap of a Secret's files (inode). Not the mtime alone: a file stamped at 0, as reproducible
+    // image builds stamp them, was never read.
+    const auto ns = [](const std::timespec& t) {
+      return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+    };
+    const TokenFileId id{st.st_ino, st.st_size, ns(st.st_mtim), ns(st.st_ctim)};
+    if (!token_file_id_ || *token_file_id_ != id) {
       std::ifstream in(config_.token_file);
       std::stringstream s;
       s << in.rdbuf();
-      token_ = s.str();
-      while (!token_.empty() && std::isspace(static_cast<unsigned char>(token_.back()))) {
-        token_.pop_back();
+      if (!in.good() && !in.eof()) {
+        spdlog::warn("http: token file {} is unreadable: every push is refused",
+                     config_.token_file);
+        return false;  // not cached: read again at the next push
       }
-      token_mtime_ = st.st_mtim;
+      tokens_.clear();
+      for (std::string line; std::getline(s, line);) {
+        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) {
+          line.pop_back();
+        }
+        if (!line.empty()) {
+          tokens_.push_back(std::move(line));
+        }
+      }
+      token_file_id_ = id;
     }
-    token = token_;
+    tokens = tokens_;
   }
   const std::string& header = req.authorization;
-  if (token.empty() || header.size() != 7 + token.size() ||
-      lower(header.substr(0, 7)) != "bearer ") {
+  if (header.size() < 7 || lower(header.substr(0, 7)) != "bearer ") {
     return false;
   }
-  // Every byte is compared, wherever the first difference is, so that the time a refusal takes
-  // tells a client nothing of how much of the token it guessed.
-  unsigned char differ = 0;
-  for (size_t i = 0; i < token.size(); ++i) {
-    differ |= static_cast<unsigned char>(header[7 + i] ^ token[i]);
+  const std::string_view sent = std::string_view(header).substr(7);
+  bool match = false;
+  for (const std::string& token : tokens) {
+    if (sent.size() != token.size()) {
+      continue;
+    }
+    // Every byte is compared, wherever the first difference is, so that the time a refusal takes
+    // tells a client nothing of how much of the token it guessed.
+    unsigned char differ = 0;
+    for (size_t i = 0; i < token.size(); ++i) {
+      differ |= static_cast<unsigned char>(sent[i] ^ token[i]);
+    }
+    match = match || differ == 0;
   }
-  return differ == 0;
+  return match;
 }
 
 bool PushServer::logNow(const std::string& metric_reason) {

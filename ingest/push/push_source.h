@@ -54,15 +54,18 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "core/batch_queue.h"
 #include "core/metrics.h"
@@ -86,8 +89,11 @@ struct PushConfig {
   // Requests served at once, one per thread, each holding at most one body: idle connections
   // hold none. More threads than cores only help when clients are slow to send a request.
   size_t threads = 4;
-  // Bearer token for the push paths; empty: no auth. A file that holds no token refuses every
-  // push (/dev/null: the listener serves health and metrics only, as on the Kafka path).
+  // Bearer tokens for the push paths, one per line (a push with any of them is taken, so a
+  // rotation adds the new token, moves the shippers to it, then removes the old); empty: no
+  // auth. Read again whenever the file changes; a file that holds no token, or cannot be read,
+  // refuses every push (/dev/null: the listener serves health and metrics only, as on the Kafka
+  // path).
   std::string token_file;
   StreamRules streams;  // labels naming the node and the stream kind
   // The bound on reading a request's header, on any pause, and the body's bound before its
@@ -100,7 +106,7 @@ struct PushConfig {
   //   max_body_bytes: 67108864
   //   max_line_bytes: 262144
   //   threads: 4
-  //   token_file: /etc/faultline/push-token   # re-read when it changes
+  //   token_file: /etc/faultline/push-token   # one token per line; re-read when it changes
   //   labels:                         # each replaces the default list (ingest/formats/labels.h)
   //     node: [k8s.node.name, node, ...]
   //     pod: [k8s.pod.name, pod, ...]
@@ -190,9 +196,12 @@ class PushServer {
   std::mutex logged_mu_;
   // Metric reason -> when a rejection of it was last logged.
   std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> logged_;
+  // The token file as last read: its tokens, and what identifies that version of it.
+  // (inode, size in bytes, mtime and ctime in ns since the epoch)
+  using TokenFileId = std::tuple<ino_t, off_t, int64_t, int64_t>;
   std::mutex token_mu_;
-  std::string token_;
-  std::timespec token_mtime_{};
+  std::vector<std::string> tokens_;
+  std::optional<TokenFileId> token_file_id_;
 };
 
 }  // namespace faultline

@@ -334,6 +334,35 @@ TEST(PushServer, BearerTokenFromAFileReReadOnChange) {
   std::filesystem::remove_all(dir);
 }
 
+// A rotation loses no push: the file holds the new token beside the old while the shippers move
+// (their exporters drop a batch answered 401: protocols.md 1.4), then the new one alone. Each
+// version is read whatever its modification time: here every one is stamped at 0, as
+// reproducible image builds stamp files, which the first read once took for "read already".
+TEST(PushServer, EveryTokenOfTheFileIsTakenWhateverItsModificationTime) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fl-push-tokens-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "token";
+  const auto write = [&](const std::string& text) {
+    std::ofstream(file) << text;
+    std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::from_sys(
+                                               std::chrono::system_clock::time_point{}));
+  };
+  write("old\n");
+  PushConfig config;
+  config.token_file = file.string();
+  Fixture f(1 << 20, config);
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer old"}})->status, 204);
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer new"}})->status, 401);
+  write("old\nnew\n");
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer old"}})->status, 204);
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer new"}})->status, 204);
+  write("new\n");
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer old"}})->status, 401);
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer new"}})->status, 204);
+  std::filesystem::remove_all(dir);
+}
+
 // A raw connection to 127.0.0.1:port, for what cpp-httplib's client does not send.
 class RawConnection {
  public:
