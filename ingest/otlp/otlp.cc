@@ -210,31 +210,23 @@ bool addRecord(WireBytes bytes, const std::vector<Label>& resource, const Stream
 }
 
 // ResourceLogs (logs.proto): resource 1 (Resource: attributes 1), scope_logs 2 (ScopeLogs:
-// log_records 2). The resource may follow its scope_logs on the wire, so they are read after it.
+// log_records 2). The resource may follow its scope_logs on the wire, so the message is read
+// twice, not its scope_logs kept aside: that list (16 bytes per empty ScopeLogs of 2 wire bytes)
+// was outside DecodeBound.
 bool addResourceLogs(WireBytes bytes, const StreamRules& rules, const LabelFilter& keep,
                      RecordBatch* batch, uint64_t* rejected, DecodeBound* bound) {
-  std::vector<WireBytes> scopes;
   const size_t labels_begin = batch->labels.size();
-  WireReader r(bytes);
-  while (r.next()) {
-    if (r.number() == 1 && r.is(kBytes)) {
-      if (!forEachField(r.messageValue(), 1,
-                        [&](WireBytes kv) { return addAttribute(kv, keep, batch); })) {
-        return false;
-      }
-    } else if (r.number() == 2 && r.is(kBytes)) {
-      scopes.push_back(r.messageValue());
-    }
-  }
-  if (!r.ok()) {
+  if (!forEachField(bytes, 1, [&](WireBytes res) {
+        return forEachField(res, 1, [&](WireBytes kv) { return addAttribute(kv, keep, batch); });
+      })) {
     return false;
   }
   // The resource's labels, repeated at the start of each record's.
   const std::vector<Label> resource(batch->labels.begin() + static_cast<ptrdiff_t>(labels_begin),
                                     batch->labels.end());
   batch->labels.resize(labels_begin);
-  for (WireBytes scope : scopes) {
-    const bool ok = forEachField(scope, 2, [&](WireBytes record) {
+  return forEachField(bytes, 2, [&](WireBytes scope) {
+    return forEachField(scope, 2, [&](WireBytes record) {
       bool added = false;
       if (!addRecord(record, resource, rules, keep, batch, &added)) {
         return false;
@@ -242,11 +234,7 @@ bool addResourceLogs(WireBytes bytes, const StreamRules& rules, const LabelFilte
       *rejected += added ? 0 : 1;
       return bound->holds(*batch);
     });
-    if (!ok) {
-      return false;
-    }
-  }
-  return true;
+  });
 }
 
 }  // namespace

@@ -390,20 +390,18 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
   batch->hold(proto, proto->size());  // records and labels point into the message
   DecodeBound bound(*batch, proto->size());
   const std::string_view tenant_view = batch->copy(tenant);
-  std::vector<WireBytes> entries;
   std::vector<Label> metadata;
   bool refused = false;  // a reason other than the wire's is in *error
   // PushRequest.streams
   const bool ok = forEachField(WireBytes::whole(*proto), 1, [&](WireBytes stream) {
-    // StreamAdapter: labels 1, entries 2. The labels may follow the entries on the wire.
+    // StreamAdapter: labels 1, entries 2. The labels may follow the entries on the wire, so the
+    // stream is read twice, not its entries kept aside: that list (16 bytes per entry of 2 wire
+    // bytes) was outside DecodeBound.
     std::string_view selector;
-    entries.clear();
     WireReader r(stream);
     while (r.next()) {
       if (r.is(WireReader::kBytes) && r.number() == 1) {
         selector = r.bytesValue();
-      } else if (r.is(WireReader::kBytes) && r.number() == 2) {
-        entries.push_back(r.messageValue());
       }
     }
     if (!r.ok()) {
@@ -416,7 +414,7 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
     }
     const auto end = static_cast<uint32_t>(batch->labels.size());
     const LogRecord stream_only = classifyStream(rules, begin, end, *batch);
-    for (WireBytes bytes : entries) {
+    return forEachField(stream, 2, [&](WireBytes bytes) {
       int64_t ns = 0;
       std::string_view line;
       metadata.clear();
@@ -432,8 +430,8 @@ bool decodeLokiProto(std::string_view snappy, size_t max_bytes, std::string_view
         refused = true;
         return false;
       }
-    }
-    return true;
+      return true;
+    });
   });
   if (!ok && !refused) {
     *error = "not a Loki PushRequest (protobuf does not parse)";

@@ -159,6 +159,29 @@ TEST(LokiProto, LinesPointIntoTheHeldMessage) {
   EXPECT_LE(batch.memoryBytes(), message.size() + arrays + (size_t{64} << 10));
 }
 
+// A StreamAdapter's labels (field 1) may follow its entries (field 2) on the wire: every entry
+// still gets the stream's labels.
+TEST(LokiProto, TheStreamsLabelsMayFollowItsEntries) {
+  std::string entries;
+  for (int i = 0; i < 3; ++i) {
+    const std::string timestamp = varint(1 << 3) + varint(1795290752 + i);  // seconds
+    entries += field(2, field(1, timestamp) + field(2, "line " + std::to_string(i)));
+  }
+  const std::string message = field(1, entries + field(1, R"({transport="kernel", node="gpu-1"})"));
+  RecordBatch batch;
+  std::string error;
+  bool too_large = false;
+  ASSERT_TRUE(decodeLokiProto(snappied(message), 1 << 20, "tenant1", StreamRules(), &batch, &error,
+                              &too_large))
+      << error;
+  ASSERT_EQ(batch.records.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(batch.records[i].node, "gpu-1");
+    EXPECT_EQ(batch.records[i].line, "line " + std::to_string(i));
+    EXPECT_EQ(batch.records[i].time_ns, (1795290752 + static_cast<int64_t>(i)) * 1000000000);
+  }
+}
+
 TEST(LokiProto, RefusesCorruptSnappyAndProtobuf) {
   RecordBatch batch;
   std::string error;
