@@ -635,10 +635,13 @@ bool TaintSink::list() {
     pending.insert(key.first);
   }
   // A node the correlator holds tainted without the taint on it (refused: opted out, not
-  // eligible, failed; removed by hand; gone from the list) is reported lifted, or none of its
+  // eligible, failed; removed by hand; the node deleted) is reported lifted, or none of its
   // later faults would be decided. Its next taint decision is then applied or refused as any (a
   // taint removed by hand is not put back for the same rule within reapply_after). Not a node
   // carrying the configured taint another writer set: it is tainted.
+  // Nodes not listed that were read below and still carry the taint: a new term restores them
+  // as listed ones.
+  std::map<std::string, json> read_unlisted;
   for (const auto& [name, b] : believed) {
     const auto node = nodes_.find(name);
     const auto carries = [&, &b = b](const nlohmann::json& n) {
@@ -650,16 +653,19 @@ bool TaintSink::list() {
     }
     // Not listed: deleted, or no longer eligible (its GPU label gone for a while). The LIST says
     // nothing of its taint, so it is read: one still tainted stays held tainted, or nothing would
-    // lift that taint once it recovers. A read that fails is tried at the next LIST.
+    // lift that taint once it recovers. One try: a read that fails is tried at the next LIST, not
+    // retried here ahead of every decision. A name handle() refused as no node's goes in no URL.
     json unlisted;
-    if (node == nodes_.end()) {
+    if (node == nodes_.end() && isDns1123Subdomain(name)) {
       const std::string path = "/api/v1/nodes/" + name;
-      const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
+      const KubeClient::Response got = client_.get(path);
       unlisted = got.status == 200 ? parseObject(got.body) : json();
       if (got.status != 404 && (!unlisted.is_object() || carries(unlisted))) {
         if (!unlisted.is_object()) {
           spdlog::warn("kubernetes: cannot read node {}, not listed: GET {}: {}", name, path,
                        describe(got));
+        } else {
+          read_unlisted.emplace(name, std::move(unlisted));
         }
         continue;
       }
@@ -682,41 +688,47 @@ bool TaintSink::list() {
       }
     }
   }
+  const auto restore = [&](const std::string& name, const json& node) {
+    if (pending.count(name) != 0) {
+      return;
+    }
+    const std::optional<TaintMark> mark = taintMark(node);
+    if (!mark || !hasMarkedTaint(node, *mark)) {
+      decided_marks_.erase(name);
+      if (hooks_.on_lifted) {
+        hooks_.on_lifted(name, seen);
+      }
+      if (mark) {
+        removedByHand(node, *mark);  // maybe while no process of faultline ran
+      }
+    } else if (mark->time_ns && hooks_.on_restored) {
+      // Another leader lifted the taint decided here and set one of its own: the correlator
+      // forgets the fault it holds (whose recovery would lift the new taint), then takes it up.
+      const std::pair<std::string, int64_t> marked{mark->rule, *mark->time_ns};
+      if (const auto known = decided_marks_.find(name);
+          known != decided_marks_.end() && known->second != marked && hooks_.on_lifted) {
+        spdlog::info(
+            "kubernetes: node {} carries another leader's taint (rule {}) in place of "
+            "the one decided here (rule {})",
+            name, mark->rule, known->second.first);
+        hooks_.on_lifted(name, seen);
+      }
+      decided_marks_[name] = marked;
+      {
+        std::lock_guard lock(mu_);
+        believed_.try_emplace(name, Believed{seen, mark->key, mark->effect});
+      }
+      spdlog::info("kubernetes: node {} keeps taint {} of rule {} from before this start", name,
+                   mark->key, mark->rule);
+      hooks_.on_restored(name, mark->rule, *mark->time_ns, seen);
+    }
+  };
   if (restoring) {
     for (const auto& [name, node] : nodes_) {
-      if (pending.count(name) != 0) {
-        continue;
-      }
-      const std::optional<TaintMark> mark = taintMark(node);
-      if (!mark || !hasMarkedTaint(node, *mark)) {
-        decided_marks_.erase(name);
-        if (hooks_.on_lifted) {
-          hooks_.on_lifted(name, seen);
-        }
-        if (mark) {
-          removedByHand(node, *mark);  // maybe while no process of faultline ran
-        }
-      } else if (mark->time_ns && hooks_.on_restored) {
-        // Another leader lifted the taint decided here and set one of its own: the correlator
-        // forgets the fault it holds (whose recovery would lift the new taint), then takes it up.
-        const std::pair<std::string, int64_t> marked{mark->rule, *mark->time_ns};
-        if (const auto known = decided_marks_.find(name);
-            known != decided_marks_.end() && known->second != marked && hooks_.on_lifted) {
-          spdlog::info(
-              "kubernetes: node {} carries another leader's taint (rule {}) in place of "
-              "the one decided here (rule {})",
-              name, mark->rule, known->second.first);
-          hooks_.on_lifted(name, seen);
-        }
-        decided_marks_[name] = marked;
-        {
-          std::lock_guard lock(mu_);
-          believed_.try_emplace(name, Believed{seen, mark->key, mark->effect});
-        }
-        spdlog::info("kubernetes: node {} keeps taint {} of rule {} from before this start", name,
-                     mark->key, mark->rule);
-        hooks_.on_restored(name, mark->rule, *mark->time_ns, seen);
-      }
+      restore(name, node);
+    }
+    for (const auto& [name, node] : read_unlisted) {
+      restore(name, node);
     }
   }
 
