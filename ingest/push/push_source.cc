@@ -744,7 +744,7 @@ bool PushServer::authorized(const Request& req) {
       std::ifstream in(config_.token_file);
       std::stringstream s;
       s << in.rdbuf();
-      if (!in.good() && !in.eof()) {
+      if (S_ISDIR(st.st_mode) || !in.is_open() || in.bad()) {  // a directory opens
         spdlog::warn("http: token file {} is unreadable: every push is refused",
                      config_.token_file);
         return false;  // not cached: read again at the next push

@@ -360,6 +360,13 @@ TEST(PushServer, EveryTokenOfTheFileIsTakenWhateverItsModificationTime) {
   write("new\n");
   EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer old"}})->status, 401);
   EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer new"}})->status, 204);
+  // A directory in its place reads as no file (refused, not cached), then a file again.
+  std::filesystem::remove(file);
+  std::filesystem::create_directory(file);
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer new"}})->status, 401);
+  std::filesystem::remove(file);
+  write("new\n");
+  EXPECT_EQ(f.lokiJson(kLokiJson, {{"Authorization", "Bearer new"}})->status, 204);
   std::filesystem::remove_all(dir);
 }
 
