@@ -185,7 +185,8 @@ class TaintSink : public DecisionSink {
     // always leading, term 1.
     std::function<uint64_t()> leader_term;
     // After the sink's first successful LIST, and after the first one of each later leadership
-    // term (leader_term changed: another replica may have led), for each listed node whose
+    // term (leader_term changed: another replica may have led), for each listed node (and each
+    // node held tainted here that is not listed but still carries a taint, read with a GET) whose
     // faultline.dev/taint annotation has a time and whose taint (the annotation's key and effect)
     // is still on it as faultline wrote it (hasMarkedTaint: not put back by hand): the node, the
     // annotation's rule and its time (the decision's event time, ns since the epoch). Taints an

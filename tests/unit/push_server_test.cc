@@ -594,7 +594,9 @@ TEST(PushServer, AClientAskingToCloseHoldsNoThreadAfterItsAnswer) {
     const auto waited = steady_clock::now() - start;
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200);
-    EXPECT_LT(waited, 500ms) << request;
+    // A thread the closed connection held would answer only after read_timeout (10 s); half of
+    // it leaves a loaded machine room (500 ms did not always, with three tests per core).
+    EXPECT_LT(waited, config.read_timeout / 2) << request;
   }
   auto item = f.queue.tryPop();
   ASSERT_TRUE(item);
