@@ -731,6 +731,7 @@ bool TaintSink::list() {
       restore(name, node);
     }
   }
+  unlisted_ = std::move(read_unlisted);
 
   // The breaker lives in a ConfigMap so that it survives restarts and leader changes; deleting
   // it is the operator's reset.
@@ -873,13 +874,18 @@ std::string TaintSink::guard(const Decision& d) {
       nowNanos() - static_cast<int64_t>(l.window.count()) * kNanosPerSecond;
   std::erase_if(added_, [&](const auto& kv) { return kv.second < window_start; });
   const TaintCount count = countTaints(nodes_, d.taint.key, window_start, added_);
+  // Nodes held tainted that the LIST no longer shows, still tainted when read (list()), count as
+  // tainted eligible nodes: GPU Feature Discovery unlabels a node whose GPUs fell off the bus, and
+  // a fault across the fleet would otherwise taint past the limits as its nodes left the LIST.
+  // (Their recent taints are in added_, which count.recent has.)
+  const int unlisted = countTaints(unlisted_, d.taint.key, window_start, {}).tainted;
   // A node that carries the key already (with another effect) is among count.tainted: tainting
   // it adds no tainted node.
   const auto self = nodes_.find(d.node);
   const bool counted = self != nodes_.end() && taintWithKey(self->second, d.taint.key) != nullptr;
-  const int tainted = count.tainted + (counted ? 0 : 1);  // with this taint
+  const int tainted = count.tainted + unlisted + (counted ? 0 : 1);  // with this taint
   const int recent = count.recent;
-  const int eligible = static_cast<int>(nodes_.size());
+  const int eligible = static_cast<int>(nodes_.size() + unlisted_.size());
   std::string reason;
   if (l.max_tainted > 0 && tainted > l.max_tainted) {
     reason = "would taint " + std::to_string(tainted) + " nodes, over max_tainted " +
@@ -1161,6 +1167,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     if (nodes_.count(d.node) != 0) {
       nodes_[d.node] = untainted;
     }
+    unlisted_.erase(d.node);  // no longer tainted: not counted by the guard
     const std::string message = "rule " + d.rule + ": " + d.reason;
     event(d.node, "Normal", "FaultlineUntaint",
           (had_taint ? "removed taint " + key : "taint " + key + " was removed by hand before") +

@@ -340,6 +340,9 @@ class TaintSink : public DecisionSink {
 
   // Worker-thread state.
   std::map<std::string, nlohmann::json> nodes_;  // the eligible nodes, by name
+  // Nodes held tainted that the last LIST did not show, as read then, that carried a taint: the
+  // guard counts them (guard()).
+  std::map<std::string, nlohmann::json> unlisted_;
   // node -> when this process last added its taint (ns since the epoch), within guard.window:
   // max_new counts a taint lifted since, which nodes_ no longer shows.
   std::map<std::string, int64_t> added_;

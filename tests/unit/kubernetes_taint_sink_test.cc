@@ -998,6 +998,33 @@ TEST_F(GuardTest, ListsEligibleNodesBySelector) {
   EXPECT_EQ(suppressed()[0].action, Decision::Action::kSuppressed);
 }
 
+// Tainted nodes that leave the LIST (GPU Feature Discovery unlabels a node whose GPUs fell off the
+// bus) still count: g0 and g1 tainted under max_tainted 2, then unlabelled, so g2's taint would
+// make three tainted nodes. (A review, 2026-12-02: they were left out, and a fault across the
+// fleet that unlabels its nodes would have tainted past the limit.)
+TEST_F(GuardTest, TaintedNodesThatLeftTheListStillCount) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({2, 0, 0, std::chrono::seconds(60)});
+  o.node_list_period = std::chrono::milliseconds(100);
+  TaintSink sink(config(), o, hooks());
+  sink.write(decision("g0"));
+  sink.write(decision("g1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("g0"));
+  ASSERT_TRUE(tainted("g1"));
+  const int gets = count("GET", "/api/v1/nodes/g1");
+  for (const char* n : {"g0", "g1"}) {
+    ASSERT_TRUE(server_.mutate(n, {{"metadata", {{"labels", {{kGpu, nullptr}}}}}}));
+  }
+  // Read at a LIST that no longer shows them, which has ended by the next one's read.
+  ASSERT_TRUE(waitFor([&] { return count("GET", "/api/v1/nodes/g1") >= gets + 2; }));
+  sink.write(decision("g2"));
+  sink.flush();
+  EXPECT_FALSE(tainted("g2"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would taint 3 nodes, over max_tainted 2");
+}
+
 TEST_F(GuardTest, CountLimitTripsTheBreaker) {
   createCluster(10);
   TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), hooks());
