@@ -85,6 +85,27 @@ class TaintSinkTest : public ::testing::Test {
     return h;
   }
   // What `sink` reported once it reported anything (waitFor's bound) and handled its queue.
+  // The nodes a sink reports lifted (Hooks::on_lifted), in order; any thread.
+  struct LiftedReports {
+    std::mutex mu;
+    Lines nodes;
+    Lines get() {
+      std::lock_guard lock(mu);
+      return nodes;
+    }
+    void clear() {
+      std::lock_guard lock(mu);
+      nodes.clear();
+    }
+  };
+  TaintSink::Hooks liftedHooks(LiftedReports* r) {
+    TaintSink::Hooks h = hooks();
+    h.on_lifted = [r](const std::string& node, uint64_t /*seen*/) {
+      std::lock_guard lock(r->mu);
+      r->nodes.push_back(node);
+    };
+    return h;
+  }
   Lines reportedBy(TaintSink& sink, TermReports* r) {
     EXPECT_TRUE(waitFor([&] {
       std::lock_guard lock(r->mu);
@@ -2033,25 +2054,13 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
   createNode("n4");
   TaintSinkOptions o = options();
   o.node_list_period = std::chrono::milliseconds(100);
-  std::mutex mu;
-  Lines lifted;
-  TaintSink::Hooks h = hooks();
-  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
-    std::lock_guard lock(mu);
-    lifted.push_back(node);
-  };
-  TaintSink sink(config(), o, h);
+  LiftedReports lifted;
+  TaintSink sink(config(), o, liftedHooks(&lifted));
   // The start's LIST, a new term's, reports every node without faultline's marked taint lifted
   // (none has one yet). Waited for, so that it cannot fall among the decisions below, where it
   // reported n3 and n4 (2026-12-02, under load).
-  ASSERT_TRUE(waitFor([&] {
-    std::lock_guard lock(mu);
-    return lifted.size() == 4;
-  }));
-  {
-    std::lock_guard lock(mu);
-    lifted.clear();
-  }
+  ASSERT_TRUE(waitFor([&] { return lifted.get().size() == 4; }));
+  lifted.clear();
   for (const char* n : {"n1", "n2", "n3", "n4"}) {
     sink.write(decision(n));
   }
@@ -2061,8 +2070,8 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
   // The operator removes n1's taint by hand (the annotation stays).
   ASSERT_TRUE(server_.mutate("n1", {{"spec", {{"taints", json::array()}}}}));
   EXPECT_TRUE(waitFor([&] {
-    std::lock_guard lock(mu);
-    return std::count(lifted.begin(), lifted.end(), "n1") != 0;
+    const Lines nodes = lifted.get();
+    return std::count(nodes.begin(), nodes.end(), "n1") != 0;
   }));
   // n1's fault is no longer tracked, so its recovery will not be seen: its condition, True since
   // the taint, says so rather than faulty until the next fault (set just after the report).
@@ -2071,9 +2080,9 @@ TEST_F(TaintSinkTest, ANodeHeldTaintedWithoutTheTaintIsReportedLiftedAtTheNextLi
   // n2, never tainted, has no condition.
   EXPECT_NE(server_.node("n1").dump().find(R"("reason":"TaintRemovedByHand")"), std::string::npos);
   EXPECT_EQ(condition("n2"), "");
-  std::lock_guard lock(mu);
-  std::sort(lifted.begin(), lifted.end());
-  EXPECT_EQ(lifted, (Lines{"n1", "n2"}));
+  Lines nodes = lifted.get();
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(nodes, (Lines{"n1", "n2"}));
 }
 
 // Nodes the sink tainted that the LIST no longer shows (their GPU label gone for a while, as when
@@ -2087,22 +2096,11 @@ TEST_F(TaintSinkTest, ATaintedNodeNoLongerListedIsReadBeforeItIsReportedLifted) 
   TaintSinkOptions o = options();
   o.eligible = {"gpu=a100"};
   o.node_list_period = std::chrono::milliseconds(100);
-  std::mutex mu;
-  Lines lifted;
-  TaintSink::Hooks h = hooks();
-  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
-    std::lock_guard lock(mu);
-    lifted.push_back(node);
-  };
-  TaintSink sink(config(), o, h);
-  ASSERT_TRUE(waitFor([&] {  // the start's LIST: neither carries faultline's marked taint
-    std::lock_guard lock(mu);
-    return lifted.size() == 2;
-  }));
-  {
-    std::lock_guard lock(mu);
-    lifted.clear();
-  }
+  LiftedReports lifted;
+  TaintSink sink(config(), o, liftedHooks(&lifted));
+  // The start's LIST: neither carries faultline's marked taint.
+  ASSERT_TRUE(waitFor([&] { return lifted.get().size() == 2; }));
+  lifted.clear();
   sink.write(decision("n1"));
   sink.write(decision("n2"));
   sink.flush();
@@ -2112,18 +2110,12 @@ TEST_F(TaintSinkTest, ATaintedNodeNoLongerListedIsReadBeforeItIsReportedLifted) 
   ASSERT_TRUE(server_.mutate("n1", {{"metadata", {{"labels", {{"gpu", nullptr}}}}}}));
   ASSERT_TRUE(server_.mutate("n2", {{"metadata", {{"labels", {{"gpu", nullptr}}}}},
                                     {"spec", {{"taints", json::array()}}}}));
-  ASSERT_TRUE(waitFor([&] {
-    std::lock_guard lock(mu);
-    return !lifted.empty();
-  }));
+  ASSERT_TRUE(waitFor([&] { return !lifted.get().empty(); }));
   // Then n1 read at two more LISTs: the first of them has decided on it by the second's read.
   const int after = count("GET", "/api/v1/nodes/n1");
   EXPECT_GT(after, gets);
   ASSERT_TRUE(waitFor([&] { return count("GET", "/api/v1/nodes/n1") >= after + 2; }));
-  {
-    std::lock_guard lock(mu);
-    EXPECT_EQ(lifted, Lines{"n2"});
-  }
+  EXPECT_EQ(lifted.get(), Lines{"n2"});
   EXPECT_TRUE(waitFor([&] { return condition("n2") == "Unknown"; }));
   EXPECT_EQ(condition("n1"), "True");
   sink.write(untaintDecision("n1"));
@@ -2176,20 +2168,14 @@ TEST_F(TaintSinkTest, AnUnlistedNodeCarryingAnotherLeadersTaintIsRestoredInANewT
 TEST_F(TaintSinkTest, AnInvalidNodeNameIsReportedLiftedWithoutARequest) {
   TaintSinkOptions o = options();
   o.node_list_period = std::chrono::milliseconds(100);
-  std::mutex mu;
-  Lines lifted;
-  TaintSink::Hooks h = hooks();
-  h.on_lifted = [&](const std::string& node, uint64_t /*seen*/) {
-    std::lock_guard lock(mu);
-    lifted.push_back(node);
-  };
-  TaintSink sink(config(), o, h);
+  LiftedReports lifted;
+  TaintSink sink(config(), o, liftedHooks(&lifted));
   sink.write(decision("gpu 1"));
   sink.flush();
   EXPECT_EQ(sink.counters().failed, 1u);
   EXPECT_TRUE(waitFor([&] {
-    std::lock_guard lock(mu);
-    return std::count(lifted.begin(), lifted.end(), "gpu 1") != 0;
+    const Lines nodes = lifted.get();
+    return std::count(nodes.begin(), nodes.end(), "gpu 1") != 0;
   }));
   for (const auto& request : server_.requests()) {
     EXPECT_EQ(request.path.rfind("/api/v1/nodes/gpu", 0), std::string::npos) << request.path;
