@@ -725,50 +725,43 @@ bool PushServer::authorized(const Request& req) {
   if (config_.token_file.empty()) {
     return true;
   }
-  std::vector<std::string> tokens;
-  {
-    std::lock_guard lock(token_mu_);
-    struct stat st {};
-    if (::stat(config_.token_file.c_str(), &st) != 0) {
-      spdlog::warn("http: token file {} is unreadable: every push is refused", config_.token_file);
-      return false;
-    }
-    // Any change shows in one of these: a write (mtime, size), a chmod (ctime), the kubelet's
-    // swap of a Secret's files (inode). Not the mtime alone: a file stamped at 0, as reproducible
-    // image builds stamp them, was never read.
-    const auto ns = [](const std::timespec& t) {
-      return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
-    };
-    const TokenFileId id{st.st_ino, st.st_size, ns(st.st_mtim), ns(st.st_ctim)};
-    if (!token_file_id_ || *token_file_id_ != id) {
-      std::ifstream in(config_.token_file);
-      std::stringstream s;
-      s << in.rdbuf();
-      if (S_ISDIR(st.st_mode) || !in.is_open() || in.bad()) {  // a directory opens
-        spdlog::warn("http: token file {} is unreadable: every push is refused",
-                     config_.token_file);
-        return false;  // not cached: read again at the next push
-      }
-      tokens_.clear();
-      for (std::string line; std::getline(s, line);) {
-        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) {
-          line.pop_back();
-        }
-        if (!line.empty()) {
-          tokens_.push_back(std::move(line));
-        }
-      }
-      token_file_id_ = id;
-    }
-    tokens = tokens_;
-  }
   const std::string& header = req.authorization;
   if (header.size() < 7 || lower(header.substr(0, 7)) != "bearer ") {
     return false;
   }
   const std::string_view sent = std::string_view(header).substr(7);
+  std::lock_guard lock(token_mu_);
+  struct stat st {};
+  if (::stat(config_.token_file.c_str(), &st) != 0) {
+    spdlog::warn("http: token file {} is unreadable: every push is refused", config_.token_file);
+    return false;
+  }
+  // Any change shows in one of these: a write (mtime, size), a chmod (ctime), the kubelet's
+  // swap of a Secret's files (inode). Not the mtime alone: a file stamped at 0, as reproducible
+  // image builds stamp them, was never read.
+  const auto ns = [](const std::timespec& t) { return t.tv_sec * kNanosPerSecond + t.tv_nsec; };
+  const TokenFileId id{st.st_ino, st.st_size, ns(st.st_mtim), ns(st.st_ctim)};
+  if (!token_file_id_ || *token_file_id_ != id) {
+    std::ifstream in(config_.token_file);
+    std::stringstream s;
+    s << in.rdbuf();
+    if (S_ISDIR(st.st_mode) || !in.is_open() || in.bad()) {  // a directory opens
+      spdlog::warn("http: token file {} is unreadable: every push is refused", config_.token_file);
+      return false;  // not cached: read again at the next push
+    }
+    tokens_.clear();
+    for (std::string line; std::getline(s, line);) {
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) {
+        line.pop_back();
+      }
+      if (!line.empty()) {
+        tokens_.push_back(std::move(line));
+      }
+    }
+    token_file_id_ = id;
+  }
   bool match = false;
-  for (const std::string& token : tokens) {
+  for (const std::string& token : tokens_) {
     if (sent.size() != token.size()) {
       continue;
     }
