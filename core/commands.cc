@@ -534,8 +534,6 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
   // replica seeks the Lease once it has caught up; meanwhile its decisions are held as a
   // follower's, and the last one per node is checked when it leads.
   std::atomic<bool> kafka_caught_up = false;
-  // Leader election has its own connection so that a slow taint never delays a Lease renewal.
-  std::unique_ptr<KubeClient> lease_client;
   std::unique_ptr<LeaderElector> elector;
   std::unique_ptr<TaintSink> taints;
   if (cfg.kubernetes) {
@@ -547,14 +545,15 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
     };
     hooks.on_resumed = [&log](const Decision& d) { log.write(d); };  // counted when decided
     if (cfg.leader_election) {
-      lease_client = std::make_unique<KubeClient>(*cfg.kubernetes, &metrics);
       std::function<bool()> may_lead;
       if (cfg.kafka) {
         may_lead = [&kafka_caught_up] { return kafka_caught_up.load(); };
       }
-      elector = std::make_unique<LeaderElector>(*lease_client, *cfg.leader_election,
-                                                std::function<void(bool)>{}, std::move(may_lead));
+      elector = std::make_unique<LeaderElector>(*cfg.kubernetes, *cfg.leader_election,
+                                                std::function<void(bool)>{}, std::move(may_lead),
+                                                &metrics);
       hooks.leader_term = [e = elector.get()] { return e->term(); };
+      hooks.leading_until = [e = elector.get()] { return e->leadingUntil(); };
     }
     // Taints set before this start: the correlator lifts them when their nodes recover.
     hooks.on_restored = [&pipeline](const std::string& node, const std::string& rule,

@@ -173,27 +173,29 @@ KubeClient::~KubeClient() {
   curl_easy_cleanup(curl_);
 }
 
-KubeClient::Response KubeClient::get(const std::string& path) {
-  return perform("GET", path, nullptr, nullptr);
+KubeClient::Response KubeClient::get(const std::string& path, Deadline deadline) {
+  return perform("GET", path, nullptr, nullptr, deadline);
 }
 
-KubeClient::Response KubeClient::post(const std::string& path, const std::string& body) {
+KubeClient::Response KubeClient::post(const std::string& path, const std::string& body,
+                                      Deadline deadline) {
   static const std::string kJson = "application/json";
-  return perform("POST", path, &kJson, &body);
+  return perform("POST", path, &kJson, &body, deadline);
 }
 
-KubeClient::Response KubeClient::put(const std::string& path, const std::string& body) {
+KubeClient::Response KubeClient::put(const std::string& path, const std::string& body,
+                                     Deadline deadline) {
   static const std::string kJson = "application/json";
-  return perform("PUT", path, &kJson, &body);
+  return perform("PUT", path, &kJson, &body, deadline);
 }
 
 KubeClient::Response KubeClient::patch(const std::string& path, const std::string& content_type,
-                                       const std::string& body) {
-  return perform("PATCH", path, &content_type, &body);
+                                       const std::string& body, Deadline deadline) {
+  return perform("PATCH", path, &content_type, &body, deadline);
 }
 
-KubeClient::Response KubeClient::del(const std::string& path) {
-  return perform("DELETE", path, nullptr, nullptr);
+KubeClient::Response KubeClient::del(const std::string& path, Deadline deadline) {
+  return perform("DELETE", path, nullptr, nullptr, deadline);
 }
 
 void KubeClient::waitForRateLimit() {
@@ -240,25 +242,38 @@ bool KubeClient::loadToken(bool force, std::string* error) {
 }
 
 KubeClient::Response KubeClient::perform(const char* method, const std::string& path,
-                                         const std::string* content_type, const std::string* body) {
+                                         const std::string* content_type, const std::string* body,
+                                         Deadline deadline) {
   std::lock_guard lock(mu_);
-  Response response = performOnce(method, path, content_type, body, /*reload=*/false);
+  Response response = performOnce(method, path, content_type, body, deadline, /*reload=*/false);
   if (response.status == 401 && !config_.token_file.empty()) {
     // The token may have rotated within the file's mtime granularity: re-read and retry once.
-    response = performOnce(method, path, content_type, body, /*reload=*/true);
+    response = performOnce(method, path, content_type, body, deadline, /*reload=*/true);
   }
   return response;
 }
 
 KubeClient::Response KubeClient::performOnce(const char* method, const std::string& path,
                                              const std::string* content_type,
-                                             const std::string* body, bool reload) {
+                                             const std::string* body, Deadline deadline,
+                                             bool reload) {
   Response response;
   if (!loadToken(reload, &response.error)) {
     return response;
   }
   const std::string& token = token_;
   waitForRateLimit();
+  // Whole milliseconds left, rounded down: curl's timeout must not outlast the deadline.
+  long timeout_ms = kRequestTimeoutMs;
+  if (deadline != kNoDeadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      response.error = "not sent: past its deadline";
+      return response;
+    }
+    timeout_ms = std::min<long>(timeout_ms, static_cast<long>(left.count()));
+  }
   // Reset drops the previous request's options but keeps the connection and DNS caches.
   curl_easy_reset(curl_);
   const std::string url = config_.server + path;
@@ -267,7 +282,7 @@ KubeClient::Response KubeClient::performOnce(const char* method, const std::stri
   curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS, kConnectTimeoutMs);
-  curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, kRequestTimeoutMs);
+  curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, error_buffer);
   curl_easy_setopt(curl_, CURLOPT_USERAGENT, "faultline");
   curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, appendToString);

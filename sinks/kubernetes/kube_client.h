@@ -48,15 +48,16 @@ struct KubeConfig {
 // One connection to the API server, safe to share between threads (requests are serialised).
 // The bearer token is cached and re-read when the file changes (inode, size or mtime: the kubelet
 // rotates projected tokens by swapping the file) and once more on a 401, which is then retried
-// once with the fresh token. Requests time out after 15 s (connect: 5 s).
+// once with the fresh token. Requests time out after 15 s (connect: 5 s), or at their deadline
+// when it comes sooner.
 //
 // With a Metrics, every request sent (each try of a retried one) is counted in
 // faultline_kube_requests_total{verb,resource,code}: verb as the API server's
 // apiserver_request_total names it (GET, LIST = GET of a collection, POST, PUT, PATCH, DELETE),
 // resource the path's resource with its subresource (nodes, nodes/status, events, configmaps,
 // leases; the first path segment, e.g. version, for non-resource paths), code the HTTP status or
-// "error" when no response arrived (connect, TLS, timeout). A request not sent because the token
-// file is unreadable is not counted. Object names never become labels.
+// "error" when no response arrived (connect, TLS, timeout). A request not sent (the token file
+// unreadable, its deadline passed) is not counted. Object names never become labels.
 class KubeClient {
  public:
   struct Response {
@@ -74,19 +75,27 @@ class KubeClient {
   KubeClient(KubeClient&&) = delete;
   KubeClient& operator=(KubeClient&&) = delete;
 
+  // The steady-clock time after which a request is neither sent nor left waiting for its answer
+  // (a leader's writes end with its leadership: TaintSink::Hooks::leading_until).
+  using Deadline = std::chrono::steady_clock::time_point;
+  static constexpr Deadline kNoDeadline = Deadline::max();
+
   // path is absolute and already URL-encoded, including any query: /api/v1/nodes/n1?x=y.
-  // Bodies are JSON; content_type names the patch flavour for PATCH.
-  Response get(const std::string& path);
-  Response post(const std::string& path, const std::string& body);
-  Response put(const std::string& path, const std::string& body);
-  Response patch(const std::string& path, const std::string& content_type, const std::string& body);
-  Response del(const std::string& path);
+  // Bodies are JSON; content_type names the patch flavour for PATCH. Past `deadline` (before
+  // sending, or while waiting for the rate limit or the answer) the Response has status 0 and an
+  // error; a request cut off while waiting for its answer may still be applied by the server.
+  Response get(const std::string& path, Deadline deadline = kNoDeadline);
+  Response post(const std::string& path, const std::string& body, Deadline deadline = kNoDeadline);
+  Response put(const std::string& path, const std::string& body, Deadline deadline = kNoDeadline);
+  Response patch(const std::string& path, const std::string& content_type, const std::string& body,
+                 Deadline deadline = kNoDeadline);
+  Response del(const std::string& path, Deadline deadline = kNoDeadline);
 
  private:
   Response perform(const char* method, const std::string& path, const std::string* content_type,
-                   const std::string* body);
+                   const std::string* body, Deadline deadline);
   Response performOnce(const char* method, const std::string& path, const std::string* content_type,
-                       const std::string* body, bool reload);
+                       const std::string* body, Deadline deadline, bool reload);
   // Waits for a token of the rate limiter. Called with mu_ held.
   void waitForRateLimit();
   // Refreshes token_ from the file when it changed (or when forced). Called with mu_ held.

@@ -22,6 +22,12 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// The Lease's requests pace themselves (retry_period): no rate limit (LeaderElector()).
+KubeConfig unthrottled(KubeConfig kube) {
+  kube.qps = 0;
+  return kube;
+}
+
 int64_t steadyNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
@@ -95,9 +101,10 @@ LeaderElectionConfig LeaderElectionConfig::fromYaml(const YAML::Node& node) {
   return c;
 }
 
-LeaderElector::LeaderElector(KubeClient& client, LeaderElectionConfig config,
-                             std::function<void(bool)> on_change, std::function<bool()> may_lead)
-    : client_(client),
+LeaderElector::LeaderElector(const KubeConfig& kube, LeaderElectionConfig config,
+                             std::function<void(bool)> on_change, std::function<bool()> may_lead,
+                             Metrics* metrics)
+    : client_(unthrottled(kube), metrics),
       config_(std::move(config)),
       on_change_(std::move(on_change)),
       may_lead_(std::move(may_lead)),
@@ -110,6 +117,10 @@ LeaderElector::~LeaderElector() {
   }
   cv_.notify_all();
   thread_.join();
+}
+
+Clock::time_point LeaderElector::leadingUntil() const {
+  return Clock::time_point(std::chrono::nanoseconds(renewed_ns_.load())) + config_.renew_deadline;
 }
 
 uint64_t LeaderElector::term() const {

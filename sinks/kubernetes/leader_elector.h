@@ -53,10 +53,14 @@ class LeaderElector {
  public:
   // on_change(true) runs on the elector's thread after the Lease was won, on_change(false) after
   // leadership was lost or given up. While may_lead (if given) returns false, a replica that does
-  // not lead does not seek the Lease (a Kafka replica still reading its topics' retention). The
-  // client must outlive the elector.
-  LeaderElector(KubeClient& client, LeaderElectionConfig config,
-                std::function<void(bool)> on_change = {}, std::function<bool()> may_lead = {});
+  // not lead does not seek the Lease (a Kafka replica still reading its topics' retention).
+  // The elector has its own connection to the API server (`kube`, without its rate limit: two
+  // requests per retry_period, which a low `qps` would delay past renew_deadline so that no
+  // replica kept the Lease), so that a slow taint never delays a renewal. `metrics`, if given,
+  // counts its requests (KubeClient) and must outlive the elector.
+  LeaderElector(const KubeConfig& kube, LeaderElectionConfig config,
+                std::function<void(bool)> on_change = {}, std::function<bool()> may_lead = {},
+                Metrics* metrics = nullptr);
   // Stops; a held Lease is released (holderIdentity "", leaseDurationSeconds 1, renewTime and
   // acquireTime now: client-go's ReleaseOnCancel) so that another replica takes over at its
   // next retry instead of after the lease duration.
@@ -70,6 +74,9 @@ class LeaderElector {
   // from when the renewal was sent). Judged at the call, so a leader whose renewals hang stops
   // acting within renew_deadline; a 409 on the Lease (another replica won) ends it at once.
   bool isLeader() const;
+  // When isLeader() turns false unless a renewal is sent before: renew_deadline after the last
+  // renewal sent (steady clock). Meaningful while isLeader().
+  std::chrono::steady_clock::time_point leadingUntil() const;
   // While isLeader(): the term, 1 for the first time this replica won the Lease and one more
   // each time it won it again from another holder (or none: released, created); else 0. Leading
   // again on a Lease that still named it (renewals failed for a while) keeps the term; one that
@@ -95,7 +102,7 @@ class LeaderElector {
   // The spec we write: renewing `old` (ours) or taking it over (+1 transition, new acquireTime).
   nlohmann::json leaseSpec(const LeaseRecord& old, bool take_over) const;
 
-  KubeClient& client_;
+  KubeClient client_;
   const LeaderElectionConfig config_;
   std::function<void(bool)> on_change_;
   std::function<bool()> may_lead_;

@@ -493,7 +493,7 @@ bool TaintSink::stopping() const {
   return hooks_.stopping && hooks_.stopping();
 }
 
-KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>& request,
+KubeClient::Response TaintSink::send(const std::function<KubeClient::Response(Deadline)>& request,
                                      const std::string& what) {
   KubeClient::Response r;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
@@ -517,7 +517,7 @@ KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>
       }
       return r;
     }
-    r = request();
+    r = request(hooks_.leading_until ? hooks_.leading_until() : KubeClient::kNoDeadline);
     if (!retryable(r)) {
       return r;
     }
@@ -529,9 +529,9 @@ KubeClient::Response TaintSink::send(const std::function<KubeClient::Response()>
 
 KubeClient::Response TaintSink::patchNode(const std::string& path, const json& patch) {
   return send(
-      [&] {
-        KubeClient::Response r =
-            client_.patch(path + "?fieldManager=faultline", kStrategicMerge, dumpText(patch));
+      [&](Deadline until) {
+        KubeClient::Response r = client_.patch(path + "?fieldManager=faultline", kStrategicMerge,
+                                               dumpText(patch), until);
         // The server may have applied a PATCH it did not answer (a timeout, a proxy's 504).
         may_have_landed_ = may_have_landed_ || r.status == 0 || r.status >= 500;
         return r;
@@ -559,7 +559,8 @@ bool TaintSink::list() {
                               (selector.empty() ? "" : "&labelSelector=" + percentEncode(selector));
     std::string path = first;
     while (true) {
-      const KubeClient::Response r = send([&] { return client_.get(path); }, "GET " + path);
+      const KubeClient::Response r =
+          send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
       NodeListPage page;
       // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
       if (r.status != 200 || !parseNodeList(r.body, &page)) {
@@ -738,7 +739,8 @@ bool TaintSink::list() {
   const std::string cm = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps/" +
                          options_.breaker_configmap;
   // It fails closed: only a 404 clears it, and not a trip whose POST failed.
-  const KubeClient::Response r = send([&] { return client_.get(cm); }, "GET " + cm);
+  const KubeClient::Response r =
+      send([&](Deadline until) { return client_.get(cm, until); }, "GET " + cm);
   if (r.status == 200) {
     const std::string reason = stringAt(parseObject(r.body), "/data/reason");
     setBreaker(Breaker::kTripped, reason.empty() ? "tripped (ConfigMap without a reason)" : reason);
@@ -930,7 +932,7 @@ bool TaintSink::record(const std::string& reason) {
       {"data", {{"reason", reason}, {"time", rfc3339Seconds(nowNanos())}}}};
   const std::string path = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps";
   const KubeClient::Response r =
-      send([&] { return client_.post(path, cm.dump()); }, "POST " + path);
+      send([&](Deadline until) { return client_.post(path, cm.dump(), until); }, "POST " + path);
   if (r.status == 201 || r.status == 409) {
     return true;
   }
@@ -1138,7 +1140,8 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
       ++conflicts_retried_;
     }
-    const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
+    const KubeClient::Response got =
+        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
     node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       if (!retryable(got)) {
@@ -1176,7 +1179,8 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     return Outcome::kDone;
   };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    const KubeClient::Response got = send([&] { return client_.get(path); }, "GET " + path);
+    const KubeClient::Response got =
+        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
     const json node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       return requestFailed("untaint node " + d.node, "GET " + path, got);
@@ -1259,7 +1263,9 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
   if (it != events_.end()) {
     const json patch = {{"count", it->second.count + 1}, {"lastTimestamp", now}};
     const KubeClient::Response r = send(
-        [&] { return client_.patch(path + "/" + it->second.name, kStrategicMerge, patch.dump()); },
+        [&](Deadline until) {
+          return client_.patch(path + "/" + it->second.name, kStrategicMerge, patch.dump(), until);
+        },
         "PATCH event");
     if (r.status == 200) {
       ++it->second.count;
@@ -1286,7 +1292,7 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
       {"lastTimestamp", now},
       {"count", 1}};
   const KubeClient::Response r =
-      send([&] { return client_.post(path, dumpText(ev)); }, "POST event");
+      send([&](Deadline until) { return client_.post(path, dumpText(ev), until); }, "POST event");
   if (r.status == 201) {
     if (events_.size() >= kMaxEvents) {
       // Nearly every decision's message is new (its evidence line): without a bound the map
@@ -1326,8 +1332,9 @@ void TaintSink::condition(const json& node, std::string_view status, const std::
   const std::string name = stringAt(node, "/metadata/name");
   const std::string path = "/api/v1/nodes/" + name + "/status";
   const KubeClient::Response r = send(
-      [&] {
-        return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, dumpText(patch));
+      [&](Deadline until) {
+        return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, dumpText(patch),
+                             until);
       },
       "PATCH " + path);
   if (r.status != 200) {

@@ -184,6 +184,12 @@ class TaintSink : public DecisionSink {
     // each time it wins the Lease; 0 while another replica leads: nothing is written. Empty =
     // always leading, term 1.
     std::function<uint64_t()> leader_term;
+    // While leader_term() is not 0: when that leadership ends unless it is renewed in time
+    // (LeaderElector::leadingUntil(), steady clock). No request is sent after it, and none is
+    // left waiting for its answer past it (a follower may take over lease_duration after the
+    // last renewal it saw: the margin over renew_deadline covers a request the API server is
+    // still applying). Empty = no end.
+    std::function<KubeClient::Deadline()> leading_until;
     // After the sink's first successful LIST, and after the first one of each later leadership
     // term (leader_term changed: another replica may have led), for each listed node (and each
     // node held tainted here that is not listed but still carries a taint, read with a GET) whose
@@ -328,7 +334,10 @@ class TaintSink : public DecisionSink {
   // no longer tracked), writing nothing when it is so already (or absent and not "True").
   void condition(const nlohmann::json& node, std::string_view status, const std::string& reason,
                  const std::string& message);
-  KubeClient::Response send(const std::function<KubeClient::Response()>& request,
+  using Deadline = KubeClient::Deadline;
+  // Sends `request` (given the leadership's end, Hooks::leading_until) with retries and backoff;
+  // stops, deferring, when the term changed or at shutdown.
+  KubeClient::Response send(const std::function<KubeClient::Response(Deadline)>& request,
                             const std::string& what);
   // send()s a PATCH of the node object; a try without an answer sets may_have_landed_.
   KubeClient::Response patchNode(const std::string& path, const nlohmann::json& patch);

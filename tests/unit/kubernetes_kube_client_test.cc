@@ -1,4 +1,5 @@
 // KubeClient and KubeConfig against the in-process fake API server.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,13 +78,44 @@ TEST(KubeClientTest, RereadsTheTokenAndRetriesOnceOn401) {
           .string();
   std::ofstream(token_file) << "old";
   KubeClient client(KubeConfig{server.url(), token_file, "", false});
+  ASSERT_EQ(client.get("/version").status, 200);
+  // Rotated in place within the file's mtime granularity: same inode, size and mtime, so only
+  // the 401 shows the cached token is stale.
+  const auto mtime = std::filesystem::last_write_time(token_file);
+  std::ofstream(token_file) << "new";
+  std::filesystem::last_write_time(token_file, mtime);
   server.failNext("GET", "/version", 401);
 
   const KubeClient::Response response = client.get("/version");
   std::filesystem::remove(token_file);
   EXPECT_EQ(response.status, 200);
-  ASSERT_EQ(server.requests().size(), 2u);
-  EXPECT_EQ(server.requests()[1].authorization, "Bearer old");
+  ASSERT_EQ(server.requests().size(), 3u);
+  EXPECT_EQ(server.requests()[1].authorization, "Bearer old");  // answered 401
+  EXPECT_EQ(server.requests()[2].authorization, "Bearer new");
+}
+
+// A request is neither sent past its deadline nor left waiting for its answer past it.
+TEST(KubeClientTest, ARequestEndsAtItsDeadline) {
+  FakeApiServer server;
+  server.start();
+  ASSERT_TRUE(server.createNode({{"metadata", {{"name", "n1"}}}}));
+  KubeClient client(KubeConfig{server.url(), "", "", false});
+
+  const KubeClient::Response late =
+      client.get("/api/v1/nodes/n1", std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  EXPECT_EQ(late.status, 0);
+  EXPECT_NE(late.error.find("deadline"), std::string::npos) << late.error;
+  EXPECT_TRUE(server.requests().empty());
+
+  // The server holds the PATCH 3 s, then applies it; the client stops waiting at 300 ms.
+  server.delayNext("PATCH", "/api/v1/nodes/n1", std::chrono::milliseconds(3000));
+  const KubeClient::Response cut = client.patch(
+      "/api/v1/nodes/n1", "application/merge-patch+json", R"({"metadata":{"labels":{"a":"b"}}})",
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(300));
+  EXPECT_EQ(cut.status, 0);
+  EXPECT_FALSE(cut.error.empty());
+  EXPECT_EQ(server.node("n1").value("/metadata/labels/a"_json_pointer, ""), "")
+      << "answered only once the server had applied it";
 }
 
 TEST(KubeClientTest, ReportsRetryAfterAndSendsEveryVerb) {

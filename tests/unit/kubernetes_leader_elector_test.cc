@@ -28,19 +28,22 @@ class LeaderElectorTest : public ::testing::Test {
     server_.start();
     // Each client its own bearer token, so that the server's request log tells whose a request
     // was (Request::authorization "Bearer a" or "Bearer b").
-    KubeConfig c;
-    c.server = server_.url();
-    c.qps = 0;
     std::ofstream(tokenFile("a")) << "a";
     std::ofstream(tokenFile("b")) << "b";
-    c.token_file = tokenFile("a");
-    a_client_ = std::make_unique<KubeClient>(c);
-    c.token_file = tokenFile("b");
-    b_client_ = std::make_unique<KubeClient>(c);
+    a_client_ = std::make_unique<KubeClient>(kube("a"));
+    b_client_ = std::make_unique<KubeClient>(kube("b"));
   }
   void TearDown() override {
     std::filesystem::remove(tokenFile("a"));
     std::filesystem::remove(tokenFile("b"));
+  }
+  // Replica `who`'s connection: its requests carry "Bearer <who>".
+  KubeConfig kube(const std::string& who) const {
+    KubeConfig c;
+    c.server = server_.url();
+    c.qps = 0;
+    c.token_file = tokenFile(who);
+    return c;
   }
   static std::string tokenFile(const std::string& who) {
     return (std::filesystem::temp_directory_path() /
@@ -116,10 +119,28 @@ class LeaderElectorTest : public ::testing::Test {
   std::unique_ptr<KubeClient> b_client_;
 };
 
-TEST_F(LeaderElectorTest, OneLeaderAndTheLeaseFields) {
-  LeaderElector a(*a_client_, config("replica-a"));
+// The sink's `qps` does not throttle the Lease: two requests per retry_period would wait for the
+// rate limit past renew_deadline, and no replica would keep the Lease (a review, 2026-12-02: at
+// `qps: 0.2` with the default timings each renewal took about 18 s).
+TEST_F(LeaderElectorTest, TheSinksRateLimitDoesNotDelayRenewals) {
+  KubeConfig slow = kube("a");
+  slow.qps = 1;  // a request a second: each renewal's GET and PUT would take 2 s of 0.7
+  slow.burst = 1;
+  LeaderElector a(slow, config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
-  LeaderElector b(*b_client_, config("replica-b"));
+  const int renewals = requestsOf("Bearer a", "PUT");
+  // Three seconds of retry periods (100 ms): leading throughout, renewing at each.
+  for (int i = 0; i < 60; ++i) {
+    EXPECT_TRUE(a.isLeader()) << "at sample " << i;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_GT(requestsOf("Bearer a", "PUT"), renewals + 5);
+}
+
+TEST_F(LeaderElectorTest, OneLeaderAndTheLeaseFields) {
+  LeaderElector a(kube("a"), config("replica-a"));
+  ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
+  LeaderElector b(kube("b"), config("replica-b"));
   // b sees a valid Lease held by a: it stays a follower across several retry periods, reading
   // the Lease and never writing it.
   const auto b_requests = [&](const std::string& method) {
@@ -156,9 +177,9 @@ TEST_F(LeaderElectorTest, OneLeaderAndTheLeaseFields) {
 }
 
 TEST_F(LeaderElectorTest, ReleasedLeaseIsTakenOver) {
-  auto a = std::make_unique<LeaderElector>(*a_client_, config("replica-a"));
+  auto a = std::make_unique<LeaderElector>(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a->isLeader(); }));
-  LeaderElector b(*b_client_, config("replica-b"));
+  LeaderElector b(kube("b"), config("replica-b"));
   a.reset();  // releases: holderIdentity "", leaseDurationSeconds 1
   ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
   const json l = lease();
@@ -168,7 +189,7 @@ TEST_F(LeaderElectorTest, ReleasedLeaseIsTakenOver) {
 
 // client-go's ReleaseOnCancel: no holder, 1 s, renewTime and acquireTime at the release.
 TEST_F(LeaderElectorTest, ReleaseClearsTheHolderAndStampsTheTime) {
-  auto a = std::make_unique<LeaderElector>(*a_client_, config("replica-a"));
+  auto a = std::make_unique<LeaderElector>(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a->isLeader(); }));
   const std::string renewed = lease()["spec"]["renewTime"];
   a.reset();
@@ -188,7 +209,7 @@ TEST_F(LeaderElectorTest, LeaseWithFieldsOfTheWrongTypeIsTakenOver) {
                          {"acquireTime", json::array()},
                          {"leaseTransitions", 1e300}}),
             201);
-  LeaderElector b(*b_client_, config("replica-b"));
+  LeaderElector b(kube("b"), config("replica-b"));
   ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-b");
   EXPECT_EQ(lease()["spec"]["leaseTransitions"], 1);
@@ -200,7 +221,7 @@ TEST_F(LeaderElectorTest, ExpiredLeaseOfACrashedLeaderIsTakenOver) {
       createLease(
           {{"holderIdentity", "crashed"}, {"leaseDurationSeconds", 1}, {"leaseTransitions", 4}}),
       201);
-  LeaderElector b(*b_client_, config("replica-b"));
+  LeaderElector b(kube("b"), config("replica-b"));
   ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "replica-b");
   EXPECT_EQ(lease()["spec"]["leaseTransitions"], 5);
@@ -212,16 +233,16 @@ TEST_F(LeaderElectorTest, ExpiredLeaseOfACrashedLeaderIsTakenOver) {
 TEST_F(LeaderElectorTest, OtherHolderIsNamedWhileItsLeaseRuns) {
   ASSERT_EQ(createLease({{"holderIdentity", "crashed"}, {"leaseDurationSeconds", 1}}), 201);
   // Not seeking the Lease (as a Kafka replica catching up): only watching it.
-  LeaderElector b(*b_client_, config("replica-b"), {}, [] { return false; });
+  LeaderElector b(kube("b"), config("replica-b"), {}, [] { return false; });
   ASSERT_TRUE(eventually([&] { return b.otherHolder() == "crashed"; }));
   ASSERT_TRUE(eventually([&] { return b.otherHolder().empty(); }));
   EXPECT_FALSE(b.isLeader());
 }
 
 TEST_F(LeaderElectorTest, OtherHolderIsTheLeaderAndNoOneWhenTheLeaseCannotBeRead) {
-  LeaderElector a(*a_client_, config("replica-a"));
+  LeaderElector a(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
-  LeaderElector b(*b_client_, config("replica-b"));
+  LeaderElector b(kube("b"), config("replica-b"));
   ASSERT_TRUE(eventually([&] { return b.otherHolder() == "replica-a"; }));
   EXPECT_EQ(a.otherHolder(), "");
   EXPECT_FALSE(b.isLeader());
@@ -231,7 +252,7 @@ TEST_F(LeaderElectorTest, OtherHolderIsTheLeaderAndNoOneWhenTheLeaseCannotBeRead
 }
 
 TEST_F(LeaderElectorTest, LeaderThatCannotRenewStopsWithinTheRenewDeadline) {
-  LeaderElector a(*a_client_, config("replica-a"));
+  LeaderElector a(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   server_.failNext("PUT", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline", 500,
                    1000);
@@ -241,7 +262,7 @@ TEST_F(LeaderElectorTest, LeaderThatCannotRenewStopsWithinTheRenewDeadline) {
 }
 
 TEST_F(LeaderElectorTest, StolenLeaseEndsLeadership) {
-  LeaderElector a(*a_client_, config("replica-a"));
+  LeaderElector a(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   // An operator (or a replica with a skewed view) rewrites the Lease: a's PUTs now conflict.
   ASSERT_EQ(overwriteLease("replica-z", 30), 200);
@@ -256,7 +277,7 @@ TEST_F(LeaderElectorTest, AConflictOnRenewalEndsLeadershipAtOnce) {
   c.lease_duration = milliseconds(30'000);
   c.renew_deadline = milliseconds(20'000);
   std::atomic<int> lost{0};
-  LeaderElector a(*a_client_, c, [&](bool leading) { lost += leading ? 0 : 1; });
+  LeaderElector a(kube("a"), c, [&](bool leading) { lost += leading ? 0 : 1; });
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   EXPECT_EQ(a.term(), 1u);
   server_.failNext("PUT", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline",
@@ -270,7 +291,7 @@ TEST_F(LeaderElectorTest, AConflictOnRenewalEndsLeadershipAtOnce) {
 
 // Leading again after another replica held the Lease is a new term.
 TEST_F(LeaderElectorTest, LeadingAgainAfterAnotherHolderIsANewTerm) {
-  LeaderElector a(*a_client_, config("replica-a"));
+  LeaderElector a(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   EXPECT_EQ(a.term(), 1u);
   // replica-z takes the Lease and dies: a takes over once z's 1 s runs out.
@@ -284,7 +305,7 @@ TEST_F(LeaderElectorTest, LeadingAgainAfterAnotherHolderIsANewTerm) {
 // so it is a new term; taken for a renewal of its own Lease, it kept term 1, and the taint sink
 // kept what it began before z led (deferred taints) and did not learn z's taints.
 TEST_F(LeaderElectorTest, ATakeOverWhoseAnswerWasLostIsANewTerm) {
-  LeaderElector a(*a_client_, config("replica-a"));
+  LeaderElector a(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   EXPECT_EQ(a.term(), 1u);
   ASSERT_EQ(overwriteLease("replica-z", 1), 200);
@@ -302,14 +323,14 @@ TEST_F(LeaderElectorTest, ATakeOverWhoseAnswerWasLostIsANewTerm) {
 // releases it; the GET then answers with the released Lease, which a takes. Another replica led
 // in between, so a leads in a new term, although its thread never saw itself lose the Lease.
 TEST_F(LeaderElectorTest, TakingTheLeaseAfterAHungRenewalIsANewTerm) {
-  LeaderElector a(*a_client_, config("replica-a"));
+  LeaderElector a(kube("a"), config("replica-a"));
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   EXPECT_EQ(a.term(), 1u);
   server_.delayNext("GET", "/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline",
                     milliseconds(4000));
   ASSERT_TRUE(eventually([&] { return !a.isLeader(); }));
   {
-    LeaderElector b(*b_client_, config("replica-b"));
+    LeaderElector b(kube("b"), config("replica-b"));
     ASSERT_TRUE(eventually([&] { return b.isLeader(); }));
   }  // b releases the Lease
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
@@ -320,7 +341,7 @@ TEST_F(LeaderElectorTest, TakingTheLeaseAfterAHungRenewalIsANewTerm) {
 // while none exists, though the replica keeps reading it; once may_lead turns true, it is.
 TEST_F(LeaderElectorTest, NotMayLeadCreatesNoLease) {
   std::atomic<bool> may_lead{false};
-  LeaderElector b(*b_client_, config("replica-b"), {}, [&] { return may_lead.load(); });
+  LeaderElector b(kube("b"), config("replica-b"), {}, [&] { return may_lead.load(); });
   ASSERT_TRUE(eventually([&] { return requestsOf("Bearer b", "GET") > 10; }));
   EXPECT_FALSE(b.isLeader());
   EXPECT_TRUE(lease().is_null());
@@ -339,7 +360,7 @@ TEST_F(LeaderElectorTest, NotMayLeadCreatesNoLease) {
 TEST_F(LeaderElectorTest, NotMayLeadWatchesTheLeaseSoATakeOverIsNotDelayed) {
   ASSERT_EQ(createLease({{"holderIdentity", "crashed"}, {"leaseDurationSeconds", 1}}), 201);
   std::atomic<bool> may_lead{false};
-  LeaderElector b(*b_client_, config("replica-b"), {}, [&] { return may_lead.load(); });
+  LeaderElector b(kube("b"), config("replica-b"), {}, [&] { return may_lead.load(); });
   ASSERT_TRUE(eventually([&] { return b.otherHolder() == "crashed"; }));
   ASSERT_TRUE(eventually([&] { return b.otherHolder().empty(); }));  // expired, as b judges it
   const int gets = requestsOf("Bearer b", "GET");
@@ -374,7 +395,7 @@ TEST_F(LeaderElectorTest, ALeaderKeepsRenewingWhenMayLeadTurnsFalse) {
   std::atomic<bool> may_lead{true};
   std::atomic<int> changes{0};
   LeaderElector a(
-      *a_client_, config("replica-a"), [&](bool /*leading*/) { ++changes; },
+      kube("a"), config("replica-a"), [&](bool /*leading*/) { ++changes; },
       [&] { return may_lead.load(); });
   ASSERT_TRUE(eventually([&] { return a.isLeader(); }));
   may_lead = false;

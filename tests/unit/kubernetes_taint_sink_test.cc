@@ -2351,6 +2351,27 @@ TEST_F(TaintSinkTest, ADeferredDecisionIsKeptWhenLeadingAgainInTheSameTerm) {
   EXPECT_EQ(sink->counters().failed, 0u);
 }
 
+// A leader's request ends with its leadership (Hooks::leading_until): the API server holds the
+// taint's PATCH past it, and the sink stops waiting for the answer then, deferring the decision,
+// rather than at the client's 15 s timeout, while a follower may already lead (a review,
+// 2026-12-02). The server may still apply a request it holds: lease_duration's margin over
+// renew_deadline is for that.
+TEST_F(TaintSinkTest, ARequestIsNotLeftWaitingPastTheLeadershipsEnd) {
+  createNode("n1");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  TaintSink::Hooks h = hooks();
+  h.leader_term = [until] { return std::chrono::steady_clock::now() < until ? 1 : 0; };
+  h.leading_until = [until] { return until; };
+  server_.delayNext("PATCH", "/api/v1/nodes/n1", std::chrono::milliseconds(6000));
+  TaintSink sink(config(), options(), h);
+  sink.write(decision("n1"));
+  sink.flush();
+  EXPECT_FALSE(tainted("n1")) << "the sink waited for the answer until the server applied it";
+  EXPECT_EQ(sink.counters().applied, 0u);
+  EXPECT_EQ(sink.counters().deferred, 1u);
+  EXPECT_EQ(count("PATCH", "/api/v1/nodes/n1"), 1);
+}
+
 // Two deferred taints are taken up again; the Lease is lost while the first is retried. The
 // second, whose turn comes while following, was decided while leading: it is deferred again, not
 // held as a follower's decision, which leading again after follower_hold dropped without a word
