@@ -52,25 +52,60 @@ std::shared_ptr<Chunk> acquire(std::vector<std::shared_ptr<Chunk>>* pool, size_t
   return *free;
 }
 
-// A name part that says what the file holds, not whose it is: "dmesg", "log", and with
-// logrotate's dateext "log-20261128".
+// A name part that says what the file holds, not whose it is: "dmesg", "log", with logrotate's
+// dateext "log-20261128", and a sosreport's file of a command's output, named by its command line
+// with '_' for spaces: "dmesg_-T", "journalctl_--no-pager_--boot_-k".
 bool logWord(std::string_view part) {
-  static constexpr std::string_view kWords[] = {"log",  "logs",     "txt",    "out",    "dmesg",
-                                                "kmsg", "kern",     "kernel", "syslog", "journal",
-                                                "json", "messages", "jsonl"};
+  static constexpr std::string_view kWords[] = {
+      "log",    "logs",   "txt",        "out",  "dmesg",    "kmsg",  "kern",
+      "kernel", "syslog", "journalctl", "json", "messages", "jsonl", "journal"};
+  if (const size_t options = part.find("_-"); options != std::string_view::npos) {
+    return std::ranges::find(kWords, part.substr(0, options)) != std::end(kWords);
+  }
   const std::string_view word = part.substr(0, part.find('-'));
   const std::string_view date = part.substr(std::min(word.size() + 1, part.size()));
   return std::ranges::find(kWords, word) != std::end(kWords) && std::ranges::all_of(date, isDigit);
+}
+
+// Whether `text` holds no line but blank ones and journalctl's own (isJournalctlMarker).
+bool noLogLines(std::string_view text) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    const size_t start = line.find_first_not_of(" \t\r");
+    if (start != std::string_view::npos &&
+        !isJournalctlMarker(line.substr(start, line.find_last_not_of(" \t\r") + 1 - start))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool digits(std::string_view part) {
   return !part.empty() && std::ranges::all_of(part, isDigit);
 }
 
-// A date as archives name them: 20261128, 2026-11-28 (eight digits or more, with '-').
+// A date as archives name them, maybe with a time after it: 20261128, 2026-11-28,
+// 20261128-1330, 2026-11-28-13; a year from 1970 to 2099, a month and a day. Not any run of digits
+// and '-': a node named by its address (192-168-1-10) is no date.
 bool date(std::string_view part) {
-  return std::ranges::count_if(part, isDigit) >= 8 &&
-         std::ranges::all_of(part, [](char c) { return isDigit(c) || c == '-'; });
+  if (!std::ranges::all_of(part, [](char c) { return isDigit(c) || c == '-'; })) {
+    return false;
+  }
+  std::string ymd(part.substr(0, 8));
+  if (part.size() >= 10 && part[4] == '-' && part[7] == '-') {
+    ymd = std::string(part.substr(0, 4)) + std::string(part.substr(5, 2)) +
+          std::string(part.substr(8, 2));
+  }
+  if (ymd.size() != 8 || !digits(ymd)) {
+    return false;
+  }
+  const auto number = [&](size_t at, size_t n) { return std::stoi(ymd.substr(at, n)); };
+  const int year = number(0, 4);
+  const int month = number(4, 2);
+  const int day = number(6, 2);
+  return year >= 1970 && year <= 2099 && month >= 1 && month <= 12 && day >= 1 && day <= 31;
 }
 
 // `base` without the parts log tools add at its end (nodeFromFileName's rule for a file name).
@@ -298,8 +333,8 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
           chunk->lines = 0;
           continue;
         }
-        if (whole.find_first_not_of(" \t\r\n") == std::string::npos && eof) {
-          return;  // empty file
+        if (eof && noLogLines(whole)) {
+          return;  // empty, or journalctl's "-- No entries --" of a quiet node
         }
         if (isLogcliDefault(whole)) {
           throw std::runtime_error(
@@ -345,7 +380,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
           line.remove_prefix(start);
         }
       }
-      if (line.empty()) {
+      if (line.empty() || isJournalctlMarker(line)) {
         continue;
       }
       ++stats_.lines;

@@ -101,7 +101,7 @@ std::optional<Format> detectFormat(std::string_view head,
     // NULs that start a line (unwritten blocks, a copytruncate hole) are skipped, as the archive
     // reader skips them.
     line.remove_prefix(std::min(line.find_first_not_of('\0'), line.size()));
-    if (line.empty()) {
+    if (line.empty() || isJournalctlMarker(line)) {
       continue;
     }
     ++lines;

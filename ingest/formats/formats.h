@@ -44,9 +44,18 @@ std::string_view formatName(Format f);
 // Guesses the format from the first lines of a file (up to ~64 KiB of text is plenty), each read
 // without the NUL bytes that start it. A JSON object is a json record if it has a key of one of
 // `json_lines` (ParseOptions::json_fields.line: a path's first part, or the whole path as a flat
-// key). Returns nullopt when no format fits any of them.
+// key). journalctl's own lines (isJournalctlMarker) are skipped. Returns nullopt when no format
+// fits any of them.
 std::optional<Format> detectFormat(
     std::string_view head, const std::vector<std::string>& json_lines = JsonRecordFields().line);
+
+// Whether `line` is journalctl's own, not the log's: "-- No entries --" (a query that matched
+// nothing), "-- Boot 9b1c... --" between boots, "-- Journal begins at ..., ends at ... --" (systemd
+// before v250) in its text outputs (systemd src/shared/logs-show.c, src/journal/journalctl.c).
+// Format detection and replay skip such lines.
+inline bool isJournalctlMarker(std::string_view line) {
+  return line.size() >= 7 && line.starts_with("-- ") && line.ends_with(" --");
+}
 
 // Whether the first line of `head` that is not blank has the shape of `logcli query`'s default
 // output (grafana/loki pkg/logcli/output/default.go: an RFC 3339 stamp to the second, the stream's

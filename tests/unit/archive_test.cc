@@ -136,6 +136,33 @@ TEST(Archive, LogcliDefaultOutputIsRefusedNamingTheExportThatKeepsTheLabels) {
             "with `logcli query --output=jsonl` (format loki-jsonl)");
 }
 
+// `journalctl -k --since ... > gpu-3.log` of a quiet node writes journalctl's own "-- No entries
+// --": an empty log, not a file of unknown format, which made the replay exit 2 (a review,
+// 2026-12-02). journalctl's boot separators and its old header are no lines of the log either:
+// neither counted nor malformed.
+TEST(Archive, JournalctlsOwnLinesAreNoLogLines) {
+  ArchiveStats stats;
+  std::vector<ArchiveError> errors;
+  EXPECT_TRUE(replay({{"gpu-3.log", "-- No entries --\n", true}}, &stats, &errors).empty());
+  EXPECT_TRUE(errors.empty()) << errors.front().message;
+  EXPECT_EQ(stats.lines, 0U);
+
+  const std::vector<std::string> lines = replay(
+      {{"gpu-4.log",
+        "-- Journal begins at Mon 2026-11-30 08:00:01 UTC, ends at Mon 2026-11-30 09:00:00 UTC. "
+        "--\n"
+        "Nov 30 08:25:06 gpu-4 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the "
+        "bus.\n"
+        "-- Boot 9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e --\n"
+        "Nov 30 08:40:00 gpu-4 kernel: Linux version 6.1.0-18-amd64\n",
+        true}},
+      &stats);
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_EQ(lines[0], "gpu-4|NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.");
+  EXPECT_EQ(stats.lines, 2U);
+  EXPECT_EQ(stats.malformed, 0U);
+}
+
 // Replay warns of the files whose times count from their first line: their times meet no other
 // file's (a pod log's, stamped in its year).
 TEST(Archive, NamesTheFilesStampedSinceBootWithoutABootTime) {
@@ -408,6 +435,23 @@ TEST(Archive, NodeFromFileNameOfLogWordsOnlyIsItsDirectorys) {
   EXPECT_EQ(nodeFromFileName("gpu-node-06/var/log/dmesg.1.gz"), "gpu-node-06");
   EXPECT_EQ(nodeFromFileName("sosreport-gpu-7-2026-11-30-abcdef/sos_commands/kernel/dmesg"),
             "sosreport-gpu-7-2026-11-30-abcdef");  // one name per node, not sos_commands
+  // sos's file of `dmesg -T`, as its plain dmesg: not node "dmesg_-T" for every report.
+  EXPECT_EQ(nodeFromFileName("sosreport-gpu-7-2026-11-30-abcdef/sos_commands/kernel/dmesg_-T"),
+            "sosreport-gpu-7-2026-11-30-abcdef");
+  EXPECT_EQ(nodeFromFileName("sosreport-gpu-8-2026-11-30-abcdef/sos_commands/logs/"
+                             "journalctl_--no-pager_--boot_-k"),
+            "sosreport-gpu-8-2026-11-30-abcdef");
+  EXPECT_EQ(nodeFromFileName("gpu-node-08/20261128-1330/dmesg"), "gpu-node-08");
+}
+
+// A node named by its address has digits and '-' as a date does: each file's node was the
+// directory's, one node for the whole incident (a review, 2026-12-02).
+TEST(Archive, ANodeNamedByItsAddressIsNoDate) {
+  EXPECT_EQ(nodeFromFileName("/incident/192-168-1-10.dmesg"), "192-168-1-10");
+  EXPECT_EQ(nodeFromFileName("/incident/10-100-20-30.kern.log.1.gz"), "10-100-20-30");
+  EXPECT_EQ(nodeFromFileName("/incident/12345678.dmesg"), "12345678");      // a serial number
+  EXPECT_EQ(nodeFromFileName("/incident/2026-13-01.dmesg"), "2026-13-01");  // no month 13
+  EXPECT_EQ(nodeFromFileName("/incident/gpu-9/2026-11-28.dmesg"), "gpu-9");
 }
 
 // A sosreport names its files after sos's commands (sos_commands/kernel/dmesg_-T, the output of
