@@ -519,6 +519,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // here, so that flush() stores no offsets for the batch and run() throws: the group reads the
   // batch again.
   auto handleWhilePolling = [&] {
+    const int64_t handed_ns = nowNanos();
     auto done = std::async(std::launch::async, [&] { handle(batch); });
     if (done.wait_for(kPauseAfter) == std::future_status::ready) {
       done.get();
@@ -547,8 +548,15 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       }
     }
     rd_kafka_resume_partitions(rk.get(), paused.get());
-    for (const auto& [key, lane] : lanes) {  // held back: paused still
-      if (!lane.held.empty()) {
+    // The time the pipeline took is no stall of the partitions' (kStallNs): the pause dropped what
+    // they had fetched, and one behind found stalled before it fetched again would let the others
+    // run ahead of it.
+    const int64_t busy_ns = nowNanos() - handed_ns;
+    for (auto& [key, lane] : lanes) {
+      if (lane.progress_ns != INT64_MIN) {
+        lane.progress_ns += busy_ns;
+      }
+      if (!lane.held.empty()) {  // held back: paused still
         rd_kafka_pause_partitions(rk.get(), partitionList(key).get());
       }
     }

@@ -885,6 +885,31 @@ std::vector<std::string> flatten(const std::vector<std::vector<std::string>>& ba
   return out;
 }
 
+// A pipeline that held a batch past kStallNs is no stall of the partitions: the pause while it
+// was busy dropped what the partition behind had fetched, and it was then found stalled and the
+// one ahead by an hour released before the partition behind fetched again (a review,
+// 2026-12-02: the partition behind's nodes found silent, a port DOWN decided lasting). Takes
+// about 12 s.
+TEST(KafkaSource, APipelineBusyPastTheStallBoundIsNoStallOfThePartitions) {
+  MockCluster cluster(2);
+  KafkaConfig config = twoLeaders(cluster, "busy");
+  // One record batch per fetch, so that partition 1's second message needs a fetch of its own.
+  config.properties["max.partition.fetch.bytes"] = "1";
+  const int64_t hour_ago_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count() -
+      3'600'000;
+  cluster.produce("kern", {"two hours ago"}, "gpu-2", 1, hour_ago_ms - 3'600'000);
+  cluster.produce("kern", {"two hours ago, the next"}, "gpu-2", 1, hour_ago_ms - 3'599'000);
+  cluster.produce("kern", {"an hour ago"}, "gpu-1", 0, hour_ago_ms);
+  HeldSource source(config);
+  ASSERT_TRUE(source.waitBlocked());
+  std::this_thread::sleep_for(std::chrono::seconds(11));  // past kStallNs
+  source.release();
+  EXPECT_EQ(flatten(source.finish(3)),
+            (std::vector<std::string>{"two hours ago", "two hours ago, the next", "an hour ago"}));
+}
+
 // A handler that blocks past the pause threshold (the pipeline queue is full): the source pauses
 // its partitions and keeps polling meanwhile; afterwards every message, including those produced
 // during the block, is handled exactly once and in order.
