@@ -76,6 +76,9 @@ std::string scalar(const YAML::Node& n) {
 // or `...` line is a document marker only at the start of a line, where no scalar's content can
 // be; `%` directive lines before the first content are no content.
 int secondDocument(std::string_view text) {
+  if (text.starts_with("\xEF\xBB\xBF")) {
+    text.remove_prefix(3);  // a byte order mark, which yaml-cpp skips: no content
+  }
   bool content = false;  // the first document has some
   int marker = 0;        // the line of a `---` or `...` after it
   int line = 0;

@@ -558,6 +558,11 @@ TEST(Bank, RefusesAFileOfSeveralDocuments) {
   EXPECT_EQ(problemsOf({{"a.yaml", std::string(kOneSignature) + "---\n"}}), "");  // a bare end
   EXPECT_EQ(problemsOf({{"a.yaml", "%YAML 1.2\n---\n" + std::string(kOneSignature) + "...\n"}}),
             "");
+  // A byte order mark (an editor's), which yaml-cpp skips, is no content either: the `---` after
+  // it and a comment was taken for a second document's start (a review, 2026-12-02).
+  EXPECT_EQ(problemsOf({{"a.yaml", "\xEF\xBB\xBF# x\n---\n" + std::string(kOneSignature)}}), "");
+  EXPECT_EQ(problemsOf({{"a.yaml", "\xEF\xBB\xBF%YAML 1.2\n---\n" + std::string(kOneSignature)}}),
+            "");
 }
 
 TEST(Bank, LiteralPrefixIsWhatEveryMatchStartsWith) {
