@@ -62,18 +62,27 @@ DecisionLog::~DecisionLog() {
 }
 
 void DecisionLog::write(const Decision& decision) {
-  const std::string line = decisionToJson(decision) + '\n';
+  std::string line = decisionToJson(decision) + '\n';
+  std::lock_guard lock(mu_);
+  if (torn_) {
+    // The failed write may have left part of a line (a full disk takes what fits): ended here, it
+    // stays one bad line, not the start of this one.
+    line.insert(line.begin(), '\n');
+  }
   // Decisions are rare and operators tail this log: never hold one back.
   check(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0);
 }
 
 void DecisionLog::flush() {
+  std::lock_guard lock(mu_);
   check(std::fflush(out_) == 0);
 }
 
 void DecisionLog::check(bool ok) {
+  torn_ = !ok;
   if (!ok) {
     spdlog::error("decision log {}: write failed: {}", name_, std::strerror(errno));
+    std::clearerr(out_);
     ++errors_;
   }
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "core/decision.h"
@@ -29,8 +30,10 @@ class DecisionLog : public DecisionSink {
   DecisionLog& operator=(DecisionLog&&) = delete;
   ~DecisionLog() override;
 
-  // DecisionSink. A write error (a full disk) is logged, naming the file and the
-  // cause, and counted in errors().
+  // DecisionSink. A write error (a full disk) is logged, naming the file and the cause, and
+  // counted in errors(); the next line starts with a newline, which ends any part of a line the
+  // failed write left (a blank line if it left none), so that later lines stay whole. Safe to call
+  // from several threads: each line is written and flushed whole.
   void write(const Decision& decision) override;
   void flush() override;
 
@@ -38,12 +41,15 @@ class DecisionLog : public DecisionSink {
   uint64_t errors() const { return errors_; }
 
  private:
+  // Counts and logs a failed write or flush. mu_ held.
   void check(bool ok);
 
   std::string name_;  // the path, or "stdout"
   std::FILE* out_;
   bool owned_ = false;
-  std::atomic<uint64_t> errors_ = 0;  // write() may run on the taint sink's thread too
+  std::mutex mu_;      // write() may run on the taint sink's thread too
+  bool torn_ = false;  // the last write or flush failed
+  std::atomic<uint64_t> errors_ = 0;
 };
 
 }  // namespace faultline

@@ -1,12 +1,16 @@
 // The decision log: one JSON line per decision, and write errors that are not lost in silence.
 #include "sinks/decision_log/decision_log.h"
 
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace faultline {
@@ -69,6 +73,50 @@ TEST(DecisionLog, AWriteErrorIsReported) {
   EXPECT_EQ(log.errors(), 1u);
   log.write(decision());
   EXPECT_EQ(log.errors(), 2u);
+}
+
+// A full disk takes what fits of a line: the next decision's line starts after a newline, so
+// that it stays whole. It was written right after the part left, two decisions unreadable and
+// every JSON reader stopped there (a review, 2026-12-02). The file size limit makes the write
+// short, then fail (EFBIG), as a full disk does; in a child process (tornWrite), which the limit
+// must not outlive.
+// The child: 0 when the first write failed, leaving part of its line, and the second
+// decision's line is the file's last, whole.
+int tornWrite() {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("fl-decisions-torn-" + std::to_string(getpid()) + ".jsonl"))
+                               .string();
+  std::signal(SIGXFSZ, SIG_IGN);  // else the short write kills the process
+  rlimit limit{};
+  getrlimit(RLIMIT_FSIZE, &limit);
+  const rlimit full = limit;
+  limit.rlim_cur = 100;
+  setrlimit(RLIMIT_FSIZE, &limit);
+  std::string last;
+  uint64_t errors = 0;
+  {
+    DecisionLog log(path);
+    log.write(decision());
+    setrlimit(RLIMIT_FSIZE, &full);
+    Decision second = decision();
+    second.node = "gpu-node-8";
+    log.write(second);
+    errors = log.errors();
+  }
+  const bool part_left = std::filesystem::file_size(path) > 100;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    last = line;
+  }
+  std::filesystem::remove(path);
+  const auto j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  return errors == 1 && part_left && !j.is_discarded() && j.value("node", "") == "gpu-node-8" ? 0
+                                                                                              : 1;
+}
+
+TEST(DecisionLog, ALineAfterAFailedWriteStaysWhole) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(tornWrite()), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
