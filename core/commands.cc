@@ -331,7 +331,7 @@ int replay(const ReplayArgs& a) {
   uint64_t hits = 0;
   // A file that fails is reported after the decisions of all that could be read.
   std::vector<ArchiveError> failed;
-  std::vector<std::string> since_first_stamp;
+  std::vector<ArchiveSource::SinceBoot> since_first_stamp;
   for (size_t t = 0; t < threads; ++t) {
     failed.insert(failed.end(), sources[t]->errors().begin(), sources[t]->errors().end());
     since_first_stamp.insert(since_first_stamp.end(), sources[t]->sinceFirstStamp().begin(),
@@ -363,14 +363,35 @@ int replay(const ReplayArgs& a) {
   if (!since_first_stamp.empty()) {
     // Decisions of one node's log stand, but such a file's times meet no other file's: a pod
     // log's NCCL timeouts, stamped in 2026, find no kernel line of 1970 to corroborate them.
-    std::sort(since_first_stamp.begin(), since_first_stamp.end());
-    const size_t files = since_first_stamp.size();
-    since_first_stamp.resize(std::min<size_t>(files, 5));
+    std::vector<std::string> names;
+    // Two such files of one node (dmesg and its rotation dmesg.0: two boots) meet each other's,
+    // wrongly: both start at 1970, so a later boot's recovery can come before an earlier boot's
+    // fault.
+    std::map<std::string, std::vector<std::string>> by_node;
+    for (const ArchiveSource::SinceBoot& f : since_first_stamp) {
+      names.push_back(f.name);
+      if (!f.node.empty()) {
+        by_node[f.node].push_back(f.name);
+      }
+    }
+    std::sort(names.begin(), names.end());
+    const size_t files = names.size();
+    names.resize(std::min<size_t>(files, 5));
     spdlog::warn(
         "{} file(s) stamped in seconds since boot, and no --boot-time: each one's times count "
         "from its first line, at 1970-01-01T00:00:00Z, and meet no other file's (cluster "
         "windows, corroboration): {}{}",
-        files, fmt::join(since_first_stamp, ", "), files > since_first_stamp.size() ? ", ..." : "");
+        files, fmt::join(names, ", "), files > names.size() ? ", ..." : "");
+    for (auto& [node, of_node] : by_node) {
+      if (of_node.size() > 1) {
+        std::sort(of_node.begin(), of_node.end());
+        spdlog::warn(
+            "node {}: {} files stamped since boot overlap, each from 1970-01-01T00:00:00Z ({}): "
+            "their boots are read as one, so a recovery at a later boot may precede an earlier "
+            "boot's fault; replay each boot's file alone, with its --boot-time if known",
+            node, of_node.size(), fmt::join(of_node, ", "));
+      }
+    }
   }
   std::sort(failed.begin(), failed.end(),
             [](const ArchiveError& x, const ArchiveError& y) { return x.number < y.number; });

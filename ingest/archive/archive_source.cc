@@ -414,7 +414,7 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     newest_first_.push_back(input.number);
   }
   if (parser && parser->sinceFirstStamp()) {
-    since_first_stamp_.push_back(input.name);
+    since_first_stamp_.push_back({input.name, parse.node});
   }
   if (error) {
     std::rethrow_exception(error);

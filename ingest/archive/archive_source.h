@@ -58,9 +58,16 @@ class ArchiveSource : public Source {
   // newest first, as logcli does unless --forward: the first two records whose times differ go
   // back in time. Their records of one time came in the reverse of the order they were logged.
   const std::vector<uint32_t>& newestFirst() const { return newest_first_; }
-  // The names of the inputs read whose times count from their first stamp since boot, at the
-  // epoch (LineParser::sinceFirstStamp: no ArchiveOptions' boot time), in the order read.
-  const std::vector<std::string>& sinceFirstStamp() const { return since_first_stamp_; }
+  // An input read whose times count from its first stamp since boot, at the epoch
+  // (LineParser::sinceFirstStamp: no ArchiveOptions' boot time): its name, and the node its file
+  // speaks for ("" when its lines name their hosts: journalctl -o short-monotonic).
+  struct SinceBoot {
+    std::string name;
+    std::string node;
+    bool operator==(const SinceBoot&) const = default;
+  };
+  // Such inputs, in the order read.
+  const std::vector<SinceBoot>& sinceFirstStamp() const { return since_first_stamp_; }
   // The input being read; valid in the handler that run() calls.
   const ArchiveInput& current() const { return inputs_[current_]; }
 
@@ -72,7 +79,7 @@ class ArchiveSource : public Source {
   ArchiveStats stats_;
   std::vector<ArchiveError> errors_;
   std::vector<uint32_t> newest_first_;
-  std::vector<std::string> since_first_stamp_;
+  std::vector<SinceBoot> since_first_stamp_;
   size_t current_ = 0;
 };
 

@@ -45,6 +45,16 @@ done
 [[ "$(decided "$tmp/t1.jsonl" | tr '\n' ' ')" == "gpu-a xid-fatal gpu-b xid-fatal gpu-c xid-fatal gpu-d xid-fatal " ]] ||
   fail "decisions: $(decided "$tmp/t1.jsonl")"
 
+# Two boots of one node (a dmesg and its rotation), each counting from 1970: they overlap, and
+# replay says so, naming the node.
+mkdir -p "$tmp/gpu-5/var/log"
+{ printf '[    0.000000] Linux version 6.1.0-18-amd64\n'; xid 3600.0; } >"$tmp/gpu-5/var/log/dmesg.0"
+{ printf '[    0.000000] Linux version 6.1.0-18-amd64\n'; filler 1; } >"$tmp/gpu-5/var/log/dmesg"
+"$FAULTLINE" replay --decisions "$tmp/boots.jsonl" "$tmp"/gpu-5/var/log/dmesg* 2>"$tmp/boots.err" ||
+  fail "two boots of gpu-5: $(cat "$tmp/boots.err")"
+grep -qF "node gpu-5: 2 files stamped since boot overlap" "$tmp/boots.err" ||
+  fail "no warning of gpu-5's overlapping boots in: $(cat "$tmp/boots.err")"
+
 # Decisions that cannot be written are not lost in silence.
 rc=0
 "$FAULTLINE" replay --decisions /dev/full "$a/gpu-a.dmesg" 2>"$tmp/full.err" || rc=$?

@@ -179,9 +179,10 @@ TEST(Archive, NamesTheFilesStampedSinceBootWithoutABootTime) {
     ArchiveSource source(inputs, options);
     source.run([](RecordBatch&) {}, std::stop_token());
     EXPECT_EQ(source.stats().records, 4U);
+    using SinceBoot = ArchiveSource::SinceBoot;
     EXPECT_EQ(source.sinceFirstStamp(),
-              boot ? std::vector<std::string>{}
-                   : (std::vector<std::string>{"uptime.dmesg", "monotonic.log"}));
+              boot ? std::vector<SinceBoot>{}
+                   : (std::vector<SinceBoot>{{"uptime.dmesg", "uptime"}, {"monotonic.log", ""}}));
   }
 }
 
