@@ -489,6 +489,14 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       if (!it->second.held.empty()) {
         rd_kafka_resume_partitions(rk.get(), partitionList(it->first).get());
         --held_lanes;
+        // Its messages polled after the held ones go too (polled while the pipeline was busy):
+        // handed on, they would store an offset past the dropped ones, which the group commits
+        // if the partition comes back to this member before the store.
+        std::erase_if(ready, [&](const Polled& p) {
+          const rd_kafka_message_t* m = p.get();
+          return m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition == it->first.second &&
+                 topicIndex(rd_kafka_topic_name(m->rkt)) == it->first.first;
+        });
       }
       if (it->second.placed) {
         fronts.erase(it->second.at);
