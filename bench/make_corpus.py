@@ -6,7 +6,7 @@ Odd nodes get `gpu-node-NN.dmesg` (`[uptime] msg`), even nodes `gpu-node-NN.sysl
 
 Background messages come from three pools, drawn with a seeded random.Random:
   - templates shaped like the gpud kernel captures, with varying numbers, PCI addresses, PIDs;
-  - the messages of the gpud captures themselves (Apache-2.0, --gpud);
+  - when --gpud exists: the messages of the gpud captures themselves (Apache-2.0);
   - when --loghub exists: the messages of the Linux, Thunderbird, BGL and HPC samples, re-emitted
     as kernel lines. loghub text is read in place at generation time and never stored in the repo
     (research-only licence: see /work/shared/corpora/SOURCES.md).
@@ -142,13 +142,16 @@ def main():
                     help="storm: every Nth line of the first node repeats one Xid 95 line")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rules", default=os.path.join(here, "..", "rules"))
-    ap.add_argument("--gpud", default="/work/shared/corpora/gpud")
-    ap.add_argument("--loghub", default="/work/shared/corpora/loghub")
+    # The shared corpora beside the project (FL_CORPORA=/none: without them, as the tests run
+    # where they are absent); each pool is left out when its directory is.
+    corpora = os.environ.get("FL_CORPORA", os.path.join(here, "..", "..", "shared", "corpora"))
+    ap.add_argument("--gpud", default=os.path.join(corpora, "gpud"))
+    ap.add_argument("--loghub", default=os.path.join(corpora, "loghub"))
     a = ap.parse_args()
 
     pats = signature_patterns(a.rules)
     benign = lambda pool: sorted({m for m in pool if not any(p.search(m) for p in pats)})
-    gpud = benign(gpud_pool(a.gpud))
+    gpud = benign(gpud_pool(a.gpud)) if os.path.isdir(a.gpud) else []
     loghub = benign(loghub_pool(a.loghub)) if os.path.isdir(a.loghub) else []
     print("pools: %d gpud, %d loghub messages (after dropping matching ones)"
           % (len(gpud), len(loghub)), file=sys.stderr)
@@ -180,7 +183,7 @@ def main():
                     u = r.random()
                     if loghub and u < 0.4:
                         msg = r.choice(loghub)
-                    elif u < (0.6 if loghub else 0.3):
+                    elif gpud and u < (0.6 if loghub else 0.3):
                         msg = r.choice(gpud)
                     else:
                         msg = template(r)

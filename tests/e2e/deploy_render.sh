@@ -121,6 +121,13 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
     "$c | (.securityContext.privileged // false) == false and (.securityContext.capabilities.add // []) == []"
   expect "$j" "resources requests and limits for cpu and memory" \
     "$c | .resources | (.requests | has(\"cpu\") and has(\"memory\")) and (.limits | has(\"cpu\") and has(\"memory\"))"
+  # The working set measured (a Kafka catch-up under 400 MiB): a lower request gets faultline
+  # evicted first under memory pressure.
+  expect "$j" "a memory request of the working set (384Mi)" "$c | .resources.requests.memory == \"384Mi\""
+  expect "$j" "replicas kept apart: pod anti-affinity on kubernetes.io/hostname" \
+    "$d | .spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution
+       | any(.[]; .podAffinityTerm.topologyKey == \"kubernetes.io/hostname\"
+                  and .podAffinityTerm.labelSelector.matchLabels == {\"app.kubernetes.io/name\": \"faultline\"})"
   expect "$j" "container port http = 8080" \
     "$c | any(.ports[]; .name == \"http\" and .containerPort == 8080)"
   expect "$j" "container port probe = 8081" \
@@ -244,6 +251,8 @@ expect "$k" "no Service (Kafka consumer only; /metrics is scraped per pod)" \
   '[.[] | select(.kind == "Service")] | length == 0'
 expect "$k" "kafka: the base's rolling update (both replicas Ready, one at a time)" \
   '.[] | select(.kind == "Deployment") | has("strategy") | not'
+expect "$k" "kafka: a progress deadline that a catch-up of the retention fits (2 h, not 600 s)" \
+  '.[] | select(.kind == "Deployment") | .spec.progressDeadlineSeconds == 7200'
 kc="$tmp/kafka.config.json"
 expect "$kc" "kafka config: http listens on the container port http (8080)" \
   '.http.listen == "0.0.0.0:8080"'

@@ -27,12 +27,12 @@ YAML
   pids+=("$serve_pid")
   wait_listening "$tmp/serve-$run.log"
   # The first LIST and breaker read are done: taints wait for nothing but the API server.
-  for _ in $(seq 100); do
+  breaker_read() {
     curl -fsS "http://127.0.0.1:$port/metrics" |
-      grep -qE '^faultline_kube_requests_total\{verb="GET",resource="configmaps",code="404"\} [1-9]' &&
-      break
-    sleep 0.1
-  done
+      grep -qE '^faultline_kube_requests_total\{verb="GET",resource="configmaps",code="404"\} [1-9]'
+  }
+  for _ in $(seq 100); do breaker_read && break; sleep 0.1; done
+  breaker_read || fail "run $run: the breaker was not read in 10 s"
   kill -STOP "$apiserver_pid"
   local t node
   t=$(($(date +%s) * 1000000000))

@@ -37,15 +37,18 @@ handled() { sed -n 's/.*stopped: \([0-9]*\) lines.*/\1/p' "$1"; }
 
 "$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/first.log" &
 first=$!
+pids+=("$first")
 wait_listening "$tmp/first.log"
 for _ in $(seq 6000); do [[ $(lines) -gt 0 ]] && break; sleep 0.01; done
+[[ $(lines) -gt 0 ]] || fail "no line of the backlog read in 60 s"
 kill -TERM "$first"
 rc=0
 wait "$first" || rc=$?
 [[ $rc == 0 ]] || fail "SIGTERM during the backlog: exit $rc"
 grep -q 'kafka: consumer closed' "$tmp/first.log" || fail "the consumer did not close"
 read_first=$(handled "$tmp/first.log")
-[[ -n $read_first && $read_first -lt $total ]] || fail "first run handled '$read_first' of $total"
+[[ -n $read_first && $read_first -gt 0 && $read_first -lt $total ]] ||
+  fail "first run handled '$read_first' of $total"
 
 "$FAULTLINE" serve --config "$tmp/config.yaml" 2>"$tmp/second.log" &
 second=$!

@@ -41,10 +41,10 @@ for t in 1 2 3 8; do
 done
 
 # Every decision carries the fields operators read.
-jq -e 'select((.time|test("^[0-9-]+T[0-9:]+\\.[0-9]{9}Z$")) and .action == "taint"
+jq -se 'length == 5 and all(.[]; (.time|test("^[0-9-]+T[0-9:]+\\.[0-9]{9}Z$")) and .action == "taint"
   and .taint == {"key":"faultline.dev/faulty","value":"true","effect":"NoSchedule"}
-  and (.evidence|length) >= 1 and (.evidence[0].line|length) > 0) | .node' \
-  "$tmp/embedded.jsonl" >/dev/null || fail "decision fields"
+  and (.evidence|length) >= 1 and (.evidence[0].line|length) > 0)' \
+  "$tmp/embedded.jsonl" >/dev/null || fail "decision fields: $(cat "$tmp/embedded.jsonl")"
 [[ $(jq -s 'map(select(.node=="gpu-node-02"))[0].evidence[0].fields.pci' "$tmp/embedded.jsonl") == '"0000:b3:00"' ]] ||
   fail "multi-line fallen-off-bus record lost its PCI address"
 
