@@ -936,7 +936,8 @@ TEST_F(Corroboration, AnAttachedPodHitIsCorroboratedByNoKernelHit) {
 }
 
 // A pod hit inside its rule's dedup window counts once with the hit it repeats: a kernel hit
-// within `within` of the repeat only, before it (a) or after it (b), corroborates nothing.
+// within `within` of the repeat only, before it (a) or after it (b), corroborates nothing. Within
+// `within` of the counted hit (c), it does: rule q does taint.
 TEST_F(Corroboration, ADeduplicatedPodHitIsCorroboratedByNoKernelHit) {
   feed("a", 0, "QERR", StreamKind::kPod);
   feed("a", 660, "KDOWN");  // 11 minutes after the counted hit
@@ -944,7 +945,10 @@ TEST_F(Corroboration, ADeduplicatedPodHitIsCorroboratedByNoKernelHit) {
   feed("b", 0, "QERR", StreamKind::kPod);
   feed("b", 300, "QERR", StreamKind::kPod);
   feed("b", 840, "KDOWN");  // 14 minutes after the counted hit
-  EXPECT_TRUE(out_.empty()) << decisions().at(0);
+  feed("c", 0, "QERR", StreamKind::kPod);
+  feed("c", 300, "QERR", StreamKind::kPod);
+  feed("c", 540, "KDOWN");  // 9 minutes after the counted hit
+  EXPECT_EQ(decisions(), std::vector<std::string>{"c taint q"});
 }
 
 // A kernel hit that suppressed_by dropped (a) or attach_to attached to its cause (b) is part of
