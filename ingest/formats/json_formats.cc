@@ -86,10 +86,13 @@ class JournalJsonParser : public LineParser {
         !member(entry, "MESSAGE", &message_value) || !bytesOf(message_value, &buf_, &message)) {
       return false;
     }
-    LogRecord& r = batch->records.emplace_back();
     element realtime;
     const int64_t us = member(entry, "__REALTIME_TIMESTAMP", &realtime) ? intOf(realtime) : 0;
-    r.time_ns = us > 0 && us < INT64_MAX / 1000 ? us * 1000 : 0;  // µs; absurd values read as 0
+    if (us <= 0 || us >= INT64_MAX / 1000) {
+      return false;  // no time to place it at (journalctl writes one for every entry): malformed
+    }
+    LogRecord& r = batch->records.emplace_back();
+    r.time_ns = us * 1000;  // µs
     r.line = batch->copy(message);
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
     for (const auto field : simdjson::dom::object(entry)) {
@@ -609,7 +612,10 @@ class LokiJsonlParser : public LineParser {
     }
     int64_t ns = 0;
     std::string_view ts;
-    if (member(e, "timestamp", &v) && (v.get(ts) != SUCCESS || !parseRfc3339(ts, &ns))) {
+    if (!member(e, "timestamp", &v)) {
+      return false;  // no time to place it at (logcli writes one for every entry): malformed
+    }
+    if (v.get(ts) != SUCCESS || !parseRfc3339(ts, &ns)) {
       ns = intOf(v);  // a nanosecond epoch, as the push API writes it
       if (ns <= 0) {
         return false;  // a stamp that is neither: not logcli's

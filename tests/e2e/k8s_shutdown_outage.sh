@@ -31,8 +31,8 @@ YAML
     curl -fsS "http://127.0.0.1:$port/metrics" |
       grep -qE '^faultline_kube_requests_total\{verb="GET",resource="configmaps",code="404"\} [1-9]'
   }
-  for _ in $(seq 100); do breaker_read && break; sleep 0.1; done
-  breaker_read || fail "run $run: the breaker was not read in 10 s"
+  for _ in $(seq 600); do breaker_read && break; sleep 0.1; done
+  breaker_read || fail "run $run: the breaker was not read in 60 s"
   kill -STOP "$apiserver_pid"
   local t node
   t=$(($(date +%s) * 1000000000))

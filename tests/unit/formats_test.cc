@@ -310,7 +310,9 @@ TEST(JournalJson, KernelOnlyWhereJournaldSaysSo) {
       {R"({"__REALTIME_TIMESTAMP":"1741000003000000","_HOSTNAME":"trn-1","_TRANSPORT":"kernel","MESSAGE":"NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR"})",
        R"({"__REALTIME_TIMESTAMP":"1741000004000000","_HOSTNAME":"trn-2","_TRANSPORT":"syslog","SYSLOG_IDENTIFIER":"myapp","MESSAGE":"NVRM: Xid (PCI:0000:44:00): 79"})",
        R"({"__REALTIME_TIMESTAMP":"1741000005000000","_HOSTNAME":"trn-3","SYSLOG_IDENTIFIER":"kernel","MESSAGE":[78,86,82,77]})",
-       R"({"no":"message"})"});
+       R"({"no":"message"})",
+       // No time to place it at: malformed, not a record of 1970 (a review, 2026-12-02).
+       R"({"_HOSTNAME":"trn-4","_TRANSPORT":"kernel","MESSAGE":"NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR"})"});
   ASSERT_EQ(b.records.size(), 3U);
   EXPECT_EQ(b.records[0].node, "trn-1");
   EXPECT_EQ(b.records[0].stream, StreamKind::kKernel);
@@ -358,6 +360,8 @@ TEST(LokiJsonl, AStampThatIsNeitherFormIsMalformed) {
       p->parse(R"({"labels":{"node":"g1"},"line":"x","timestamp":"2025-03-03t11:07:06z"})", &b));
   EXPECT_FALSE(
       p->parse(R"({"labels":{"node":"g1"},"line":"x","timestamp":"2025-03-03x11:07:06"})", &b));
+  // No stamp: no time to place it at, malformed, not a record of 1970 (a review, 2026-12-02).
+  EXPECT_FALSE(p->parse(R"({"labels":{"node":"g1"},"line":"x"})", &b));
   ASSERT_EQ(b.records.size(), 1U);
   EXPECT_EQ(b.records[0].time_ns, civilToNanos(2025, 3, 3, 11, 7, 6));
 }
