@@ -414,7 +414,8 @@ void ArchiveSource::runOne(const ArchiveInput& input, const BatchHandler& handle
     newest_first_.push_back(input.number);
   }
   if (parser && parser->sinceFirstStamp()) {
-    since_first_stamp_.push_back({input.name, parse.node});
+    // Only a dmesg file's node is the file's: other formats' lines name their hosts.
+    since_first_stamp_.push_back({input.name, format == Format::kDmesg ? parse.node : ""});
   }
   if (error) {
     std::rethrow_exception(error);

@@ -70,16 +70,22 @@ void DecisionLog::write(const Decision& decision) {
     line.insert(line.begin(), '\n');
   }
   // Decisions are rare and operators tail this log: never hold one back.
-  check(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0);
+  const bool ok =
+      std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0;
+  torn_ = !ok;
+  check(ok);
 }
 
 void DecisionLog::flush() {
   std::lock_guard lock(mu_);
-  check(std::fflush(out_) == 0);
+  // A flush after a failed write has nothing left to write (glibc drops what failed), so its
+  // success says nothing of the part of a line that write left.
+  const bool ok = std::fflush(out_) == 0;
+  torn_ = torn_ || !ok;
+  check(ok);
 }
 
 void DecisionLog::check(bool ok) {
-  torn_ = !ok;
   if (!ok) {
     spdlog::error("decision log {}: write failed: {}", name_, std::strerror(errno));
     std::clearerr(out_);

@@ -48,7 +48,7 @@ class DecisionLog : public DecisionSink {
   std::FILE* out_;
   bool owned_ = false;
   std::mutex mu_;      // write() may run on the taint sink's thread too
-  bool torn_ = false;  // the last write or flush failed
+  bool torn_ = false;  // a write or flush failed since the last line written whole
   std::atomic<uint64_t> errors_ = 0;
 };
 

@@ -82,8 +82,9 @@ class KubeClient {
 
   // path is absolute and already URL-encoded, including any query: /api/v1/nodes/n1?x=y.
   // Bodies are JSON; content_type names the patch flavour for PATCH. Past `deadline` (before
-  // sending, or while waiting for the rate limit or the answer) the Response has status 0 and an
-  // error; a request cut off while waiting for its answer may still be applied by the server.
+  // sending: after the rate limit's wait, which it does not cut short; or while waiting for the
+  // answer) the Response has status 0 and an error; a request cut off while waiting for its
+  // answer may still be applied by the server.
   Response get(const std::string& path, Deadline deadline = kNoDeadline);
   Response post(const std::string& path, const std::string& body, Deadline deadline = kNoDeadline);
   Response put(const std::string& path, const std::string& body, Deadline deadline = kNoDeadline);

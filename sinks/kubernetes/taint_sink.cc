@@ -489,6 +489,10 @@ uint64_t TaintSink::leaderTerm() const {
   return hooks_.leader_term ? hooks_.leader_term() : 1;
 }
 
+KubeClient::Deadline TaintSink::leadingUntil() const {
+  return hooks_.leading_until ? hooks_.leading_until() : KubeClient::kNoDeadline;
+}
+
 bool TaintSink::stopping() const {
   return hooks_.stopping && hooks_.stopping();
 }
@@ -517,7 +521,7 @@ KubeClient::Response TaintSink::send(const std::function<KubeClient::Response(De
       }
       return r;
     }
-    r = request(hooks_.leading_until ? hooks_.leading_until() : KubeClient::kNoDeadline);
+    r = request(leadingUntil());
     if (!retryable(r)) {
       return r;
     }
@@ -659,7 +663,7 @@ bool TaintSink::list() {
     json unlisted;
     if (node == nodes_.end() && isDns1123Subdomain(name)) {
       const std::string path = "/api/v1/nodes/" + name;
-      const KubeClient::Response got = client_.get(path);
+      const KubeClient::Response got = client_.get(path, leadingUntil());
       unlisted = got.status == 200 ? parseObject(got.body) : json();
       if (got.status != 404 && (!unlisted.is_object() || carries(unlisted))) {
         if (!unlisted.is_object()) {

@@ -292,7 +292,8 @@ class TaintSink : public DecisionSink {
   // set if it was not deferred before. On the worker thread.
   void defer(Pending pending);
   uint64_t leaderTerm() const;
-  bool stopping() const;  // Hooks::stopping
+  KubeClient::Deadline leadingUntil() const;  // Hooks::leading_until, else none
+  bool stopping() const;                      // Hooks::stopping
   void handle(const Pending& pending);
   Outcome taint(const Decision& decision);
   Outcome untaint(const Decision& decision);

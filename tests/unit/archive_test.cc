@@ -184,6 +184,13 @@ TEST(Archive, NamesTheFilesStampedSinceBootWithoutABootTime) {
               boot ? std::vector<SinceBoot>{}
                    : (std::vector<SinceBoot>{{"uptime.dmesg", "uptime"}, {"monotonic.log", ""}}));
   }
+  // --node is a dmesg file's node, not that of a file whose lines name their hosts.
+  ArchiveOptions options;
+  options.parse.node = "n9";
+  ArchiveSource source({inputs[0], inputs[2]}, options);
+  source.run([](RecordBatch&) {}, std::stop_token());
+  EXPECT_EQ(source.sinceFirstStamp(),
+            (std::vector<ArchiveSource::SinceBoot>{{"uptime.dmesg", "n9"}, {"monotonic.log", ""}}));
 }
 
 TEST(Archive, CorruptGzipDataNamesTheFile) {

@@ -94,16 +94,18 @@ int tornWrite() {
   setrlimit(RLIMIT_FSIZE, &limit);
   std::string last;
   uint64_t errors = 0;
+  bool part_left = false;
   {
     DecisionLog log(path);
     log.write(decision());
+    part_left = std::filesystem::file_size(path) == 100;
     setrlimit(RLIMIT_FSIZE, &full);
+    log.flush();  // nothing left to write: it succeeds, and the part of a line stays unended
     Decision second = decision();
     second.node = "gpu-node-8";
     log.write(second);
     errors = log.errors();
   }
-  const bool part_left = std::filesystem::file_size(path) > 100;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     last = line;
