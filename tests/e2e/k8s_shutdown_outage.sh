@@ -27,12 +27,20 @@ YAML
   pids+=("$serve_pid")
   wait_listening "$tmp/serve-$run.log"
   # The first LIST and breaker read are done: taints wait for nothing but the API server.
+  # The scrape whole, then grep: `curl | grep -q` fails under pipefail when grep's early exit
+  # leaves curl writing (curl: (23) Failed writing body), though the line was there.
   breaker_read() {
-    curl -fsS "http://127.0.0.1:$port/metrics" |
-      grep -qE '^faultline_kube_requests_total\{verb="GET",resource="configmaps",code="404"\} [1-9]'
+    local metrics
+    metrics=$(curl -fsS "http://127.0.0.1:$port/metrics") || return 1
+    grep -qE '^faultline_kube_requests_total\{verb="GET",resource="configmaps",code="404"\} [1-9]' \
+      <<<"$metrics"
   }
-  for _ in $(seq 600); do breaker_read && break; sleep 0.1; done
-  breaker_read || fail "run $run: the breaker was not read in 60 s"
+  local read=false
+  for _ in $(seq 600); do
+    if breaker_read; then read=true && break; fi
+    sleep 0.1
+  done
+  $read || fail "run $run: the breaker was not read in 60 s"
   kill -STOP "$apiserver_pid"
   local t node
   t=$(($(date +%s) * 1000000000))

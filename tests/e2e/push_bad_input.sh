@@ -146,7 +146,8 @@ for _ in $(seq 100); do
   grep -qx 'faultline_decision_log_errors_total 1' <(curl -fsS "http://127.0.0.1:$port/metrics") && break
   sleep 0.1
 done
-curl -fsS "http://127.0.0.1:$port/metrics" | grep -qx 'faultline_decision_log_errors_total 1' ||
+# Not `curl | grep -q`: under pipefail grep's early exit can fail curl's write, and the check.
+grep -qx 'faultline_decision_log_errors_total 1' <<<"$(curl -fsS "http://127.0.0.1:$port/metrics")" ||
   fail "metrics: the failed decision line is not counted: $(curl -fsS "http://127.0.0.1:$port/metrics" | grep decision)"
 # A refusal quoting the client's bytes (a label name of 100 KB with a newline, a forged log line
 # and a terminal escape) logs them cut and escaped: one line, nothing forged.
