@@ -750,6 +750,20 @@ KafkaConfig twoLeaders(MockCluster& cluster, const std::string& group) {
   return config;
 }
 
+// Partition 1 two hours back ("two hours ago", then "two hours ago, the next" a second later),
+// partition 0 an hour back ("an hour ago"); one record batch per fetch, so that partition 1's
+// second message needs a fetch of its own.
+void produceAnHourApart(MockCluster& cluster, KafkaConfig* config) {
+  config->properties["max.partition.fetch.bytes"] = "1";
+  const int64_t hour_ago_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count() -
+      3'600'000;
+  cluster.produce("kern", {"two hours ago"}, "gpu-2", 1, hour_ago_ms - 3'600'000);
+  cluster.produce("kern", {"two hours ago, the next"}, "gpu-2", 1, hour_ago_ms - 3'599'000);
+  cluster.produce("kern", {"an hour ago"}, "gpu-1", 0, hour_ago_ms);
+}
+
 // With max_skew_ns, a partition assigned and not read yet holds the others back (its time is not
 // known), but for kStallNs (10 s) at most: here its leader is down, and the other partition's
 // message comes once that bound has passed, not before and not never. Once the leader is back, its
@@ -780,15 +794,7 @@ TEST(KafkaSource, APartitionWhoseLeaderIsDownHoldsTheOthersTenSecondsAtMost) {
 TEST(KafkaSource, APartitionThatStallsWithMessagesLeftHoldsTheOthersTenSecondsAtMost) {
   MockCluster cluster(2);
   KafkaConfig config = twoLeaders(cluster, "stalled");
-  // One record batch per fetch, so that partition 1's high watermark is past its first message.
-  config.properties["max.partition.fetch.bytes"] = "1";
-  const int64_t hour_ago_ms =
-      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count() -
-      3'600'000;
-  cluster.produce("kern", {"two hours ago"}, "gpu-2", 1, hour_ago_ms - 3'600'000);
-  cluster.produce("kern", {"two hours ago, the next"}, "gpu-2", 1, hour_ago_ms - 3'599'000);
-  cluster.produce("kern", {"an hour ago"}, "gpu-1", 0, hour_ago_ms);
+  produceAnHourApart(cluster, &config);
   cluster.delayFetches(2, {0, 25'000});
   TimedSource source(config);
   ASSERT_TRUE(source.waitSeen(3));
@@ -896,15 +902,7 @@ std::vector<std::string> flatten(const std::vector<std::vector<std::string>>& ba
 TEST(KafkaSource, APipelineBusyPastTheStallBoundIsNoStallOfThePartitions) {
   MockCluster cluster(2);
   KafkaConfig config = twoLeaders(cluster, "busy");
-  // One record batch per fetch, so that partition 1's second message needs a fetch of its own.
-  config.properties["max.partition.fetch.bytes"] = "1";
-  const int64_t hour_ago_ms =
-      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count() -
-      3'600'000;
-  cluster.produce("kern", {"two hours ago"}, "gpu-2", 1, hour_ago_ms - 3'600'000);
-  cluster.produce("kern", {"two hours ago, the next"}, "gpu-2", 1, hour_ago_ms - 3'599'000);
-  cluster.produce("kern", {"an hour ago"}, "gpu-1", 0, hour_ago_ms);
+  produceAnHourApart(cluster, &config);
   HeldSource source(config);
   ASSERT_TRUE(source.waitBlocked());
   std::this_thread::sleep_for(std::chrono::seconds(11));  // past kStallNs
