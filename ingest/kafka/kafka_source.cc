@@ -723,7 +723,10 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // at the same time.
   int64_t now = nowNanos();
   int64_t next_lane_check_ns = 0;  // kLaneCheckNs
-  while (!stop.stop_requested()) {
+  // A fatal error (librdkafka: the consumer cannot go on, e.g. a static member fenced by another
+  // with its group.instance.id) ends the run: a service that stayed up would read nothing.
+  while (!stop.stop_requested() &&
+         rd_kafka_fatal_error(rk.get(), nullptr, 0) == RD_KAFKA_RESP_ERR_NO_ERROR) {
     // Messages already polled first, one at a time, so that they count toward the batch's
     // bounds. With a batch open, take only what librdkafka has already fetched: a batch closes
     // when nothing more is queued (a light load is not held for batch_timeout_ms), at
@@ -839,19 +842,25 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     // aborted the process on one (librdkafka 2.0.2: assert in rd_kafka_q_serve).
     const MessagePtr ahead(rd_kafka_consume_queue(close_queue.get(), kIdlePollMs));
   }
+  char fatal[512];
+  const bool failed =
+      rd_kafka_fatal_error(rk.get(), fatal, sizeof(fatal)) != RD_KAFKA_RESP_ERR_NO_ERROR;
   if (rd_kafka_consumer_closed(rk.get())) {
     spdlog::info("kafka: consumer closed");
-    return;
+  } else {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn(
+        "kafka: the consumer did not close (commit its offsets, leave its group) within {} s; "
+        "left behind: the partitions' next owner reads from the last committed offsets",
+        kCloseWait.count());
+    // Not destroyed: librdkafka 2.0.2 destroying a consumer whose close has not finished spins a
+    // core until it does. The handle is left to its threads until the process exits or executes
+    // anew, as HandleDeleter leaves one that is not destroyed in time.
+    static_cast<void>(rk.release());
   }
-  errors_.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn(
-      "kafka: the consumer did not close (commit its offsets, leave its group) within {} s; left "
-      "behind: the partitions' next owner reads from the last committed offsets",
-      kCloseWait.count());
-  // Not destroyed: librdkafka 2.0.2 destroying a consumer whose close has not finished spins a
-  // core until it does. The handle is left to its threads until the process exits or executes
-  // anew, as HandleDeleter leaves one that is not destroyed in time.
-  static_cast<void>(rk.release());
+  if (failed) {
+    throw std::runtime_error(std::string("kafka: the consumer cannot go on: ") + fatal);
+  }
 }
 
 }  // namespace faultline

@@ -128,8 +128,9 @@ class KafkaSource : public Source {
   // a handler that moves the batch out must release it before run() returns. With max_skew_ns,
   // partitions are read in step by event time: a partition that would run ahead of another with
   // messages left is paused until that one has caught up; `caught_up` waits for what that holds
-  // back. Throws std::runtime_error if the consumer cannot be created or subscribed, and rethrows
-  // what `handle` throws, without storing that batch's offsets.
+  // back. Throws std::runtime_error if the consumer cannot be created or subscribed, or after a
+  // fatal consumer error (rd_kafka_fatal_error: the partial batch handled, the consumer closed),
+  // and rethrows what `handle` throws, without storing that batch's offsets.
   void run(const BatchHandler& handle, std::stop_token stop) override;
 
   // Safe to call from any thread while run() is active.

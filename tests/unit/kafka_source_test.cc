@@ -237,6 +237,11 @@ class MockCluster {
     const std::vector<rd_kafka_resp_err_t> errs(n, err);
     rd_kafka_mock_push_request_errors_array(cluster_, kOffsetCommit, errs.size(), errs.data());
   }
+  // The next JoinGroup request, to any broker, is answered with `err`.
+  void refuseJoin(rd_kafka_resp_err_t err) {
+    constexpr int16_t kJoinGroup = 11;  // the Kafka protocol's ApiKey of JoinGroup
+    rd_kafka_mock_push_request_errors(cluster_, kJoinGroup, 1, err);
+  }
   void setGroupCoordinator(const std::string& group, int32_t broker) {
     ASSERT_EQ(rd_kafka_mock_coordinator_set(cluster_, "group", group.c_str(), broker),
               RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -290,6 +295,39 @@ std::vector<Seen> consume(const KafkaConfig& config, size_t want, milliseconds s
   thread.join();
   *stats = source.stats();
   return seen;
+}
+
+// A static member fenced by another with its group.instance.id can no longer consume: librdkafka
+// raises a fatal error. run() ends with it, so that serve exits and is restarted, instead of
+// staying up and reading nothing.
+TEST(KafkaSource, AFatalConsumerErrorEndsTheRun) {
+  MockCluster cluster;
+  cluster.createTopic("kern", 1);
+  cluster.refuseJoin(RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  KafkaConfig config;
+  config.brokers = cluster.bootstraps();
+  config.group_id = "fatal-test";
+  config.properties = {{"group.instance.id", "faultline-0"}};
+  KafkaTopicConfig topic;
+  topic.name = "kern";
+  config.topics = {topic};
+  KafkaSource source(config);
+  std::stop_source stop;
+  std::future<void> run = std::async(
+      std::launch::async, [&] { source.run([](RecordBatch& /*batch*/) {}, stop.get_token()); });
+  if (run.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    stop.request_stop();
+    run.wait();
+    FAIL() << "run() went on after the fatal error";
+  }
+  try {
+    run.get();
+    ADD_FAILURE() << "run() returned without an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("kafka: the consumer cannot go on: "), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Static consumer fenced"), std::string::npos) << e.what();
+  }
 }
 
 // Takes about 9 s: the mock coordinator delays a group's first JoinGroup by 3 s and, after a
