@@ -418,6 +418,9 @@ struct OtlpScratch {
   std::vector<Label> resource;    // the current resource's attributes
   std::vector<Label> attributes;  // the current record's
   std::vector<Label> body;        // the current record's kvlist body entries
+  // Of each record of the current ResourceLogs: its kvlist body's entries, for a resource that
+  // comes after its records.
+  std::vector<uint32_t> body_sizes;
 };
 
 // The attributes (an array of KeyValue) that `keep` keeps, copied into the batch, onto *labels.
@@ -505,15 +508,19 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
     return SUCCESS;
   }
   const auto labels_begin = static_cast<uint32_t>(batch->labels.size());
+  // The body's fields before the attributes: a kvlist body is the journald receiver's, whose
+  // fields may mark the kernel stream; attributes are what a json_parser made of the line.
   batch->labels.insert(batch->labels.end(), s->resource.begin(), s->resource.end());
-  batch->labels.insert(batch->labels.end(), s->attributes.begin(), s->attributes.end());
   batch->labels.insert(batch->labels.end(), s->body.begin(), s->body.end());
+  batch->labels.insert(batch->labels.end(), s->attributes.begin(), s->attributes.end());
   LogRecord& r = batch->records.emplace_back();
   r.time_ns = time_ns != 0 ? time_ns : observed_ns;
   r.line = message;
   r.labels_begin = labels_begin;
   r.labels_end = static_cast<uint32_t>(batch->labels.size());
-  classifyShipped(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
+  s->body_sizes.push_back(static_cast<uint32_t>(s->body.size()));
+  classifyShipped(rules, static_cast<uint32_t>(s->resource.size()),
+                  static_cast<uint32_t>(s->resource.size() + s->body.size()), batch, &r);
   *added = true;
   return SUCCESS;
 }
@@ -522,6 +529,7 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
 error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFilter& keep,
                            OtlpScratch* s, RecordBatch* batch, uint64_t* rejected) {
   s->resource.clear();
+  s->body_sizes.clear();
   const size_t first = batch->records.size();
   bool seen_resource = false;
   bool seen_scopes = false;
@@ -574,7 +582,8 @@ error_code addResourceLogs(od::value rl, const StreamRules& rules, const LabelFi
       batch->labels.insert(batch->labels.end(), own.begin(), own.end());
       r.labels_end = static_cast<uint32_t>(batch->labels.size());
       r.node = {};
-      classifyShipped(rules, static_cast<uint32_t>(s->resource.size()), batch, &r);
+      const auto resource = static_cast<uint32_t>(s->resource.size());
+      classifyShipped(rules, resource, resource + s->body_sizes[i - first], batch, &r);
       if (!s->bound->holds(*batch)) {
         return simdjson::CAPACITY;
       }

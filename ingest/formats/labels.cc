@@ -51,11 +51,16 @@ bool fromProcess(const StreamRules& rules, const RecordBatch& batch, const LogRe
   });
 }
 
-void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec) {
+namespace {
+
+// classify(), with kernel labels read only among [rec->labels_begin, marks_end).
+void classifyMarked(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec,
+                    uint32_t marks_end) {
   const Label* begin = batch.labels.data() + rec->labels_begin;
   const Label* end = batch.labels.data() + rec->labels_end;
+  const Label* marks = batch.labels.data() + marks_end;
   auto find = [&](std::string_view name) {
-    return std::find_if(begin, end, [&](const Label& l) { return l.name == name; });
+    return std::find_if(begin, marks, [&](const Label& l) { return l.name == name; });
   };
   if (rec->node.empty()) {
     rec->node = nodeOf(rules, begin, end);
@@ -72,14 +77,20 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
   const bool kernel =
       std::any_of(rules.kernel_labels.begin(), rules.kernel_labels.end(), [&](const auto& kv) {
         const auto it = find(kv.first);
-        return it != end && it->value == kv.second;
+        return it != marks && it->value == kv.second;
       });
   rec->stream =
       kernel && !fromProcess(rules, batch, *rec) ? StreamKind::kKernel : StreamKind::kOther;
 }
 
-void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, RecordBatch* batch,
-                     LogRecord* rec) {
+}  // namespace
+
+void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec) {
+  classifyMarked(rules, batch, rec, rec->labels_end);
+}
+
+void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, uint32_t marking_labels,
+                     RecordBatch* batch, LogRecord* rec) {
   std::vector<Label>& labels = batch->labels;
   const auto begin = labels.begin() + rec->labels_begin;
   const auto own = begin + shipper_labels;  // erasing after it keeps both valid
@@ -96,7 +107,7 @@ void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, RecordBa
   }
   rec->node = nodeOf(rules, labels.data() + rec->labels_begin,
                      labels.data() + rec->labels_begin + shipper_labels);
-  classify(rules, *batch, rec);
+  classifyMarked(rules, *batch, rec, rec->labels_begin + marking_labels);
 }
 
 }  // namespace faultline

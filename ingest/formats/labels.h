@@ -82,14 +82,16 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
 
 // classify() for a record whose labels are the shipper's (the first `shipper_labels` of its
 // range: an OTLP resource's attributes, as the collector's k8sattributes processor sets them; a
-// Loki stream's labels) followed by its own, which a pod's own JSON can fill (OTLP record
+// Loki stream's labels) followed by its own, which a process's own JSON can fill (OTLP record
 // attributes and body fields from the filelog receiver's json_parser; Loki structured metadata
-// from Promtail's json and structured_metadata stages). The node is named by the shipper's labels
-// if they hold a node label (node_labels order), else by the record's. When the shipper's labels
-// name a pod, the record's own node and job labels (kJobLabels) are dropped from the batch
-// (rec->labels_end moves back; the record's labels must be the batch's last): a pod must name
-// neither its node nor its job.
-void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, RecordBatch* batch,
-                     LogRecord* rec);
+// from Promtail's json and structured_metadata stages). Only the first `marking_labels` (at least
+// the shipper's; with an OTLP kvlist body, the journald receiver's fields after them) may mark
+// the kernel stream (rules.kernel_labels): a JSON log file whose lines say `"_TRANSPORT":
+// "kernel"` is no kernel log. The node is named by the shipper's labels if they hold a node label
+// (node_labels order), else by the record's. When the shipper's labels name a pod, the record's
+// own node and job labels (kJobLabels) are dropped from the batch (rec->labels_end moves back;
+// the record's labels must be the batch's last): a pod must name neither its node nor its job.
+void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, uint32_t marking_labels,
+                     RecordBatch* batch, LogRecord* rec);
 
 }  // namespace faultline

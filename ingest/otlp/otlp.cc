@@ -173,6 +173,7 @@ bool addRecord(WireBytes bytes, const std::vector<Label>& resource, const Stream
   if (!r.ok()) {
     return false;
   }
+  const size_t attributes_end = batch->labels.size();
   std::optional<std::string_view> line;
   if (body.kind == AnyValue::kKvlistValue) {
     // journald receiver: the body is a map of journal fields (KeyValueList: values 1); the line
@@ -205,7 +206,14 @@ bool addRecord(WireBytes bytes, const std::vector<Label>& resource, const Stream
   rec.line = *line;
   rec.labels_begin = static_cast<uint32_t>(labels_begin);
   rec.labels_end = static_cast<uint32_t>(batch->labels.size());
-  classifyShipped(rules, static_cast<uint32_t>(resource.size()), batch, &rec);
+  // The body's fields before the attributes: a kvlist body is the journald receiver's, whose
+  // fields may mark the kernel stream; attributes are what a json_parser made of the line.
+  const auto labels = batch->labels.begin();
+  std::rotate(labels + static_cast<ptrdiff_t>(labels_begin + resource.size()),
+              labels + static_cast<ptrdiff_t>(attributes_end), batch->labels.end());
+  const size_t body_fields = batch->labels.size() - attributes_end;
+  classifyShipped(rules, static_cast<uint32_t>(resource.size()),
+                  static_cast<uint32_t>(resource.size() + body_fields), batch, &rec);
   return true;
 }
 

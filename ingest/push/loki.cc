@@ -274,7 +274,8 @@ LogRecord classifyStream(const StreamRules& rules, uint32_t begin, uint32_t end,
 // structured metadata; else one whose labels are the stream's, copied, followed by the metadata
 // (views that live as long as the batch), classified with the stream's labels as the shipper's:
 // shippers fill metadata from the line's own fields (Promtail's json and structured_metadata
-// stages), so a pod's metadata names neither its node nor its job.
+// stages), so a pod's metadata names neither its node nor its job, and no metadata marks the
+// kernel stream.
 LogRecord& addEntry(const StreamRules& rules, uint32_t stream_begin, uint32_t stream_end,
                     const std::vector<Label>& metadata, const LogRecord& stream_only,
                     RecordBatch* batch) {
@@ -288,7 +289,7 @@ LogRecord& addEntry(const StreamRules& rules, uint32_t stream_begin, uint32_t st
   }
   batch->labels.insert(batch->labels.end(), metadata.begin(), metadata.end());
   r.labels_end = static_cast<uint32_t>(batch->labels.size());
-  classifyShipped(rules, stream_end - stream_begin, batch, &r);
+  classifyShipped(rules, stream_end - stream_begin, stream_end - stream_begin, batch, &r);
   return r;
 }
 

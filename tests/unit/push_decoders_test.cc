@@ -444,6 +444,33 @@ TEST(LokiJson, TheStreamNamesTheNodeBeforeStructuredMetadata) {
   EXPECT_EQ(labelsOf(batch, batch.records[2]), "pod=app-0;");
 }
 
+// Structured metadata is what a shipper made of the line's own fields (Promtail's json and
+// structured_metadata stages): a host process's JSON log saying "transport": "kernel" must not
+// pass for the kernel's. The stream's labels (a journal scrape's relabelled transport) may.
+TEST(LokiJson, StructuredMetadataMarksNoKernelStream) {
+  const std::string xid = "NVRM: Xid (PCI:0000:45:00): 79, pid=1, GPU has fallen off the bus.";
+  const std::string body =
+      R"({"streams":[{"stream":{"node_name":"gpu-2","job":"varlog","filename":"/var/log/a.log"},)"
+      R"("values":[["1",")" +
+      xid +
+      R"(",{"transport":"kernel","syslog_identifier":"kernel"}]]},)"
+      R"({"stream":{"node_name":"gpu-2","transport":"kernel"},"values":[["2",")" +
+      xid + R"(",{"syslog_identifier":"kernel"}]]}]})";
+  RecordBatch batch;
+  std::string error;
+  ASSERT_TRUE(lokiJson(body, "", &batch, &error)) << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kOther);
+  EXPECT_EQ(batch.records[1].stream, StreamKind::kKernel);
+  CollectingSink sink;
+  Pipeline pipeline(shippedBank(), Taint{}, {&sink});
+  batch.records.pop_back();
+  pipeline.process(batch);
+  for (const Decision& d : sink.got) {
+    ADD_FAILURE() << d.node << " " << d.rule;
+  }
+}
+
 // Grafana's Fluent Bit chart (grafana/helm-charts charts/fluent-bit, values.yaml labelMap) labels
 // a container's output {namespace, app, release, node, container, instance, stream}: the pod's
 // name is `instance`, no pod label. A pod printing `ib0: Lost carrier` five times was an `other`
@@ -1071,6 +1098,67 @@ TEST(OtlpJson, APodsOwnAttributesNameNeitherItsNodeNorItsJob) {
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(batch.records[0].node, "gpu-2");
   EXPECT_EQ(batch.job(batch.records[0]), "run-a");
+}
+
+// Record attributes are what the collector's filelog json_parser made of the line (its default
+// parse_to): a host process's JSON log saying "_TRANSPORT": "kernel" must not pass for the
+// kernel's. A kvlist body's fields (the journald receiver's) may, in either field order, and with
+// the resource before or after its records.
+TEST(OtlpJson, RecordAttributesMarkNoKernelStream) {
+  const std::string resource =
+      R"("resource":{"attributes":[{"key":"host.name","value":{"stringValue":"gpu-3"}}]})";
+  const std::string forged = R"({"body":{"stringValue":"NVRM: Xid 79"},"attributes":[)"
+                             R"({"key":"_TRANSPORT","value":{"stringValue":"kernel"}},)"
+                             R"({"key":"SYSLOG_IDENTIFIER","value":{"stringValue":"kernel"}}]})";
+  const std::string journald =
+      R"({"attributes":[{"key":"log.file.path","value":{"stringValue":"/x"}}],)"
+      R"("body":{"kvlistValue":{"values":[{"key":"MESSAGE","value":{"stringValue":"NVRM: Xid 79"}},)"
+      R"({"key":"_TRANSPORT","value":{"stringValue":"kernel"}}]}}})";
+  for (bool resource_late : {false, true}) {
+    const std::string scopes = R"("scopeLogs":[{"logRecords":[)" + forged + "," + journald + "]}]";
+    const std::string doc = R"({"resourceLogs":[{)" +
+                            (resource_late ? scopes + "," + resource : resource + "," + scopes) +
+                            "}]}";
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    ASSERT_TRUE(otlpJson(doc, false, &batch, &rejected, &error)) << error;
+    ASSERT_EQ(batch.records.size(), 2u);
+    EXPECT_EQ(batch.records[0].stream, StreamKind::kOther) << resource_late;
+    EXPECT_EQ(batch.records[0].node, "gpu-3");
+    EXPECT_EQ(batch.records[1].stream, StreamKind::kKernel) << resource_late;
+  }
+}
+
+TEST(OtlpProto, RecordAttributesMarkNoKernelStream) {
+  namespace otlp = opentelemetry::proto;
+  otlp::collector::logs::v1::ExportLogsServiceRequest request;
+  otlp::logs::v1::ResourceLogs* rl = request.add_resource_logs();
+  auto add = [](auto* attributes, const char* key, const char* value) {
+    auto* kv = attributes->Add();
+    kv->set_key(key);
+    kv->mutable_value()->set_string_value(value);
+  };
+  add(rl->mutable_resource()->mutable_attributes(), "host.name", "gpu-3");
+  otlp::logs::v1::ScopeLogs* scope = rl->add_scope_logs();
+  otlp::logs::v1::LogRecord* forged = scope->add_log_records();
+  forged->mutable_body()->set_string_value("NVRM: Xid 79");
+  add(forged->mutable_attributes(), "_TRANSPORT", "kernel");
+  otlp::logs::v1::LogRecord* journald = scope->add_log_records();
+  add(journald->mutable_attributes(), "log.file.path", "/x");
+  add(journald->mutable_body()->mutable_kvlist_value()->mutable_values(), "MESSAGE",
+      "NVRM: Xid 79");
+  add(journald->mutable_body()->mutable_kvlist_value()->mutable_values(), "_TRANSPORT", "kernel");
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  const std::string bytes = request.SerializeAsString();
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 2u);
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kOther);
+  EXPECT_EQ(batch.records[0].node, "gpu-3");
+  EXPECT_EQ(batch.records[1].stream, StreamKind::kKernel);
 }
 
 // The decoder reads in one forward pass (simdjson On Demand): fields in any order must give what
