@@ -766,10 +766,20 @@ void Correlator::count(uint32_t ri, NodeData& node, const std::string& node_name
   c.times.erase(c.times.begin(), stale);
   c.evidence.erase(c.evidence.begin(),
                    c.evidence.end() - static_cast<std::ptrdiff_t>(c.times.size()));
-  if (rule.distinct_jobs &&
-      std::any_of(c.evidence.begin(), c.evidence.end(),
-                  [&](const Evidence& e) { return fieldOf(e.fields, kJobField) == job; })) {
-    return;  // this job's episode is counted already: one job implicates its nodes once
+  if (rule.distinct_jobs) {
+    // One job implicates its nodes once: its latest episode is the one counted, which stays in
+    // the window longest (kept, the earliest would leave it with a later job's yet to come).
+    const auto same = std::find_if(c.evidence.begin(), c.evidence.end(), [&](const Evidence& e) {
+      return fieldOf(e.fields, kJobField) == job;
+    });
+    if (same != c.evidence.end()) {
+      const auto when = c.times.begin() + (same - c.evidence.begin());
+      if (*when >= ev.time_ns) {
+        return;
+      }
+      c.evidence.erase(same);
+      c.times.erase(when);
+    }
   }
   const auto at = std::upper_bound(c.times.begin(), c.times.end(), ev.time_ns);  // in time order
   c.evidence.insert(c.evidence.begin() + (at - c.times.begin()), ev);

@@ -1099,6 +1099,35 @@ TEST(Pipeline, DistinctJobsCountEachJobOnce) {
   EXPECT_EQ(sink.got, std::vector<std::string>{"n1 nccl-error"});
 }
 
+// A job's later episode replaces its earlier one in the count: job a at 0 and at 2 h, job b a
+// day after the first: a's second episode and b's are two jobs within the day (the first alone
+// counted, a's episode had left the window when b's came, and the node was not tainted).
+TEST(Pipeline, DistinctJobsCountEachJobsLatestEpisode) {
+  const std::string nccl =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled system error (run "
+      "with NCCL_DEBUG=INFO for details), NCCL version 2.18.1";
+  struct Collect : DecisionSink {
+    void write(const Decision& d) override { got.push_back(d.node + " " + d.rule); }
+    std::vector<std::string> got;
+  } sink;
+  Pipeline p(shippedBank(), Taint{}, {&sink});
+  const int64_t hour = 3600;
+  for (const auto& [at, job] : std::vector<std::pair<int64_t, std::string>>{
+           {1000, "a"}, {1000 + 2 * hour, "a"}, {1000 + 24 * hour + 600, "b"}}) {
+    RecordBatch b;
+    b.labels.push_back({"k8s.pod.name", "w-0"});
+    b.labels.push_back({"job_name", b.copy(job)});
+    b.records.push_back({at * kNanosPerSecond, "n1", b.copy(nccl), 0, 2, StreamKind::kPod});
+    p.process(b);
+  }
+  RecordBatch later;  // past the cluster window (10 min) that holds the hits
+  later.records.push_back({(1000 + 25 * hour) * kNanosPerSecond, "n1",
+                           "systemd[1]: Started session 9.", 0, 0, StreamKind::kKernel});
+  p.process(later);
+  EXPECT_EQ(sink.got, std::vector<std::string>{"n1 nccl-error"});
+}
+
 TEST(Bank, DistinctJobsNeedsACountAndAPodSignature) {
   const std::string sigs = R"(signatures:
   - id: k
