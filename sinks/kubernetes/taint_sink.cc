@@ -1155,9 +1155,11 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     }
     nodes_[d.node] = node;
   }
-  spdlog::error("kubernetes: giving up taint {} after {} conflicts", what, options_.max_attempts);
-  ++failed_;
-  return Outcome::kDone;
+  // Writers that keep changing the node (a conflict each try) are no refusal: deferred, as an
+  // outage is, and tried again.
+  spdlog::warn("kubernetes: cannot yet taint {}: {} conflicts in a row", what,
+               options_.max_attempts);
+  return Outcome::kRetry;
 }
 
 TaintSink::Outcome TaintSink::untaint(const Decision& d) {
@@ -1252,8 +1254,9 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       ++conflicts_retried_;
     }
   }
-  ++failed_;
-  return Outcome::kDone;
+  spdlog::warn("kubernetes: cannot yet untaint node {}: {} conflicts in a row", d.node,
+               options_.max_attempts);
+  return Outcome::kRetry;
 }
 
 void TaintSink::event(const std::string& node, const std::string& type, const std::string& reason,

@@ -66,8 +66,9 @@
 // Event). The taint removed is the one the annotation names (its key and effect), whatever the
 // decision's: the config's taint may have changed since faultline wrote it (a rollout), and the
 // fault restored from the annotation (Hooks::on_restored) is untainted with the new one.
-// A taint or untaint still failing with a retryable answer after max_attempts (an API server
-// outage) is deferred, not dropped: the correlator will not decide it again, so the sink keeps the
+// A taint or untaint still failing with a retryable answer or a conflict (409) after
+// max_attempts (an API server outage, writers that keep changing the node) is deferred, not
+// dropped: the correlator will not decide it again, so the sink keeps the
 // newest such decision per node and taint key and handles it again every node_list_period while
 // it leads, until it is applied or refused, or a later decision for that node and key supersedes
 // it (one that arrives while following, too). On leading in a new term (another replica may have

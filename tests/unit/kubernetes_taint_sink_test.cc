@@ -867,6 +867,31 @@ TEST_F(TaintSinkTest, AnOutageDefersTheUntaintToo) {
   EXPECT_FALSE(tainted("n1"));
 }
 
+// A taint or untaint whose every try meets a conflict (409: writers that keep changing the node)
+// is deferred and handled again, as in an outage: dropped, a recovered node stayed tainted for
+// good, though the decision log said untaint.
+TEST_F(TaintSinkTest, ConflictsOnEveryTryDeferTheDecision) {
+  createNode("n1");
+  TaintSink sink(config(), deferring(2));
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 409, /*count=*/2);
+  sink.write(decision("n1"));
+  sink.flush();
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(sink.counters().deferred, 1u);
+  ASSERT_TRUE(waitFor([&] { return sink.counters().applied == 1; }));
+  EXPECT_TRUE(tainted("n1"));
+
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 409, /*count=*/2);
+  sink.write(untaintDecision("n1"));
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(sink.counters().deferred, 2u);
+  ASSERT_TRUE(waitFor([&] { return sink.counters().untainted == 1; }));
+  EXPECT_FALSE(tainted("n1"));
+  EXPECT_EQ(sink.counters().conflicts_retried, 4u);
+  EXPECT_EQ(sink.counters().failed, 0u);
+}
+
 // The same for a taint: its first PATCH applied, the answers lost, deferred. Handled again, the
 // node shows the taint with this decision's own mark: applied, with its Event and condition, not
 // "already present".
