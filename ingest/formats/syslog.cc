@@ -226,8 +226,8 @@ class SyslogParser : public LineParser {
                               ((t.hour * 60LL + t.min) * 60 + t.sec) * kNanosPerSecond + t.frac);
       } else if (t.month < last_month_ - 6) {
         ++year;  // the log crossed New Year
-      } else if (t.month > last_month_ + 6) {
-        --year;  // a line from before it
+      } else if (last_month_ == 1 && t.month == 12) {
+        --year;  // a lagging host's line from before it (a sparse log's jump on is no lag)
       }
       // int64 ns end in 2262.
       if (year > 2261 || !isValidCivil(year, t.month, t.day, t.hour, t.min, t.sec)) {

@@ -55,6 +55,13 @@ TEST(Syslog, AStampWhoseMonthJumpsOverHalfAYearChangesTheYear) {
             civilToNanos(2025, 1, 1, 0, 0, 0));
   EXPECT_EQ(times({"Jan  1 00:00:00 h k: a", "Jul  1 00:00:00 h k: b"}, 2025, &refused)[1],
             civilToNanos(2025, 7, 1, 0, 0, 0));
+  // A sparse log (a kernel-only file, a grep) goes on months later: the same year. Only a
+  // December line after a January one is a lagging host's (it was read as the year before from
+  // any jump on of seven months or more).
+  EXPECT_EQ(times({"Jan  5 10:00:00 h k: a", "Aug  5 10:00:00 h k: b"}, 2026, &refused)[1],
+            civilToNanos(2026, 8, 5, 10, 0, 0));
+  EXPECT_EQ(times({"Feb  5 10:00:00 h k: a", "Nov  5 10:00:00 h k: b"}, 2026, &refused)[1],
+            civilToNanos(2026, 11, 5, 10, 0, 0));
   // No year past 2261: int64 ns end in April 2262.
   EXPECT_EQ(times({"Dec 31 00:00:00 h k: a", "Jan  1 00:00:00 h k: b"}, 2261, &refused).size(), 1U);
   EXPECT_EQ(refused, 1);
