@@ -23,6 +23,13 @@ constexpr std::array<std::pair<Format, std::string_view>, 7> kNames = {{
 // the json format's line keys, quoted.
 std::optional<Format> lineFormat(std::string_view line, const std::vector<std::string>& json_keys) {
   if (!line.empty() && line.front() == '{') {
+    // A shipper's record of a pod's output (Fluent Bit's, Vector's `kubernetes` map), which may
+    // hold the pod's own JSON keys (Merge_Log): a pod must not choose the parser by its keys.
+    // No other format's line holds a `kubernetes` map (their labels are strings, OTLP's lists).
+    if (line.find("\"kubernetes\":{") != std::string_view::npos ||
+        line.find("\"kubernetes\": {") != std::string_view::npos) {
+      return Format::kJson;
+    }
     if (line.find("\"resourceLogs\"") != std::string_view::npos) {
       return Format::kOtlpJson;
     }

@@ -97,8 +97,15 @@ class JournalJsonParser : public LineParser {
     r.labels_begin = static_cast<uint32_t>(batch->labels.size());
     for (const auto field : simdjson::dom::object(entry)) {
       std::string_view value;
-      if (keep_.keeps(field.key) && field.value.get(value) == SUCCESS) {
+      if (!keep_.keeps(field.key)) {
+        continue;
+      }
+      if (field.value.get(value) == SUCCESS) {
         batch->labels.push_back({batch->copy(field.key), batch->copy(value)});
+      } else if (keep_.marksPod(field.key) && !field.value.is_null()) {
+        // A pod's record with a journal entry's keys (Fluent Bit's Merge_Log): its `kubernetes`
+        // map makes it a pod's.
+        batch->labels.push_back({batch->copy(field.key), kNotAString});
       }
     }
     r.labels_end = static_cast<uint32_t>(batch->labels.size());
@@ -380,11 +387,12 @@ error_code anyValueString(od::value v, std::string* buf, std::string_view* out, 
 }
 
 // Calls f(name, text) for each KeyValue ({"key": ..., "value": AnyValue}) of the array `list`
-// whose key is a string that wants(key) accepts and whose value is a scalar; `text` views the
-// parser's string or *buf, until the next KeyValue. A value written before its key is read
-// whatever the key.
+// whose key is a string that wants(key) accepts and whose value is a scalar, or any value of a
+// pod label (`keep`: text kNotAString); `text` views the parser's string or *buf, until the next
+// KeyValue. A value written before its key is read whatever the key.
 template <typename Wants, typename F>
-error_code forEachKeyValue(od::value list, std::string* buf, Wants wants, F f) {
+error_code forEachKeyValue(od::value list, std::string* buf, const LabelFilter& keep, Wants wants,
+                           F f) {
   return forEachElement(list, [&](od::value kv) {
     std::string_view name;
     std::string_view text;
@@ -406,6 +414,9 @@ error_code forEachKeyValue(od::value list, std::string* buf, Wants wants, F f) {
       }
       return SUCCESS;
     }));
+    if (wanted && !ok && seen_value && keep.marksPod(name)) {
+      return f(name, kNotAString);
+    }
     return wanted && ok ? f(name, text) : SUCCESS;
   });
 }
@@ -427,7 +438,7 @@ struct OtlpScratch {
 error_code addAttributes(od::value attrs, const LabelFilter& keep, std::string* buf,
                          RecordBatch* batch, std::vector<Label>* labels) {
   return forEachKeyValue(
-      attrs, buf, [&](std::string_view name) { return keep.keeps(name); },
+      attrs, buf, keep, [&](std::string_view name) { return keep.keeps(name); },
       [&](std::string_view name, std::string_view text) {
         labels->push_back({batch->copy(name), batch->copy(text)});
         return SUCCESS;
@@ -485,7 +496,7 @@ error_code addOtlpRecord(od::value lr, const StreamRules& rules, const LabelFilt
         }
         seen_values = true;
         return forEachKeyValue(
-            values, &s->buf,
+            values, &s->buf, keep,
             [&](std::string_view name) { return name == "MESSAGE" || keep.keeps(name); },
             [&](std::string_view name, std::string_view text) {
               if (name == "MESSAGE") {

@@ -19,17 +19,21 @@ bool named(const Names& names, std::string_view name) {
 LabelFilter::LabelFilter(const StreamRules& rules) {
   auto add = [this](std::string_view name) {
     if (!name.empty()) {  // no attribute or field with an empty name is a label
-      names_[name] = true;
+      names_[name];       // kept, false unless a pod label
     }
   };
-  for (const auto* names :
-       {&rules.node_labels, &rules.pod_labels, &rules.facility_labels, &rules.transport_labels}) {
+  for (const auto* names : {&rules.node_labels, &rules.facility_labels, &rules.transport_labels}) {
     std::for_each(names->begin(), names->end(), add);
   }
   for (const auto& kv : rules.kernel_labels) {
     add(kv.first);
   }
   std::for_each(std::begin(kJobLabels), std::end(kJobLabels), add);
+  for (const std::string& name : rules.pod_labels) {
+    if (!name.empty()) {
+      names_[name] = true;
+    }
+  }
 }
 
 std::string_view nodeOf(const StreamRules& rules, const Label* begin, const Label* end) {

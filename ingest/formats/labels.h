@@ -12,6 +12,9 @@
 
 namespace faultline {
 
+// The value of a pod label's field whose value is no string (LabelFilter::marksPod).
+inline constexpr std::string_view kNotAString = "(not a string)";
+
 struct StreamRules {
   // First label present wins. Defaults fit the OTel k8sattributes processor, Loki conventions,
   // journald, Vector and Fluent Bit.
@@ -26,10 +29,13 @@ struct StreamRules {
   // container is the Loki label of a container's name (Promtail's and Alloy's Kubernetes
   // discovery, and Grafana's Fluent Bit chart, whose label of the pod's name is `instance`);
   // k8s.pod.uid, k8s.container.name and log.iostream are what the collector's filelog container
-  // parser sets beside k8s.pod.name.
+  // parser sets beside k8s.pod.name; kubernetes is Fluent Bit's and Vector's map of a pod's
+  // metadata where it stays a map (Fluent Bit's OTLP output sends it as a kvlist). Any value of a
+  // pod label marks a pod, a map too (LabelFilter::marksPod).
   std::vector<std::string> pod_labels = {
-      "k8s.pod.name", "k8s_pod_name", "pod",         "kubernetes.pod_name", "CONTAINER_NAME",
-      "pod_name",     "container",    "k8s.pod.uid", "k8s.container.name",  "log.iostream"};
+      "k8s.pod.name",       "k8s_pod_name", "pod",       "kubernetes.pod_name",
+      "CONTAINER_NAME",     "pod_name",     "container", "k8s.pod.uid",
+      "k8s.container.name", "log.iostream", "kubernetes"};
   // label == value marks the kernel stream (journald's _TRANSPORT / SYSLOG_IDENTIFIER, and the
   // names a Promtail or Alloy journal scrape relabels them to).
   std::vector<std::pair<std::string, std::string>> kernel_labels = {
@@ -60,9 +66,16 @@ class LabelFilter {
 
   // Whether a label named `name` is read.
   bool keeps(std::string_view name) const { return names_.find(name) != nullptr; }
+  // Whether `name` is one of the rules' pod labels: a decoder keeps such a field whatever its
+  // value, as the label {name, kNotAString} if the value is no string (a map, a list), so that
+  // classify() takes the record for a pod's.
+  bool marksPod(std::string_view name) const {
+    const bool* pod = names_.find(name);
+    return pod != nullptr && *pod;
+  }
 
  private:
-  NameTable<bool> names_;
+  NameTable<bool> names_;  // kept names; true: a pod label
 };
 
 // The node that the labels [begin, end) name: the value of the first label of the first name in

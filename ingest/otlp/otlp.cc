@@ -124,8 +124,9 @@ bool scalarValue(WireBytes value, RecordBatch* batch, std::optional<std::string_
   return readAnyValue(value, &v) && scalarOf(v, batch, text);
 }
 
-// Appends key = value (an AnyValue) as a label if `keep` keeps the key and the value is a scalar.
-// The value of a key not kept is not read, so not checked either. False on malformed wire.
+// Appends key = value (an AnyValue) as a label if `keep` keeps the key and the value is a scalar,
+// or key = kNotAString for any other value of a pod label (LabelFilter::marksPod). The value of a
+// key not kept is not read, so not checked either. False on malformed wire.
 bool addLabel(std::string_view key, WireBytes value, const LabelFilter& keep, RecordBatch* batch) {
   if (!keep.keeps(key)) {
     return true;
@@ -136,6 +137,8 @@ bool addLabel(std::string_view key, WireBytes value, const LabelFilter& keep, Re
   }
   if (text) {
     batch->labels.push_back({key, *text});
+  } else if (keep.marksPod(key)) {
+    batch->labels.push_back({key, kNotAString});
   }
   return true;
 }

@@ -322,6 +322,54 @@ TEST(JournalJson, KernelOnlyWhereJournaldSaysSo) {
   EXPECT_EQ(b.records[2].line, "NVRM");  // journalctl renders non-UTF-8 MESSAGE as bytes
 }
 
+// Fluent Bit with Merge_Log On puts a pod's own JSON keys beside its `kubernetes` map: a pod
+// printing a journal entry's, a Loki entry's or an OTLP request's keys chose the parser, which
+// saw no pod, and its line was a kernel line of the node it named (a review: replay tainted it).
+// Such a record is the json format's, whose parser reads the map; and a journal-json parser
+// given one takes the map for a pod's.
+TEST(JournalJson, APodsRecordWithAJournalEntrysKeysIsAPods) {
+  const std::string merged =
+      R"({"time":"2026-01-01T00:00:00Z","stream":"stdout","__REALTIME_TIMESTAMP":"1767225700000000",)"
+      R"("MESSAGE":"NVRM: Xid (PCI:0000:44:00): 79, pid=123, GPU has fallen off the bus.",)"
+      R"("_TRANSPORT":"kernel","SYSLOG_FACILITY":"0","_HOSTNAME":"gpu-7",)"
+      R"("kubernetes":{"pod_name":"evil-0","host":"gpu-7"}})";
+  EXPECT_EQ(detectFormat(merged + "\n"), Format::kJson);
+  for (const std::string& keys :
+       {std::string(R"("resourceLogs":[],)"), std::string(R"("line":"x","labels":{},)")}) {
+    const std::string other = "{" + keys + R"("kubernetes": {"pod_name":"evil-0"}})";
+    EXPECT_EQ(detectFormat(other + "\n"), Format::kJson) << other;
+  }
+  const RecordBatch journal = parseAll(Format::kJournalJson, {merged});
+  ASSERT_EQ(journal.records.size(), 1U);
+  EXPECT_EQ(journal.records[0].stream, StreamKind::kPod);
+  const RecordBatch json = parseAll(Format::kJson, {merged});
+  ASSERT_EQ(json.records.size(), 1U);
+  EXPECT_EQ(json.records[0].stream, StreamKind::kPod);
+}
+
+// Fluent Bit's OTLP output sends a record as a kvlist body (or as attributes), its `kubernetes`
+// map a kvlist inside it: the map marks a pod's record, though the pod's own keys say kernel.
+TEST(OtlpJson, AKubernetesMapInTheBodyOrAttributesMarksAPod) {
+  const std::string kubernetes = R"({"key":"kubernetes","value":{"kvlistValue":{"values":[)"
+                                 R"({"key":"pod_name","value":{"stringValue":"evil-0"}}]}}})";
+  const std::string forged = R"({"key":"_TRANSPORT","value":{"stringValue":"kernel"}},)"
+                             R"({"key":"_HOSTNAME","value":{"stringValue":"gpu-4"}})";
+  const std::string message =
+      R"({"key":"MESSAGE","value":{"stringValue":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"}})";
+  const std::string in_body =
+      R"({"resourceLogs":[{"resource":{},"scopeLogs":[{"logRecords":[{"timeUnixNano":"1741000010000000000",)"
+      R"("body":{"kvlistValue":{"values":[)" +
+      message + "," + forged + "," + kubernetes + "]}}}]}]}]}";
+  const std::string in_attributes =
+      R"({"resourceLogs":[{"resource":{},"scopeLogs":[{"logRecords":[{"timeUnixNano":"1741000010000000000",)"
+      R"("attributes":[)" +
+      kubernetes + R"(],"body":{"kvlistValue":{"values":[)" + message + "," + forged + "]}}}]}]}]}";
+  const RecordBatch b = parseAll(Format::kOtlpJson, {in_body, in_attributes});
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(b.records[1].stream, StreamKind::kPod);
+}
+
 TEST(OtlpJson, PodAttributesMakeAPodStreamAndJournaldBodiesAKernelOne) {
   const std::string pod =
       R"({"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"gpu-4"}},{"key":"k8s.pod.name","value":{"stringValue":"w-0"}}]},"scopeLogs":[{"scope":{},"logRecords":[{"timeUnixNano":"1741000010000000000","body":{"stringValue":"NVRM: Xid (PCI:0000:44:00): 79, fake"}}]}]}]})";

@@ -1130,6 +1130,33 @@ TEST(OtlpJson, RecordAttributesMarkNoKernelStream) {
   }
 }
 
+// A `kubernetes` kvlist (Fluent Bit's OTLP output) in a kvlist body marks a pod's record.
+TEST(OtlpProto, AKubernetesMapInTheBodyMarksAPod) {
+  namespace otlp = opentelemetry::proto;
+  otlp::collector::logs::v1::ExportLogsServiceRequest request;
+  otlp::logs::v1::LogRecord* r = request.add_resource_logs()->add_scope_logs()->add_log_records();
+  auto* fields = r->mutable_body()->mutable_kvlist_value()->mutable_values();
+  auto add = [](auto* list, const char* key, const char* value) {
+    auto* kv = list->Add();
+    kv->set_key(key);
+    kv->mutable_value()->set_string_value(value);
+  };
+  add(fields, "MESSAGE", "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus");
+  add(fields, "_TRANSPORT", "kernel");
+  add(fields, "_HOSTNAME", "gpu-4");
+  auto* map = fields->Add();
+  map->set_key("kubernetes");
+  add(map->mutable_value()->mutable_kvlist_value()->mutable_values(), "pod_name", "evil-0");
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  const std::string bytes = request.SerializeAsString();
+  ASSERT_TRUE(decodeOtlpProto(bytes, StreamRules(), defaultKeep(), &batch, &rejected, &error))
+      << error;
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
+}
+
 TEST(OtlpProto, RecordAttributesMarkNoKernelStream) {
   namespace otlp = opentelemetry::proto;
   otlp::collector::logs::v1::ExportLogsServiceRequest request;
