@@ -2019,15 +2019,16 @@ TEST(CorrelatorTime, ARuleInDryRunChangesNoRealDecision) {
     flaps.push_back({kT + m * kMin + 10 * kNanosPerSecond, "gpu-1", kActive});
   }
   flaps.push_back({kT + 60 * kMin, "gpu-1", "x"});
-  // An Xid, the "fallen off the bus" line it suppresses, and the GPU's reset.
+  // An Xid 79, the "fallen off the bus" line it suppresses (one incident, which a boot ends), and
+  // the GPU's reset, which does not.
   const std::string uuid = "GPU-979426f2-893a-7cbb-c4cf-81472f89a462";
   const std::vector<Line> off = {
       {kT - kMin, "gpu-1", "NVRM: GPU at PCI:0000:a1:00: " + uuid},
-      {kT, "gpu-1", kXid48},
+      {kT, "gpu-1", "NVRM: Xid (PCI:0000:a1:00): 79, pid=1, GPU has fallen off the bus."},
       {kT + 2 * kMin, "gpu-1", "NVRM: GPU 0000:a1:00.0: GPU has fallen off the bus."},
       {kT + 5 * kMin, "gpu-1", "GPU reset executed: " + uuid + ", success: true"},
       {kT + 60 * kMin, "gpu-1", "x"}};
-  const std::vector<std::string> lifted = {"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"};
+  const std::vector<std::string> lifted = {"gpu-1 taint xid-fatal"};
   // The same, its multi-line report's tail instead, which names no GPU of its own.
   std::vector<Line> tail = off;
   tail[2] = {kT + kMin, "gpu-1", "NVRM: fallen off the bus and is not responding to commands."};
@@ -2135,20 +2136,27 @@ TEST(CorrelatorTime, AnAliasRuleCannotBeInDryRun) {
   EXPECT_EQ(sink.dry, std::vector<std::string>{"gpu-1 taint xid-fatal"});
 }
 
-// The per-line "fallen off the bus" read before an Xid 48 on its GPU stamped a second before it:
-// replay takes it for that Xid's incident (suppressed_by xid-fatal), and xid-fatal's fault clears
-// 10 minutes after a driver load. Live tainted with the line's own rule, which only a boot
-// recovers; the Xid clears that fault, and the driver load lifts the taint as in replay.
+// The per-line "fallen off the bus" read before an Xid 79 on its GPU stamped a second before it:
+// replay takes it for that Xid's incident (suppressed_by xid-reboot-required). Live tainted with
+// the line's own rule; the Xid takes its fault over, and a boot lifts the taint as in replay. An
+// Xid 48 before the line is no incident of its own: only a boot lifts the line's fault, in both.
 TEST(CorrelatorTime, AnXidReadAfterTheLineItSuppressesTakesItsFaultOver) {
   constexpr const char* kOffTheBus = "NVRM: GPU 0000:a1:00.0: GPU has fallen off the bus.";
-  const Both got = liveAndReplay({{kT + kNanosPerSecond, "gpu-1", kOffTheBus},
-                                  {kT, "gpu-1", kXid48},
-                                  {kT + 5 * kMin, "gpu-1", kDriverLoad},
-                                  {kT + 30 * kMin, "gpu-1", "x"}});
+  const Both got = liveAndReplay(
+      {{kT + kNanosPerSecond, "gpu-1", kOffTheBus},
+       {kT, "gpu-1", "NVRM: Xid (PCI:0000:a1:00): 79, pid=1, GPU has fallen off the bus."},
+       {kT + 5 * kMin, "gpu-1", kBoot},
+       {kT + 30 * kMin, "gpu-1", "x"}});
   EXPECT_EQ(got.live, (std::vector<std::string>{"gpu-1 taint gpu-fallen-off-bus",
-                                                "gpu-1 untaint xid-fatal"}));
-  EXPECT_EQ(got.replay,
-            (std::vector<std::string>{"gpu-1 taint xid-fatal", "gpu-1 untaint xid-fatal"}));
+                                                "gpu-1 untaint xid-reboot-required"}));
+  EXPECT_EQ(got.replay, (std::vector<std::string>{"gpu-1 taint xid-fatal",
+                                                  "gpu-1 untaint xid-reboot-required"}));
+  const Both after48 = liveAndReplay({{kT + kNanosPerSecond, "gpu-1", kOffTheBus},
+                                      {kT, "gpu-1", kXid48},
+                                      {kT + 5 * kMin, "gpu-1", kDriverLoad},
+                                      {kT + 30 * kMin, "gpu-1", "x"}});
+  EXPECT_EQ(after48.live, std::vector<std::string>{"gpu-1 taint gpu-fallen-off-bus"});
+  EXPECT_EQ(after48.replay, std::vector<std::string>{"gpu-1 taint xid-fatal"});
 }
 
 // Two DOWNs of one port, the later read first: replay holds the earlier one, and the port's 5
