@@ -77,14 +77,14 @@ opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest otlpRequest(
     auto* attr = rl->mutable_resource()->add_attributes();
     attr->set_key("k8s.node.name");
     attr->mutable_value()->set_string_value(nodeName(n));
+    auto* transport = rl->mutable_resource()->add_attributes();
+    transport->set_key("transport");
+    transport->mutable_value()->set_string_value("kernel");
     auto* sl = rl->add_scope_logs();
     for (int i = 0; i < kLinesPerNode; ++i) {
       auto* lr = sl->add_log_records();
       lr->set_time_unix_nano(kStartNs + i);
       lr->mutable_body()->set_string_value(line(n, i));
-      auto* a = lr->add_attributes();
-      a->set_key("transport");
-      a->mutable_value()->set_string_value("kernel");
     }
   }
   return req;
@@ -95,15 +95,14 @@ std::string otlpJsonBody() {
   for (int n = 0; n < kNodes; ++n) {
     nlohmann::json records = nlohmann::json::array();
     for (int i = 0; i < kLinesPerNode; ++i) {
-      records.push_back(
-          {{"timeUnixNano", std::to_string(kStartNs + i)},
-           {"body", {{"stringValue", line(n, i)}}},
-           {"attributes", {{{"key", "transport"}, {"value", {{"stringValue", "kernel"}}}}}}});
+      records.push_back({{"timeUnixNano", std::to_string(kStartNs + i)},
+                         {"body", {{"stringValue", line(n, i)}}}});
     }
     resource_logs.push_back(
         {{"resource",
           {{"attributes",
-            {{{"key", "k8s.node.name"}, {"value", {{"stringValue", nodeName(n)}}}}}}}},
+            {{{"key", "k8s.node.name"}, {"value", {{"stringValue", nodeName(n)}}}},
+             {{"key", "transport"}, {"value", {{"stringValue", "kernel"}}}}}}}},
          {"scopeLogs", {{{"logRecords", records}}}}});
   }
   return nlohmann::json{{"resourceLogs", resource_logs}}.dump();

@@ -47,7 +47,7 @@ kcat -P -b "$brokers" -t otlp_logs "$tmp/otel-js.pb" "$tmp/garbage.pb" "$tmp/ker
 record() {  # NODE POD-OR-EMPTY: one otlp_json message
   local pod=""
   [[ -n $2 ]] && pod=',{"key":"k8s.pod.name","value":{"stringValue":"'"$2"'"}}'
-  echo '{"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"'"$1"'"}}'"$pod"']},"scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000000","attributes":[{"key":"transport","value":{"stringValue":"kernel"}}],"body":{"stringValue":"'"$xid"'"}}]}]}]}'
+  echo '{"resourceLogs":[{"resource":{"attributes":[{"key":"k8s.node.name","value":{"stringValue":"'"$1"'"}}'"$pod"',{"key":"transport","value":{"stringValue":"kernel"}}]},"scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000000","body":{"stringValue":"'"$xid"'"}}]}]}]}'
 }
 { record node-3 evil-0; record gpu-2 ""; } | kcat -P -b "$brokers" -t otlp_json 2>>"$tmp/kcat.log"
 

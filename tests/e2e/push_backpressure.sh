@@ -45,7 +45,7 @@ awk -v n=$records -v line="$xid" 'BEGIN {
 awk -v n=$records -v line="$xid" 'BEGIN {
   printf "{\"resourceLogs\":["
   for (j = 1; j <= n; j++)
-    printf "%s{\"resource\":{\"attributes\":[{\"key\":\"k8s.node.name\",\"value\":{\"stringValue\":\"bp-@REQ@-%d\"}}]},\"scopeLogs\":[{\"logRecords\":[{\"timeUnixNano\":\"%d\",\"body\":{\"stringValue\":\"%s\"},\"attributes\":[{\"key\":\"transport\",\"value\":{\"stringValue\":\"kernel\"}}]}]}]}",
+    printf "%s{\"resource\":{\"attributes\":[{\"key\":\"k8s.node.name\",\"value\":{\"stringValue\":\"bp-@REQ@-%d\"}},{\"key\":\"transport\",\"value\":{\"stringValue\":\"kernel\"}}]},\"scopeLogs\":[{\"logRecords\":[{\"timeUnixNano\":\"%d\",\"body\":{\"stringValue\":\"%s\"}}]}]}",
       (j > 1 ? "," : ""), j, 1700000000000000000 + j, line
   printf "]}"
 }' >"$tmp/otlp.tmpl"
