@@ -103,9 +103,11 @@ class JournalJsonParser : public LineParser {
       if (field.value.get(value) == SUCCESS) {
         batch->labels.push_back({batch->copy(field.key), batch->copy(value)});
       } else if (keep_.marksPod(field.key) && !field.value.is_null()) {
-        // A pod's record with a journal entry's keys (Fluent Bit's Merge_Log): its `kubernetes`
-        // map makes it a pod's.
-        batch->labels.push_back({batch->copy(field.key), kNotAString});
+        // A pod's record with a journal entry's keys (Fluent Bit's Merge_Log beside its
+        // `kubernetes` map) is no journal entry: malformed, as the keys it names are the pod's.
+        batch->labels.resize(r.labels_begin);
+        batch->records.pop_back();
+        return false;
       }
     }
     r.labels_end = static_cast<uint32_t>(batch->labels.size());
@@ -171,13 +173,18 @@ error_code forEachField(od::value v, F f) {
   return SUCCESS;
 }
 
-// Calls f(element) for each element of `v`, if it is an array; as forEachField.
+// Calls f(element) for each element of the array `v`; as forEachField. null (the proto3 JSON
+// mapping's default) has none; any other value is INCORRECT_TYPE: a request whose list is an
+// object (`"scopeLogs": {...}`) is refused, not answered 200 with its records left unread.
 template <typename F>
 error_code forEachElement(od::value v, F f) {
   od::json_type type = od::json_type::null;
   SIMDJSON_TRY(v.type().get(type));
-  if (type != od::json_type::array) {
+  if (type == od::json_type::null) {
     return SUCCESS;
+  }
+  if (type != od::json_type::array) {
+    return simdjson::INCORRECT_TYPE;
   }
   od::array a;
   SIMDJSON_TRY(v.get_array().get(a));
@@ -836,7 +843,10 @@ bool decodeOtlpJson(std::string_view doc, size_t readable, const StreamRules& ru
   }
   *error = not_array          ? "resourceLogs is not an array"
            : bound.exceeded() ? "request " + bound.reason()
-                              : std::string("not JSON (") + simdjson::error_message(err) + ")";
+           : err == simdjson::INCORRECT_TYPE
+               ? "a list (scopeLogs, logRecords, attributes, values) "
+                 "is not an array"
+               : std::string("not JSON (") + simdjson::error_message(err) + ")";
   return false;
 }
 

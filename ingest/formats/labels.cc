@@ -98,8 +98,13 @@ void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, uint32_t
   std::vector<Label>& labels = batch->labels;
   const auto begin = labels.begin() + rec->labels_begin;
   const auto own = begin + shipper_labels;  // erasing after it keeps both valid
-  if (std::any_of(begin, own, [&](const Label& l) {
-        return !l.value.empty() && named(rules.pod_labels, l.name);
+  // A pod's metadata map among the record's own labels (Fluent Bit's OTLP output) is a shipper's
+  // too: the pod's own keys merged beside it (Merge_Log) must not name its node or job either.
+  if (std::any_of(
+          begin, own,
+          [&](const Label& l) { return !l.value.empty() && named(rules.pod_labels, l.name); }) ||
+      std::any_of(own, labels.end(), [&](const Label& l) {
+        return l.value == kNotAString && named(rules.pod_labels, l.name);
       })) {
     labels.erase(std::remove_if(own, labels.end(),
                                 [&](const Label& l) {

@@ -31,7 +31,7 @@ struct StreamRules {
   // k8s.pod.uid, k8s.container.name and log.iostream are what the collector's filelog container
   // parser sets beside k8s.pod.name; kubernetes is Fluent Bit's and Vector's map of a pod's
   // metadata where it stays a map (Fluent Bit's OTLP output sends it as a kvlist). Any value of a
-  // pod label marks a pod, a map too (LabelFilter::marksPod).
+  // pod label but "" marks a pod, a map too (LabelFilter::marksPod).
   std::vector<std::string> pod_labels = {
       "k8s.pod.name",       "k8s_pod_name", "pod",       "kubernetes.pod_name",
       "CONTAINER_NAME",     "pod_name",     "container", "k8s.pod.uid",
@@ -101,9 +101,11 @@ void classify(const StreamRules& rules, const RecordBatch& batch, LogRecord* rec
 // the shipper's; with an OTLP kvlist body, the journald receiver's fields after them) may mark
 // the kernel stream (rules.kernel_labels): a JSON log file whose lines say `"_TRANSPORT":
 // "kernel"` is no kernel log. The node is named by the shipper's labels if they hold a node label
-// (node_labels order), else by the record's. When the shipper's labels name a pod, the record's
-// own node and job labels (kJobLabels) are dropped from the batch (rec->labels_end moves back;
-// the record's labels must be the batch's last): a pod must name neither its node nor its job.
+// (node_labels order), else by the record's. When the shipper's labels name a pod, or the
+// record's own hold a pod label's map (kNotAString: Fluent Bit's `kubernetes` map, beside which
+// Merge_Log puts the pod's own keys), the record's own node and job labels (kJobLabels) are
+// dropped from the batch (rec->labels_end moves back; the record's labels must be the batch's
+// last): a pod must name neither its node nor its job.
 void classifyShipped(const StreamRules& rules, uint32_t shipper_labels, uint32_t marking_labels,
                      RecordBatch* batch, LogRecord* rec);
 

@@ -1138,6 +1138,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       }
       // Re-read: the node shows this decision's mark and taint, counted as applied below.
       spdlog::warn("kubernetes: PATCH {} answered 200 without the node, re-reading", path);
+      may_have_landed_ = true;  // it did: deferred after the last try, its retry must know
     } else if (patched.status != 409) {
       return requestFailed("taint " + what, "PATCH " + path, patched);
     } else {
@@ -1157,7 +1158,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
   }
   // Writers that keep changing the node (a conflict each try) are no refusal: deferred, as an
   // outage is, and tried again.
-  spdlog::warn("kubernetes: cannot yet taint {}: {} conflicts in a row", what,
+  spdlog::warn("kubernetes: cannot yet taint {}: {} tries met a conflict or no node", what,
                options_.max_attempts);
   return Outcome::kRetry;
 }
@@ -1248,13 +1249,14 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       }
       // Re-read: the node shows neither mark nor taint, counted as removed above.
       spdlog::warn("kubernetes: PATCH {} answered 200 without the node, re-reading", path);
+      may_have_landed_ = true;  // it did: deferred after the last try, its retry must know
     } else if (patched.status != 409) {
       return requestFailed("untaint node " + d.node, "PATCH " + path, patched);
     } else {
       ++conflicts_retried_;
     }
   }
-  spdlog::warn("kubernetes: cannot yet untaint node {}: {} conflicts in a row", d.node,
+  spdlog::warn("kubernetes: cannot yet untaint node {}: {} tries met a conflict or no node", d.node,
                options_.max_attempts);
   return Outcome::kRetry;
 }

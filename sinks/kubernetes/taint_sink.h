@@ -133,9 +133,9 @@ struct BlastRadiusLimits {
 };
 
 struct TaintSinkOptions {
-  // Tries per request; still failing retryably after them, the decision is deferred (handled again
-  // every node_list_period); a write that conflicts (409) on every try is given up, counted
-  // failed; any other failure is final at its first answer.
+  // Tries per request; still failing retryably after them, or meeting a conflict (409) on every
+  // try, the decision is deferred (handled again every node_list_period); any other failure is
+  // final at its first answer.
   int max_attempts = 8;
   // Backoff before try n+1 is drawn uniformly from [b/2, b], b = min(initial * 2^(n-1), max),
   // and is at least a 429's Retry-After (of at most 60 s).

@@ -325,8 +325,8 @@ TEST(JournalJson, KernelOnlyWhereJournaldSaysSo) {
 // Fluent Bit with Merge_Log On puts a pod's own JSON keys beside its `kubernetes` map: a pod
 // printing a journal entry's, a Loki entry's or an OTLP request's keys chose the parser, which
 // saw no pod, and its line was a kernel line of the node it named (a review: replay tainted it).
-// Such a record is the json format's, whose parser reads the map; and a journal-json parser
-// given one takes the map for a pod's.
+// Such a record is the json format's, whose parser reads the map; a journal-json parser given
+// one refuses it (malformed).
 TEST(JournalJson, APodsRecordWithAJournalEntrysKeysIsAPods) {
   const std::string merged =
       R"({"time":"2026-01-01T00:00:00Z","stream":"stdout","__REALTIME_TIMESTAMP":"1767225700000000",)"
@@ -339,12 +339,15 @@ TEST(JournalJson, APodsRecordWithAJournalEntrysKeysIsAPods) {
     const std::string other = "{" + keys + R"("kubernetes": {"pod_name":"evil-0"}})";
     EXPECT_EQ(detectFormat(other + "\n"), Format::kJson) << other;
   }
-  const RecordBatch journal = parseAll(Format::kJournalJson, {merged});
-  ASSERT_EQ(journal.records.size(), 1U);
-  EXPECT_EQ(journal.records[0].stream, StreamKind::kPod);
+  auto journal = makeParser(Format::kJournalJson, {});
+  RecordBatch refused;
+  EXPECT_FALSE(journal->parse(merged, &refused));
+  EXPECT_TRUE(refused.records.empty());
+  EXPECT_TRUE(refused.labels.empty());
   const RecordBatch json = parseAll(Format::kJson, {merged});
   ASSERT_EQ(json.records.size(), 1U);
   EXPECT_EQ(json.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(json.records[0].node, "gpu-7");  // the map's host
 }
 
 // Fluent Bit's OTLP output sends a record as a kvlist body (or as attributes), its `kubernetes`
@@ -366,8 +369,11 @@ TEST(OtlpJson, AKubernetesMapInTheBodyOrAttributesMarksAPod) {
       kubernetes + R"(],"body":{"kvlistValue":{"values":[)" + message + "," + forged + "]}}}]}]}]}";
   const RecordBatch b = parseAll(Format::kOtlpJson, {in_body, in_attributes});
   ASSERT_EQ(b.records.size(), 2U);
-  EXPECT_EQ(b.records[0].stream, StreamKind::kPod);
-  EXPECT_EQ(b.records[1].stream, StreamKind::kPod);
+  for (const LogRecord& r : b.records) {
+    EXPECT_EQ(r.stream, StreamKind::kPod);
+    EXPECT_EQ(r.node, "");  // not the pod's own _HOSTNAME: the map is not read
+    EXPECT_EQ(b.label(r, "_HOSTNAME"), "");
+  }
 }
 
 TEST(OtlpJson, PodAttributesMakeAPodStreamAndJournaldBodiesAKernelOne) {

@@ -1110,12 +1110,16 @@ TEST(OtlpJson, RecordAttributesMarkNoKernelStream) {
   const std::string forged = R"({"body":{"stringValue":"NVRM: Xid 79"},"attributes":[)"
                              R"({"key":"_TRANSPORT","value":{"stringValue":"kernel"}},)"
                              R"({"key":"SYSLOG_IDENTIFIER","value":{"stringValue":"kernel"}}]})";
+  // A kept attribute beside the body's fields, and a record without a line between the two.
   const std::string journald =
-      R"({"attributes":[{"key":"log.file.path","value":{"stringValue":"/x"}}],)"
+      R"({"attributes":[{"key":"job_name","value":{"stringValue":"j"}}],)"
       R"("body":{"kvlistValue":{"values":[{"key":"MESSAGE","value":{"stringValue":"NVRM: Xid 79"}},)"
       R"({"key":"_TRANSPORT","value":{"stringValue":"kernel"}}]}}})";
+  const std::string lineless =
+      R"({"body":{"kvlistValue":{"values":[{"key":"_TRANSPORT","value":{"stringValue":"kernel"}}]}}})";
   for (bool resource_late : {false, true}) {
-    const std::string scopes = R"("scopeLogs":[{"logRecords":[)" + forged + "," + journald + "]}]";
+    const std::string scopes =
+        R"("scopeLogs":[{"logRecords":[)" + forged + "," + lineless + "," + journald + "]}]";
     const std::string doc = R"({"resourceLogs":[{)" +
                             (resource_late ? scopes + "," + resource : resource + "," + scopes) +
                             "}]}";
@@ -1127,6 +1131,9 @@ TEST(OtlpJson, RecordAttributesMarkNoKernelStream) {
     EXPECT_EQ(batch.records[0].stream, StreamKind::kOther) << resource_late;
     EXPECT_EQ(batch.records[0].node, "gpu-3");
     EXPECT_EQ(batch.records[1].stream, StreamKind::kKernel) << resource_late;
+    EXPECT_EQ(batch.records[1].node, "gpu-3");
+    EXPECT_EQ(batch.label(batch.records[1], "job_name"), "j");
+    EXPECT_EQ(batch.label(batch.records[1], "_TRANSPORT"), "kernel");
   }
 }
 
@@ -1155,6 +1162,7 @@ TEST(OtlpProto, AKubernetesMapInTheBodyMarksAPod) {
       << error;
   ASSERT_EQ(batch.records.size(), 1u);
   EXPECT_EQ(batch.records[0].stream, StreamKind::kPod);
+  EXPECT_EQ(batch.records[0].node, "");  // not the pod's own _HOSTNAME
 }
 
 TEST(OtlpProto, RecordAttributesMarkNoKernelStream) {
@@ -1172,7 +1180,7 @@ TEST(OtlpProto, RecordAttributesMarkNoKernelStream) {
   forged->mutable_body()->set_string_value("NVRM: Xid 79");
   add(forged->mutable_attributes(), "_TRANSPORT", "kernel");
   otlp::logs::v1::LogRecord* journald = scope->add_log_records();
-  add(journald->mutable_attributes(), "log.file.path", "/x");
+  add(journald->mutable_attributes(), "job_name", "j");
   add(journald->mutable_body()->mutable_kvlist_value()->mutable_values(), "MESSAGE",
       "NVRM: Xid 79");
   add(journald->mutable_body()->mutable_kvlist_value()->mutable_values(), "_TRANSPORT", "kernel");
@@ -1186,6 +1194,32 @@ TEST(OtlpProto, RecordAttributesMarkNoKernelStream) {
   EXPECT_EQ(batch.records[0].stream, StreamKind::kOther);
   EXPECT_EQ(batch.records[0].node, "gpu-3");
   EXPECT_EQ(batch.records[1].stream, StreamKind::kKernel);
+  EXPECT_EQ(batch.label(batch.records[1], "job_name"), "j");
+  EXPECT_EQ(batch.label(batch.records[1], "_TRANSPORT"), "kernel");
+}
+
+// A list given as anything but an array (or null, the proto3 JSON mapping's default) refuses the
+// request with a reason: answered 200, its records were left unread.
+TEST(OtlpJson, AListThatIsNoArrayRefusesTheRequest) {
+  const std::string record = R"({"body":{"stringValue":"x"}})";
+  for (const std::string& doc :
+       {R"({"resourceLogs":[{"scopeLogs":{"logRecords":[)" + record + "]}}]}",
+        R"({"resourceLogs":[{"scopeLogs":[{"logRecords":)" + record + "}]}]}",
+        std::string(R"({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":)"
+                    R"("x"},"attributes":{"key":"node","value":{"stringValue":"n"}}}]}]}]})")}) {
+    RecordBatch batch;
+    uint64_t rejected = 0;
+    std::string error;
+    EXPECT_FALSE(otlpJson(doc, false, &batch, &rejected, &error)) << doc;
+    EXPECT_EQ(error, "a list (scopeLogs, logRecords, attributes, values) is not an array") << doc;
+    EXPECT_TRUE(batch.records.empty());
+  }
+  RecordBatch batch;
+  uint64_t rejected = 0;
+  std::string error;
+  EXPECT_TRUE(otlpJson(R"({"resourceLogs":[{"scopeLogs":[{"logRecords":null}]}]})", false, &batch,
+                       &rejected, &error))
+      << error;
 }
 
 // The decoder reads in one forward pass (simdjson On Demand): fields in any order must give what
