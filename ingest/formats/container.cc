@@ -18,6 +18,10 @@
 namespace faultline {
 namespace {
 
+// A line joined from `P` parts keeps its first 256 KiB, as push keeps of a line (PushConfig's
+// max_line_bytes): a progress bar that writes `\r` and never `\n` for hours is one line.
+constexpr size_t kMaxJoinedBytes = 256 << 10;
+
 struct Parsed {
   int64_t ns = 0;
   std::string_view msg;
@@ -62,7 +66,8 @@ class ContainerParser : public LineParser {
       if (cut.text.empty()) {
         cut.first_ns = p.ns;
       }
-      cut.text.append(p.msg);
+      cut.text.append(
+          p.msg.substr(0, kMaxJoinedBytes - std::min(cut.text.size(), kMaxJoinedBytes)));
       if (p.partial) {
         return true;
       }

@@ -847,7 +847,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       rd_kafka_fatal_error(rk.get(), fatal, sizeof(fatal)) != RD_KAFKA_RESP_ERR_NO_ERROR;
   if (rd_kafka_consumer_closed(rk.get())) {
     spdlog::info("kafka: consumer closed");
-  } else {
+  } else if (!failed) {
     errors_.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn(
         "kafka: the consumer did not close (commit its offsets, leave its group) within {} s; "
@@ -859,6 +859,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     static_cast<void>(rk.release());
   }
   if (failed) {
+    // Destroyed (HandleDeleter), not left behind: a consumer after a fatal error does not close,
+    // and its threads, left running, logged through loggers the process's exit had destroyed.
     throw std::runtime_error(std::string("kafka: the consumer cannot go on: ") + fatal);
   }
 }

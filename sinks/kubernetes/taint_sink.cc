@@ -552,32 +552,40 @@ bool TaintSink::refresh() {
   return list() || have_snapshot_;  // a failed LIST keeps the last snapshot
 }
 
+bool TaintSink::listPaged(const std::string& selector,
+                          const std::function<void(const std::string&, json&)>& take) {
+  // Paged like client-go's ListPager: each page is served from the first page's snapshot.
+  const std::string first = "/api/v1/nodes?limit=" + std::to_string(options_.node_list_limit) +
+                            (selector.empty() ? "" : "&labelSelector=" + percentEncode(selector));
+  std::string path = first;
+  while (true) {
+    const KubeClient::Response r =
+        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
+    NodeListPage page;
+    // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
+    if (r.status != 200 || !parseNodeList(r.body, &page)) {
+      spdlog::error("kubernetes: cannot list nodes: GET {}: {}", path, describe(r));
+      return false;
+    }
+    for (auto& [name, node] : page.nodes) {
+      take(name, node);
+    }
+    if (page.continue_token.empty()) {
+      return true;
+    }
+    path = first + "&continue=" + percentEncode(page.continue_token);
+  }
+}
+
 bool TaintSink::list() {
   list_tried_ = Clock::now();
   std::map<std::string, json> nodes;
   const std::vector<std::string> selectors =
       options_.eligible.empty() ? std::vector<std::string>{""} : options_.eligible;
   for (const std::string& selector : selectors) {
-    // Paged like client-go's ListPager: each page is served from the first page's snapshot.
-    const std::string first = "/api/v1/nodes?limit=" + std::to_string(options_.node_list_limit) +
-                              (selector.empty() ? "" : "&labelSelector=" + percentEncode(selector));
-    std::string path = first;
-    while (true) {
-      const KubeClient::Response r =
-          send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
-      NodeListPage page;
-      // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
-      if (r.status != 200 || !parseNodeList(r.body, &page)) {
-        spdlog::error("kubernetes: cannot list eligible nodes: GET {}: {}", path, describe(r));
-        return false;
-      }
-      for (auto& [name, node] : page.nodes) {
-        nodes[name] = std::move(node);
-      }
-      if (page.continue_token.empty()) {
-        break;
-      }
-      path = first + "&continue=" + percentEncode(page.continue_token);
+    if (!listPaged(selector,
+                   [&](const std::string& name, json& node) { nodes[name] = std::move(node); })) {
+      return false;
     }
   }
   nodes_ = std::move(nodes);
@@ -608,7 +616,8 @@ bool TaintSink::list() {
   }
   // What the correlator must learn from the LIST: in a new term, the taints another leader set or
   // lifted (restore); at every LIST, the nodes it holds tainted that carry no such taint.
-  const bool restoring = restore_pending_ && (hooks_.on_restored || hooks_.on_lifted);
+  const bool new_term = restore_pending_;
+  const bool restoring = new_term && (hooks_.on_restored || hooks_.on_lifted);
   restore_pending_ = false;
   // The LIST predates a decision still pending here: the correlator knows that node better. Not
   // one of a rule in dry run, which changes nothing on the node (Correlator::restore).
@@ -728,6 +737,18 @@ bool TaintSink::list() {
       hooks_.on_restored(name, mark->rule, *mark->time_ns, seen);
     }
   };
+  // In a new term, faultline's taints on nodes no longer eligible (GPU Feature Discovery drops
+  // nvidia.com/gpu.present from a node whose GPU fell off the bus) are found by a LIST of every
+  // node, keeping only those: the guard counts them and the correlator takes them up; within the
+  // term `believed` keeps them. Else a restart forgot them, and tainted past max_tainted.
+  if (new_term && !options_.eligible.empty()) {
+    listPaged("", [&](const std::string& name, json& node) {
+      const std::optional<TaintMark> mark = taintMark(node);
+      if (!nodes_.contains(name) && mark && hasMarkedTaint(node, *mark)) {
+        read_unlisted.try_emplace(name, std::move(node));
+      }
+    });
+  }
   if (restoring) {
     for (const auto& [name, node] : nodes_) {
       restore(name, node);

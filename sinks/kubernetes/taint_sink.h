@@ -309,9 +309,14 @@ class TaintSink : public DecisionSink {
   // is no snapshot (at start, on becoming leader), unless a LIST failed less than
   // node_list_period ago. False if there is still no snapshot.
   bool refresh();
-  // Lists the eligible nodes into the snapshot, then reads the breaker; false if a LIST page
-  // failed (the last snapshot stays).
+  // Lists the eligible nodes into the snapshot (in a new term, also every node for faultline's
+  // taints on nodes no longer eligible, into unlisted_), then reads the breaker; false if a LIST
+  // page of eligible nodes failed (the last snapshot stays).
   bool list();
+  // One paged LIST of the nodes `selector` selects ("": every node): take(name, node) for each.
+  // False, logged, if a page failed.
+  bool listPaged(const std::string& selector,
+                 const std::function<void(const std::string&, nlohmann::json&)>& take);
   // "" if the taint is within the limits, else the reason it is not (and the breaker trips).
   std::string guard(const Decision& decision);
   void trip(const std::string& reason);

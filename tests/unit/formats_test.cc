@@ -589,6 +589,22 @@ TEST(Container, ReadsCriLinesAndJoinsTheirParts) {
   }
 }
 
+// A line of many parts (a progress bar that never writes `\n`) keeps its first 256 KiB, as push
+// keeps of a line: joined whole, one such line held hundreds of MB.
+TEST(Container, AJoinedLineKeepsItsFirst256KiB) {
+  const std::string part(16 << 10, 'x');
+  std::vector<std::string> lines;
+  for (int i = 0; i < 40; ++i) {
+    lines.push_back("2026-11-28T10:00:00.100000001Z stdout P " + part);
+  }
+  lines.emplace_back("2026-11-28T10:00:00.100000002Z stdout F end");
+  lines.emplace_back("2026-11-28T10:00:00.100000003Z stdout F next");
+  const RecordBatch b = parseAll(Format::kContainer, lines);
+  ASSERT_EQ(b.records.size(), 2U);
+  EXPECT_EQ(b.records[0].line.size(), size_t{256} << 10);
+  EXPECT_EQ(b.records[1].line, "next");
+}
+
 // The runtime cuts stdout's and stderr's lines apart, and writes whichever comes: stderr's lines
 // between stdout's parts belong to neither the stdout line nor its parts. Joined as one, a
 // watchdog timeout on stderr was read inside a progress bar's line on stdout, at its time.

@@ -1035,8 +1035,10 @@ TEST_F(GuardTest, ListsEligibleNodesBySelector) {
       queries.push_back(r.query);
     }
   }
-  EXPECT_EQ(queries, (Lines{"limit=500&labelSelector=nvidia.com%2Fgpu.present%3Dtrue",
-                            "limit=500&labelSelector=aws.amazon.com%2Fneuron.present%3Dtrue"}));
+  // Then, at the term's start, every node, for faultline's taints on nodes no longer eligible.
+  EXPECT_EQ(queries,
+            (Lines{"limit=500&labelSelector=nvidia.com%2Fgpu.present%3Dtrue",
+                   "limit=500&labelSelector=aws.amazon.com%2Fneuron.present%3Dtrue", "limit=500"}));
   EXPECT_FALSE(tainted("cpu-0"));
   EXPECT_TRUE(tainted("g1"));
   ASSERT_EQ(suppressed().size(), 1u);
@@ -1219,8 +1221,10 @@ TEST_F(GuardTest, ListsEligibleNodesInPages) {
       queries.push_back(r.query);
     }
   }
-  // g0 g1 | g2 g3 | g4 for the GPU selector, one empty page for Neuron.
-  ASSERT_EQ(queries.size(), 4u);
+  // g0 g1 | g2 g3 | g4 for the GPU selector, one empty page for Neuron; then, at the term's
+  // start, every node, paged likewise.
+  ASSERT_GE(queries.size(), 5u);
+  EXPECT_EQ(queries[4], "limit=2");
   const std::string gpu = "limit=2&labelSelector=nvidia.com%2Fgpu.present%3Dtrue";
   EXPECT_EQ(queries[0], gpu);
   EXPECT_EQ(queries[1].rfind(gpu + "&continue=", 0), 0u) << queries[1];
@@ -2146,6 +2150,36 @@ TEST_F(TaintSinkTest, ATaintedNodeNoLongerListedIsReadBeforeItIsReportedLifted) 
   sink.write(untaintDecision("n1"));
   sink.flush();
   EXPECT_FALSE(tainted("n1"));
+}
+
+// faultline's taints on nodes no longer eligible (their selector label gone, as GPU Feature
+// Discovery drops nvidia.com/gpu.present from a node whose GPU fell off the bus) count toward
+// max_tainted after a restart too: a LIST of every node at the start finds them (a review,
+// 2026-12-02: a new process applied a fourth taint under max_tainted 3).
+TEST_F(TaintSinkTest, ARestartCountsItsTaintsOnNodesNoLongerEligible) {
+  for (const char* n : {"old-1", "old-2", "old-3", "gpu-1"}) {
+    createNode(n);
+  }
+  TaintSinkOptions o = options();
+  o.eligible = {"gpu=a100"};
+  {
+    TaintSink before(config(), o, hooks());
+    for (const char* n : {"old-1", "old-2", "old-3"}) {
+      before.write(decision(n));
+    }
+    before.flush();
+  }
+  for (const char* n : {"old-1", "old-2", "old-3"}) {
+    ASSERT_TRUE(tainted(n));
+    ASSERT_TRUE(server_.mutate(n, {{"metadata", {{"labels", {{"gpu", nullptr}}}}}}));
+  }
+  o.limits = {3, 0, 0, std::chrono::seconds(3600)};
+  TaintSink after(config(), o, hooks());
+  after.write(decision("gpu-1"));
+  after.flush();
+  EXPECT_FALSE(tainted("gpu-1"));
+  EXPECT_EQ(after.counters().applied, 0u);
+  EXPECT_EQ(after.counters().suppressed, 1u);
 }
 
 // The same in a new term, when another leader lifted this replica's taint and set its own (for
