@@ -1,7 +1,10 @@
 // Bank loading, matcher and correlator, on a small bank written here so that the tests do not
 // move when rules/ grows (the real bank is checked by `faultline rules test` and the e2e tests).
 #include <algorithm>
+#include <string>
+#include <string_view>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -1055,18 +1058,23 @@ rules:
   EXPECT_EQ(p.correlator().stats().suppressed, 2U);
 }
 
+// A pod's NCCL error line, which the shipped bank's nccl-error rule counts per job.
+constexpr std::string_view kNcclError =
+    "torch.distributed.DistBackendError: NCCL error in: "
+    "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled system error (run "
+    "with NCCL_DEBUG=INFO for details), NCCL version 2.18.1";
+
+// Each decision as "node rule".
+struct NodeRuleSink : DecisionSink {
+  void write(const Decision& d) override { got.push_back(d.node + " " + d.rule); }
+  std::vector<std::string> got;
+};
+
 // A pod hit names its pod's job; with distinct_jobs (the NCCL rules) a node taints only when
 // episodes of two jobs implicate it: one job's two episodes, and lines of pods without a job,
 // count for no node.
 TEST(Pipeline, DistinctJobsCountEachJobOnce) {
-  const std::string nccl =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled system error (run "
-      "with NCCL_DEBUG=INFO for details), NCCL version 2.18.1";
-  struct Collect : DecisionSink {
-    void write(const Decision& d) override { got.push_back(d.node + " " + d.rule); }
-    std::vector<std::string> got;
-  } sink;
+  NodeRuleSink sink;
   Pipeline p(shippedBank(), Taint{}, {&sink});
   // Each node's pod logs the line 1000 s and 12000 s in: n1 in jobs a then b, n2 in job a twice,
   // n3 with no job label.
@@ -1081,7 +1089,7 @@ TEST(Pipeline, DistinctJobsCountEachJobOnce) {
         b.labels.push_back({"job_name", b.copy(jobs[episode])});
       }
       b.records.push_back({(episode == 0 ? 1000 : 12000) * kNanosPerSecond, b.copy(node),
-                           b.copy(nccl), first, static_cast<uint32_t>(b.labels.size()),
+                           b.copy(kNcclError), first, static_cast<uint32_t>(b.labels.size()),
                            StreamKind::kPod});
     }
     BatchMatch m;
@@ -1103,14 +1111,7 @@ TEST(Pipeline, DistinctJobsCountEachJobOnce) {
 // day after the first: a's second episode and b's are two jobs within the day (the first alone
 // counted, a's episode had left the window when b's came, and the node was not tainted).
 TEST(Pipeline, DistinctJobsCountEachJobsLatestEpisode) {
-  const std::string nccl =
-      "torch.distributed.DistBackendError: NCCL error in: "
-      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled system error (run "
-      "with NCCL_DEBUG=INFO for details), NCCL version 2.18.1";
-  struct Collect : DecisionSink {
-    void write(const Decision& d) override { got.push_back(d.node + " " + d.rule); }
-    std::vector<std::string> got;
-  } sink;
+  NodeRuleSink sink;
   Pipeline p(shippedBank(), Taint{}, {&sink});
   const int64_t hour = 3600;
   for (const auto& [at, job] : std::vector<std::pair<int64_t, std::string>>{
@@ -1118,7 +1119,7 @@ TEST(Pipeline, DistinctJobsCountEachJobsLatestEpisode) {
     RecordBatch b;
     b.labels.push_back({"k8s.pod.name", "w-0"});
     b.labels.push_back({"job_name", b.copy(job)});
-    b.records.push_back({at * kNanosPerSecond, "n1", b.copy(nccl), 0, 2, StreamKind::kPod});
+    b.records.push_back({at * kNanosPerSecond, "n1", b.copy(kNcclError), 0, 2, StreamKind::kPod});
     p.process(b);
   }
   RecordBatch later;  // past the cluster window (10 min) that holds the hits

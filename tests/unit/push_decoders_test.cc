@@ -89,6 +89,14 @@ size_t lineBytes(const RecordBatch& batch) {
   return n;
 }
 
+// Appends KeyValue{key, AnyValue{string_value}} to an OTLP attribute or kvlist list.
+void add(google::protobuf::RepeatedPtrField<opentelemetry::proto::common::v1::KeyValue>* list,
+         const char* key, const char* value) {
+  auto* kv = list->Add();
+  kv->set_key(key);
+  kv->mutable_value()->set_string_value(value);
+}
+
 TEST(LokiProto, DecodesWinstonLokiGoldenVector) {
   RecordBatch batch;
   std::string error;
@@ -857,11 +865,6 @@ TEST(OtlpProto, APodsOwnAttributesNameNeitherItsNodeNorItsJob) {
   namespace otlp = opentelemetry::proto;
   otlp::collector::logs::v1::ExportLogsServiceRequest request;
   otlp::logs::v1::ResourceLogs* rl = request.add_resource_logs();
-  auto add = [](auto* attributes, const char* key, const char* value) {
-    auto* kv = attributes->Add();
-    kv->set_key(key);
-    kv->mutable_value()->set_string_value(value);
-  };
   add(rl->mutable_resource()->mutable_attributes(), "k8s.pod.name", "p-0");
   add(rl->mutable_resource()->mutable_attributes(), "host.name", "gpu-1");
   otlp::logs::v1::LogRecord* r = rl->add_scope_logs()->add_log_records();
@@ -1143,11 +1146,6 @@ TEST(OtlpProto, AKubernetesMapInTheBodyMarksAPod) {
   otlp::collector::logs::v1::ExportLogsServiceRequest request;
   otlp::logs::v1::LogRecord* r = request.add_resource_logs()->add_scope_logs()->add_log_records();
   auto* fields = r->mutable_body()->mutable_kvlist_value()->mutable_values();
-  auto add = [](auto* list, const char* key, const char* value) {
-    auto* kv = list->Add();
-    kv->set_key(key);
-    kv->mutable_value()->set_string_value(value);
-  };
   add(fields, "MESSAGE", "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus");
   add(fields, "_TRANSPORT", "kernel");
   add(fields, "_HOSTNAME", "gpu-4");
@@ -1169,11 +1167,6 @@ TEST(OtlpProto, RecordAttributesMarkNoKernelStream) {
   namespace otlp = opentelemetry::proto;
   otlp::collector::logs::v1::ExportLogsServiceRequest request;
   otlp::logs::v1::ResourceLogs* rl = request.add_resource_logs();
-  auto add = [](auto* attributes, const char* key, const char* value) {
-    auto* kv = attributes->Add();
-    kv->set_key(key);
-    kv->mutable_value()->set_string_value(value);
-  };
   add(rl->mutable_resource()->mutable_attributes(), "host.name", "gpu-3");
   otlp::logs::v1::ScopeLogs* scope = rl->add_scope_logs();
   otlp::logs::v1::LogRecord* forged = scope->add_log_records();
