@@ -910,8 +910,25 @@ std::string TaintSink::guard(const Decision& d) {
   // it adds no tainted node.
   const auto self = nodes_.find(d.node);
   const bool counted = self != nodes_.end() && taintWithKey(self->second, d.taint.key) != nullptr;
-  const int tainted = count.tainted + unlisted + (counted ? 0 : 1);  // with this taint
-  const int recent = count.recent;
+  // A deferred taint whose PATCH got no answer (a timeout, a 5xx) may have landed: counted as
+  // tainted and new until its retry reads the node, else a brownout of the API server would
+  // taint past the limits unseen until the next LIST.
+  int unanswered = 0;
+  for (const auto& entry : deferred_) {
+    const std::string& node = entry.first.first;
+    const auto carries = [&](const std::map<std::string, json>& nodes) {
+      const auto it = nodes.find(node);
+      return it != nodes.end() && taintWithKey(it->second, d.taint.key) != nullptr;
+    };
+    const Pending& p = entry.second;
+    if (p.may_have_landed && p.decision.action == Decision::Action::kTaint &&
+        entry.first.second == d.taint.key && node != d.node && !carries(nodes_) &&
+        !carries(unlisted_)) {
+      ++unanswered;
+    }
+  }
+  const int tainted = count.tainted + unlisted + unanswered + (counted ? 0 : 1);  // with this taint
+  const int recent = count.recent + unanswered;
   const int eligible = static_cast<int>(nodes_.size() + unlisted_.size());
   std::string reason;
   if (l.max_tainted > 0 && tainted > l.max_tainted) {

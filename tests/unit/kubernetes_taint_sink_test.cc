@@ -1073,6 +1073,28 @@ TEST_F(GuardTest, TaintedNodesThatLeftTheListStillCount) {
   EXPECT_EQ(suppressed()[0].reason, "would taint 3 nodes, over max_tainted 2");
 }
 
+// A taint whose PATCH landed without an answer (a timeout, a proxy's 504) counts against the
+// limits while it waits, deferred, for its retry: g0's did, so g1's would make two tainted nodes
+// under max_tainted 1. (It counted only from the next LIST: a brownout of the API server could
+// taint past the limits.)
+TEST_F(GuardTest, ADeferredTaintThatMayHaveLandedCounts) {
+  createCluster(10);
+  TaintSinkOptions o = guarded({1, 0, 0, std::chrono::seconds(60)});
+  o.max_attempts = 2;
+  o.node_list_period = std::chrono::hours(1);  // neither a LIST nor a retry within the test
+  TaintSink sink(config(), o, hooks());
+  server_.failNext("PATCH", "/api/v1/nodes/g0", 504, /*count=*/2, /*after_serving=*/true);
+  sink.write(decision("g0"));
+  sink.flush();
+  ASSERT_TRUE(tainted("g0"));
+  ASSERT_EQ(sink.counters().deferred, 1u);
+  sink.write(decision("g1"));
+  sink.flush();
+  EXPECT_FALSE(tainted("g1"));
+  ASSERT_EQ(suppressed().size(), 1u);
+  EXPECT_EQ(suppressed()[0].reason, "would taint 2 nodes, over max_tainted 1");
+}
+
 TEST_F(GuardTest, CountLimitTripsTheBreaker) {
   createCluster(10);
   TaintSink sink(config(), guarded({2, 0, 0, std::chrono::seconds(60)}), hooks());
