@@ -76,6 +76,10 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                   "Lines the RE2::Set could not match (DFA out of memory), matched pattern by "
                   "pattern instead");
   metrics.set("faultline_matcher_set_errors_total", "", 0);
+  metrics.declare("faultline_matcher_json_kernel_lines_total", T::kCounter,
+                  "Kernel-stream lines a signature matched that are a JSON object's text (a "
+                  "shipper's record of a line, e.g. Promtail's journal json: true): no hit");
+  metrics.set("faultline_matcher_json_kernel_lines_total", "", 0);
   metrics.declare("faultline_correlator_nodes", T::kGauge,
                   "Nodes the correlator keeps state for: with hits within a week, or tainted");
   // What the correlator held back, so that an operator sees why lines decided nothing.
@@ -113,7 +117,8 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   std::atomic<bool> pipeline_running{true};
   auto work = [&](size_t worker) {
     std::vector<uint64_t> batch_hits(signature_labels.size());  // all 0 between batches
-    uint64_t published_set_errors = 0;  // this worker's count as last added to the metric
+    uint64_t published_set_errors = 0;  // this worker's counts as last added to the metrics
+    uint64_t published_json_kernel = 0;
     runMatchWorker(worker, queue, pipeline, in_order,
                    [&](const BatchQueue::Item& item, const BatchMatch& matched) {
                      // Counted once the batch's decisions are made: lines a scrape shows have
@@ -131,11 +136,16 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                          n = 0;
                        }
                      }
-                     if (const uint64_t set_errors = pipeline.matcherStats(worker).set_errors;
-                         set_errors != published_set_errors) {
+                     const MatcherStats& stats = pipeline.matcherStats(worker);
+                     if (stats.set_errors != published_set_errors) {
                        metrics.add("faultline_matcher_set_errors_total", "",
-                                   set_errors - published_set_errors);
-                       published_set_errors = set_errors;
+                                   stats.set_errors - published_set_errors);
+                       published_set_errors = stats.set_errors;
+                     }
+                     if (stats.json_kernel_lines != published_json_kernel) {
+                       metrics.add("faultline_matcher_json_kernel_lines_total", "",
+                                   stats.json_kernel_lines - published_json_kernel);
+                       published_json_kernel = stats.json_kernel_lines;
                      }
                    });
   };

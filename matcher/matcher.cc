@@ -49,6 +49,16 @@ bool quotesProcessText(std::string_view text) {
   return text.size() >= kShortest && RE2::PartialMatch(text, head);
 }
 
+bool jsonObjectText(std::string_view line) {
+  constexpr std::string_view kBlank = " \t\r\n";
+  const size_t open = line.find_first_not_of(kBlank);
+  if (open == std::string_view::npos || line[open] != '{') {
+    return false;
+  }
+  const size_t key = line.find_first_not_of(kBlank, open + 1);
+  return key != std::string_view::npos && (line[key] == '"' || line[key] == '}');
+}
+
 std::string_view Hit::field(std::string_view name) const {
   return fieldOf(fields, name);
 }
@@ -195,6 +205,10 @@ bool Matcher::extract(std::string_view line, StreamKind kind, const Signature& s
   // that takes "^[^\n]*" before its own text starts at the line's start whatever that text
   // follows, so its own text's start is its body's leftmost match.
   if (kind == StreamKind::kKernel) {
+    if (jsonObjectText(line)) {
+      ++stats_.json_kernel_lines;
+      return false;
+    }
     auto start = static_cast<size_t>(groups[0].data() - line.data());
     re2::StringPiece body;
     if (start == 0 && sig.body &&

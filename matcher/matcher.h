@@ -38,6 +38,12 @@ std::string_view fieldOf(const std::vector<std::pair<std::string, std::string>>&
 // follows a dmesg stamp ("] ") or a syslog tag ("kernel: ").
 bool quotesProcessText(std::string_view text);
 
+// Whether `line` is a JSON object's text: `{`, optional blanks, then `"` or `}`. A shipper's record
+// of a line (Promtail's journal scrape with `json: true`, an exporter's `raw` encoding of a map
+// body), never the kernel's own line, and its escaped quotes hide a process's text from
+// quotesProcessText: a kernel record's line of this shape makes no hit (Matcher::match).
+bool jsonObjectText(std::string_view line);
+
 // A line that matched a signature. Owns its bytes: it outlives the batch it came from.
 struct Hit {
   int64_t time_ns = 0;  // event time of the line, ns since the epoch
@@ -79,6 +85,8 @@ struct MatcherStats {
   uint64_t candidates = 0;  // lines the literal gate passed to the RE2::Set
   uint64_t set_errors = 0;  // RE2::Set DFA out of memory: the line was matched pattern by pattern
   uint64_t reused = 0;      // candidate lines seen recently: their earlier outcome was reused
+  // Kernel records a signature matched whose line is jsonObjectText(): no hit was made.
+  uint64_t json_kernel_lines = 0;
 };
 
 class Matcher {
@@ -94,8 +102,10 @@ class Matcher {
   explicit Matcher(std::shared_ptr<const Bank> bank);
 
   // Appends one Hit per (record, signature) that matches, in record order, but for records that
-  // only repeat the hits before them (Hit::repeats), and for a kernel record's matches that start
-  // after the head of a report quoting a process's text (quotesProcessText). Records of a stream
+  // only repeat the hits before them (Hit::repeats), for a kernel record's matches that start
+  // after the head of a report quoting a process's text (quotesProcessText), and for a kernel
+  // record whose line is a JSON object's text (jsonObjectText; counted in
+  // MatcherStats::json_kernel_lines). Records of a stream
   // kind no signature applies to cost nothing beyond the lookup. Allocates only for hits.
   void match(const RecordBatch& batch, std::vector<Hit>* hits);
 
@@ -118,8 +128,9 @@ class Matcher {
   void sample(const LogRecord& rec);
   std::vector<std::string> patterns(StreamKind kind) const;
   // Runs the signature's own RE2 for its named captures, then adds its tables' columns (Hit's
-  // fields); false if it does not match after all, or, in a line of stream kind kKernel, its match
-  // starts in text a process chose (quotesProcessText). The search is anchored at the first
+  // fields); false if it does not match after all, or, in a line of stream kind kKernel, the line
+  // is a JSON object's (jsonObjectText, counted) or its match starts in text a process chose
+  // (quotesProcessText). The search is anchored at the first
   // occurrence of the signature's literal prefix (Signature::prefix), and unanchored only if it has
   // none or no match starts there: the same leftmost match, without the two DFA passes that find
   // where an unanchored match starts.

@@ -816,6 +816,45 @@ TEST(Matcher, AProcessNamedAfterAFaultLinesPartForgesNoKernelHit) {
   EXPECT_GT(lines, 100000U);  // every kernel signature's examples, not none
 }
 
+// A kernel record whose line is a JSON object's text is a shipper's record of a line (Kafka's
+// raw encoding of a journald map body; Promtail's journal scrape with json: true), whose escaped
+// quotes hid a process's text from quotesProcessText: Yama's report of a ptrace attach quotes the
+// target's command line, and wrapped so, it tainted the node (a review, 2026-12-02). No kernel
+// signature hits such a line; a pod's JSON log line still hits pod signatures.
+TEST(Matcher, AKernelLineThatIsAJsonObjectMakesNoHit) {
+  const std::string xid =
+      "NVRM: Xid (PCI:0000:44:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the "
+      "bus.";
+  const std::string nccl =
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled system error (run "
+      "with NCCL_DEBUG=INFO for details), NCCL version 2.18.1";
+  const std::vector<std::pair<std::string, StreamKind>> lines = {
+      {R"({"MESSAGE":"Yama: ptrace attach of \")" + xid + R"(\"[4242] was attempted by \"x\"[1]"})",
+       StreamKind::kKernel},
+      {" { \"MESSAGE\": \"" + xid + "\"}", StreamKind::kKernel},
+      {R"({"level":"error","msg":")" + nccl + R"("})", StreamKind::kPod},
+      {xid, StreamKind::kKernel},
+  };
+  RecordBatch batch;
+  for (const auto& [line, stream] : lines) {
+    batch.records.push_back({kNanosPerSecond, "n1", batch.copy(line), 0, 0, stream});
+  }
+  Matcher m(shippedBank());
+  std::vector<Hit> hits;
+  m.match(batch, &hits);
+  std::vector<std::string> got;
+  for (const Hit& h : hits) {
+    got.push_back(std::string(streamKindName(h.stream)) + " " +
+                  m.bank().signatures[h.signature].id);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"pod nccl-error", "kernel nvidia-xid"}));
+  EXPECT_EQ(m.stats().json_kernel_lines, 2U);
+  EXPECT_TRUE(jsonObjectText(" {}"));
+  EXPECT_FALSE(jsonObjectText("{ 3-...D } 21 jiffies"));  // an RCU stall's CPU list
+  EXPECT_FALSE(jsonObjectText("[  12.3] {\"MESSAGE\":1}"));
+}
+
 TEST(Matcher, RepeatedLinesReuseTheirOutcomeWithTheSameHits) {
   // A flood of one Xid line (the 800K Xid 95 case), another Xid line between, and a line the gate
   // passes that the Set does not match ("NVRM: Xid (PCI:" with no code): each distinct line pays
