@@ -402,8 +402,17 @@ int replay(const ReplayArgs& a) {
     std::cerr << "faultline: replay incomplete: " << failed.size()
               << " file(s) could not be read in full; the decisions come from the lines read\n";
   }
-  taints.reset();  // its last refusals reach the log before the log's state is read
-  return failed.empty() && log.errors() == 0 ? 0 : 2;
+  uint64_t not_applied = 0;
+  if (taints) {
+    taints->stop();  // its last refusals reach the log before the log's state is read
+    const TaintSink::Counters c = taints->counters();
+    not_applied = c.failed + c.not_applied;
+    if (not_applied != 0) {
+      std::cerr << "faultline: --apply incomplete: " << c.failed << " decision(s) failed, "
+                << c.not_applied << " deferred (the API server did not answer) and not applied\n";
+    }
+  }
+  return failed.empty() && log.errors() == 0 && not_applied == 0 ? 0 : 2;
 }
 
 int rulesTest(const std::string& dir) {

@@ -124,10 +124,12 @@ class GzipReader : public Reader {
     throwPending();
     z_.next_out = reinterpret_cast<Bytef*>(out);
     z_.avail_out = static_cast<uInt>(n);
-    while (z_.avail_out == n) {
+    // Fills `out` whole, across members: a call that returned one small member's bytes made the
+    // caller tell the file's format from them alone.
+    while (z_.avail_out > 0) {
       if (!fill()) {
         if (!member_ended_) {
-          throw std::runtime_error(raw_->name() + ": gzip stream truncated");
+          fail(raw_->name() + ": gzip stream truncated");
         }
         break;
       }

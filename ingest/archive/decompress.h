@@ -12,8 +12,9 @@ namespace faultline {
 class ByteReader {
  public:
   virtual ~ByteReader() = default;
-  // Reads up to `n` decompressed bytes into `out`; returns 0 at the end of input. Throws
-  // std::runtime_error on corrupt input.
+  // Reads `n` decompressed bytes into `out`, fewer only at the end of input or before corrupt
+  // input; returns how many, 0 at the end of input. Throws std::runtime_error on corrupt input
+  // (at the call after the one that returned the bytes before it).
   virtual size_t read(char* out, size_t n) = 0;
 };
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include "core/time.h"
 
@@ -45,12 +46,23 @@ std::string decisionToJson(const Decision& d) {
 DecisionLog::DecisionLog(const std::string& path) : name_("stdout"), out_(stdout) {
   if (!path.empty() && path != "-") {
     name_ = path;
-    out_ = std::fopen(path.c_str(), "a");
+    out_ = std::fopen(path.c_str(), "a+");  // read too: its last byte shows a torn line
     if (out_ == nullptr) {
       throw std::runtime_error(path + ": " + std::strerror(errno));
     }
     owned_ = true;
+    // A process killed mid-line, or a full disk, left the file without its last newline: the
+    // first line written ends that part of a line first, as after a failed write.
+    // Only a regular file: a terminal's read would wait for input.
+    struct stat st {};
+    if (fstat(fileno(out_), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      torn_ = std::fseek(out_, -1, SEEK_END) == 0 && std::fgetc(out_) != '\n';
+      std::fseek(out_, 0, SEEK_END);  // stdio wants a seek between a read and a write
+    }
   }
+  // Unbuffered: each line goes in one write(2), appended whole (O_APPEND) even beside another
+  // process appending to the file; a 4 KiB stdio buffer wrote a longer line in parts.
+  std::setvbuf(out_, nullptr, _IONBF, 0);
 }
 
 DecisionLog::~DecisionLog() {

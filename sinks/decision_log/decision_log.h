@@ -21,8 +21,9 @@ std::string decisionToJson(const Decision& d);
 
 class DecisionLog : public DecisionSink {
  public:
-  // Appends to `path`, or writes to stdout when path is empty or "-". Throws
-  // std::runtime_error if the file cannot be opened.
+  // Appends to `path`, or writes to stdout when path is empty or "-", one write(2) per line. A
+  // file whose last line has no newline (a writer killed mid-line) gets one before the first
+  // line. Throws std::runtime_error if the file cannot be opened.
   explicit DecisionLog(const std::string& path);
   DecisionLog(const DecisionLog&) = delete;
   DecisionLog& operator=(const DecisionLog&) = delete;

@@ -214,6 +214,13 @@ TaintSink::TaintSink(const KubeConfig& config, TaintSinkOptions options, Hooks h
       worker_([this] { run(); }) {}
 
 TaintSink::~TaintSink() {
+  stop();
+}
+
+void TaintSink::stop() {
+  if (!worker_.joinable()) {
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -255,7 +262,7 @@ void TaintSink::flush() {
 TaintSink::Counters TaintSink::counters() const {
   return Counters{applied_.load(),           untainted_.load(),  already_present_.load(),
                   conflicts_retried_.load(), suppressed_.load(), dry_run_.load(),
-                  deferred_count_.load(),    failed_.load()};
+                  deferred_count_.load(),    failed_.load(),     not_applied_.load()};
 }
 
 std::string TaintSink::breakerTripped() const {
@@ -284,6 +291,7 @@ void TaintSink::run() {
     }
     started = true;
     if (stopping_ && queue_.empty()) {
+      not_applied_ = deferred_.size();
       for (const auto& [key, p] : deferred_) {
         spdlog::error("kubernetes: not applied at shutdown: {} of node {} (rule {}), deferred",
                       actionName(p.decision.action), p.decision.node, p.decision.rule);
@@ -498,9 +506,9 @@ bool TaintSink::stopping() const {
 }
 
 KubeClient::Response TaintSink::send(const std::function<KubeClient::Response(Deadline)>& request,
-                                     const std::string& what) {
+                                     const std::string& what, int attempts) {
   KubeClient::Response r;
-  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
     if (attempt > 1) {
       sleepBeforeRetry(attempt - 1, r.retry_after_s);
     }
@@ -525,8 +533,7 @@ KubeClient::Response TaintSink::send(const std::function<KubeClient::Response(De
     if (!retryable(r)) {
       return r;
     }
-    spdlog::warn("kubernetes: {} failed (try {} of {}): {}", what, attempt, options_.max_attempts,
-                 describe(r));
+    spdlog::warn("kubernetes: {} failed (try {} of {}): {}", what, attempt, attempts, describe(r));
   }
   return r;
 }
@@ -540,7 +547,7 @@ KubeClient::Response TaintSink::patchNode(const std::string& path, const json& p
         may_have_landed_ = may_have_landed_ || r.status == 0 || r.status >= 500;
         return r;
       },
-      "PATCH " + path);
+      "PATCH " + path, options_.max_attempts);
 }
 
 bool TaintSink::refresh() {
@@ -559,8 +566,8 @@ bool TaintSink::listPaged(const std::string& selector,
                             (selector.empty() ? "" : "&labelSelector=" + percentEncode(selector));
   std::string path = first;
   while (true) {
-    const KubeClient::Response r =
-        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
+    const KubeClient::Response r = send([&](Deadline until) { return client_.get(path, until); },
+                                        "GET " + path, options_.max_attempts);
     NodeListPage page;
     // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
     if (r.status != 200 || !parseNodeList(r.body, &page)) {
@@ -764,8 +771,8 @@ bool TaintSink::list() {
   const std::string cm = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps/" +
                          options_.breaker_configmap;
   // It fails closed: only a 404 clears it, and not a trip whose POST failed.
-  const KubeClient::Response r =
-      send([&](Deadline until) { return client_.get(cm, until); }, "GET " + cm);
+  const KubeClient::Response r = send([&](Deadline until) { return client_.get(cm, until); },
+                                      "GET " + cm, options_.max_attempts);
   if (r.status == 200) {
     const std::string reason = stringAt(parseObject(r.body), "/data/reason");
     setBreaker(Breaker::kTripped, reason.empty() ? "tripped (ConfigMap without a reason)" : reason);
@@ -974,7 +981,8 @@ bool TaintSink::record(const std::string& reason) {
       {"data", {{"reason", reason}, {"time", rfc3339Seconds(nowNanos())}}}};
   const std::string path = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps";
   const KubeClient::Response r =
-      send([&](Deadline until) { return client_.post(path, cm.dump(), until); }, "POST " + path);
+      send([&](Deadline until) { return client_.post(path, cm.dump(), until); }, "POST " + path,
+           options_.max_attempts);
   if (r.status == 201 || r.status == 409) {
     return true;
   }
@@ -1079,9 +1087,9 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
     ++applied_;
     nodes_[d.node] = tainted;
     added_[d.node] = nowNanos();
-    decided_marks_[d.node] = {d.rule, d.time_ns};  // the mark it wrote
+    decided_marks_[d.node] = {d.rule, d.time_ns};          // the mark it wrote
+    condition(tainted, "True", "FaultDetected", message);  // first: an Event is tried once
     event(d.node, "Warning", "FaultlineTaint", "tainted " + what + " by " + message);
-    condition(tainted, "True", "FaultDetected", message);
     if (!resumed_.empty() && hooks_.on_resumed) {
       Decision r = d;
       r.reason = resumed_ + (d.reason.empty() ? "" : ": " + d.reason);
@@ -1183,8 +1191,8 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
       ++conflicts_retried_;
     }
-    const KubeClient::Response got =
-        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
+    const KubeClient::Response got = send([&](Deadline until) { return client_.get(path, until); },
+                                          "GET " + path, options_.max_attempts);
     node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       if (!retryable(got)) {
@@ -1217,15 +1225,15 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     }
     unlisted_.erase(d.node);  // no longer tainted: not counted by the guard
     const std::string message = "rule " + d.rule + ": " + d.reason;
+    condition(untainted, "False", "Recovered", message);
     event(d.node, "Normal", "FaultlineUntaint",
           (had_taint ? "removed taint " + key : "taint " + key + " was removed by hand before") +
               ": " + message);
-    condition(untainted, "False", "Recovered", message);
     return Outcome::kDone;
   };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    const KubeClient::Response got =
-        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
+    const KubeClient::Response got = send([&](Deadline until) { return client_.get(path, until); },
+                                          "GET " + path, options_.max_attempts);
     const json node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       return requestFailed("untaint node " + d.node, "GET " + path, got);
@@ -1313,7 +1321,7 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
         [&](Deadline until) {
           return client_.patch(path + "/" + it->second.name, kStrategicMerge, patch.dump(), until);
         },
-        "PATCH event");
+        "PATCH event", 1);
     if (r.status == 200) {
       ++it->second.count;
       it->second.used = ++events_used_;
@@ -1338,8 +1346,8 @@ void TaintSink::event(const std::string& node, const std::string& type, const st
       {"firstTimestamp", now},
       {"lastTimestamp", now},
       {"count", 1}};
-  const KubeClient::Response r =
-      send([&](Deadline until) { return client_.post(path, dumpText(ev), until); }, "POST event");
+  const KubeClient::Response r = send(
+      [&](Deadline until) { return client_.post(path, dumpText(ev), until); }, "POST event", 1);
   if (r.status == 201) {
     if (events_.size() >= kMaxEvents) {
       // Nearly every decision's message is new (its evidence line): without a bound the map
@@ -1383,7 +1391,7 @@ void TaintSink::condition(const json& node, std::string_view status, const std::
         return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, dumpText(patch),
                              until);
       },
-      "PATCH " + path);
+      "PATCH " + path, options_.max_attempts);
   if (r.status != 200) {
     spdlog::warn("kubernetes: cannot set condition {} on node {}: {}", options_.condition_type,
                  name, describe(r));

@@ -238,6 +238,7 @@ class TaintSink : public DecisionSink {
     uint64_t dry_run = 0;            // decided, not written
     uint64_t deferred = 0;           // API server unavailable: to be handled again later
     uint64_t failed = 0;             // given up (4xx answers, invalid node name, old deferred)
+    uint64_t not_applied = 0;        // deferred when the sink stopped (stop()): logged, lost
   };
 
   // `metrics`, if given, counts the sink's API requests (KubeClient) and must outlive the sink.
@@ -248,7 +249,9 @@ class TaintSink : public DecisionSink {
   TaintSink(TaintSink&&) = delete;
   TaintSink& operator=(TaintSink&&) = delete;
   // Drains the queue (including each request's retries), logs the deferred decisions not
-  // applied, then stops the worker.
+  // applied (Counters::not_applied), then stops the worker. Once; later calls do nothing.
+  void stop();
+  // stop()
   ~TaintSink() override;
 
   // Queues the decision and returns at once. Suppressed decisions from elsewhere are ignored.
@@ -335,6 +338,9 @@ class TaintSink : public DecisionSink {
   // POSTs the breaker ConfigMap; true once it exists (201, or 409 AlreadyExists).
   bool record(const std::string& reason);
   void setBreaker(Breaker state, std::string reason);
+  // Records an Event on the node, tried once: an API server shedding load (429) held the worker
+  // for the retries' backoff, about 20 s per decision, while later decisions waited. A lost Event
+  // is logged; the node's condition says the same.
   void event(const std::string& node, const std::string& type, const std::string& reason,
              const std::string& message);
   // Sets the node's condition_type to `status` ("True": faulty, "False": recovered, "Unknown":
@@ -342,10 +348,11 @@ class TaintSink : public DecisionSink {
   void condition(const nlohmann::json& node, std::string_view status, const std::string& reason,
                  const std::string& message);
   using Deadline = KubeClient::Deadline;
-  // Sends `request` (given the leadership's end, Hooks::leading_until) with retries and backoff;
-  // stops, deferring, when the term changed or at shutdown.
+  // Sends `request` (given the leadership's end, Hooks::leading_until) up to `attempts` times,
+  // with backoff while the answers are retryable; stops, deferring, when the term changed or at
+  // shutdown.
   KubeClient::Response send(const std::function<KubeClient::Response(Deadline)>& request,
-                            const std::string& what);
+                            const std::string& what, int attempts);
   // send()s a PATCH of the node object; a try without an answer sets may_have_landed_.
   KubeClient::Response patchNode(const std::string& path, const nlohmann::json& patch);
   void sleepBeforeRetry(int attempt, int retry_after_s);
@@ -417,6 +424,7 @@ class TaintSink : public DecisionSink {
   std::atomic<uint64_t> dry_run_{0};
   std::atomic<uint64_t> deferred_count_{0};
   std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> not_applied_{0};
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // queue_ gained an entry or stopping_ was set

@@ -167,4 +167,15 @@ echo -n "s3cret" >"$tmp/token"
   --kube-token-file "$tmp/token" 2>>"$tmp/replay.log"
 [[ $(curl -fsS "$api/_test/requests" | jq -r '[.[] | .authorization] | last') == "Bearer s3cret" ]] ||
   fail "--kube-token-file with the config's server: $(curl -fsS "$api/_test/requests" | jq -c '[.[] | .authorization] | unique')"
+# A taint the API server refuses fails --apply: exit 2, naming what was not applied (it exited 0).
+curl -fsS -X POST "$api/_test/fail" \
+  -d '{"method":"PATCH","path":"/api/v1/nodes/gpu-node-07","status":403,"count":100}' >/dev/null
+printf '{"labels":{"node_name":"gpu-node-07","_TRANSPORT":"kernel"},"line":"NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus","timestamp":"%d000000000"}\n' \
+  "$t0" >"$tmp/refused.jsonl"
+rc=0
+"$FAULTLINE" replay "$tmp/refused.jsonl" --decisions /dev/null --apply --config "$tmp/hang.yaml" \
+  2>"$tmp/refused.log" || rc=$?
+[[ $rc == 2 && $(faulty gpu-node-07) == 0 ]] &&
+  grep -q -- "--apply incomplete: 1 decision(s) failed, 0 deferred" "$tmp/refused.log" ||
+  fail "a refused taint: exit $rc, $(tail -3 "$tmp/refused.log")"
 echo "PASS"

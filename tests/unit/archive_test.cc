@@ -9,6 +9,7 @@
 
 #include "core/time.h"
 #include "ingest/archive/archive_source.h"
+#include "ingest/archive/decompress.h"
 #include "tests/tools/zlib_compress.h"
 
 namespace faultline {
@@ -82,6 +83,29 @@ TEST(Archive, ConcatenatedGzipMembersAreAllRead) {
   const auto lines = replay({{"n.log.gz", gzip(a) + gzip(b), true}}, &stats);
   ASSERT_EQ(lines.size(), 2U);
   EXPECT_EQ(lines[1], "n|second");
+}
+
+// A read returned one member's bytes, and the format was told from them alone: a first member of
+// one CRI line stamped to the 100 ms reads as syslog (a review, 2026-12-02).
+TEST(Archive, AGzipReadFillsItsBufferAcrossMembers) {
+  const std::string a = "2026-11-30T08:25:02.1Z stdout F epoch 3\n";
+  const std::string b = "2026-11-30T08:25:02.123456789Z stdout F epoch 4\n";
+  const std::string bytes = gzip(a) + gzip(b) + gzip(b);
+  const auto reader = openArchiveBytes(bytes, "n.log.gz");
+  std::string out(1000, '\0');
+  ASSERT_EQ(reader->read(out.data(), out.size()), a.size() + 2 * b.size());
+  EXPECT_EQ(out.substr(0, a.size() + 2 * b.size()), a + b + b);
+  EXPECT_EQ(reader->read(out.data(), out.size()), 0U);
+  // A cut last member: the bytes before the cut first, then the error.
+  std::string cut = gzip(b);
+  cut.resize(12);
+  const std::string cut_bytes = gzip(a) + cut;  // read in place: it outlives the reader
+  const auto cut_reader = openArchiveBytes(cut_bytes, "c.log.gz");
+  const size_t got = cut_reader->read(out.data(), out.size());
+  EXPECT_GE(got, a.size());  // and what the cut member's 2 bytes of data decode to
+  EXPECT_LT(got, a.size() + b.size());
+  EXPECT_EQ(out.substr(0, got), (a + b).substr(0, got));
+  EXPECT_THROW(cut_reader->read(out.data(), out.size()), std::runtime_error);
 }
 
 TEST(Archive, EachFileHasItsOwnFormat) {

@@ -44,6 +44,27 @@ TEST(DecisionLog, AppendsOneLinePerDecision) {
   std::filesystem::remove(path);
 }
 
+// A writer killed mid-line left the file without its last newline: the next process's first
+// line starts after one, whole.
+TEST(DecisionLog, AFileLeftMidLineGetsItsNewlineFirst) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("decision_log_torn." + std::to_string(getpid())))
+          .string();
+  for (const std::string& before : {std::string(R"({"time":"2026-12-0)"), std::string("{}\n")}) {
+    std::ofstream(path, std::ios::trunc) << before;
+    {
+      DecisionLog log(path);
+      log.write(decision());
+    }
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string newline = before.ends_with('\n') ? "" : "\n";
+    EXPECT_EQ(text.str(), before + newline + decisionToJson(decision()) + "\n");
+  }
+  std::filesystem::remove(path);
+}
+
 // A decision of a rule in dry run says so, so that the log does not read as if the node had been
 // tainted.
 TEST(DecisionLog, MarksDryRunDecisions) {

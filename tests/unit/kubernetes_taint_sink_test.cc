@@ -427,6 +427,22 @@ TEST_F(TaintSinkTest, APatchAnsweredWithoutTheNodeIsReadBack) {
   EXPECT_EQ(sink.counters().untainted, 1u);
 }
 
+// An Event is tried once: retried with backoff, an API server shedding load (429) held the
+// worker about 20 s per decision while later decisions waited (a review, 2026-12-02). The taint
+// and the node's condition, which say the same, are written.
+TEST_F(TaintSinkTest, AnEventIsTriedOnce) {
+  createNode("n1");
+  server_.failNext("POST", "/api/v1/namespaces/default/events", 429, /*count=*/1000);
+  TaintSink sink(config(), options());
+  sink.write(decision("n1"));
+  sink.flush();
+  EXPECT_TRUE(tainted("n1"));
+  EXPECT_EQ(condition("n1"), "True");
+  EXPECT_EQ(count("POST", "/api/v1/namespaces/default/events"), 1);
+  EXPECT_TRUE(server_.objects("events").empty());
+  EXPECT_EQ(sink.counters().applied, 1u);
+}
+
 // An evidence line that is not UTF-8 (an Xid's process name cut to 15 bytes inside a character,
 // a /dev/kmsg record's \xNN escapes undone) goes into the Event and the condition with U+FFFD in
 // place of the bad bytes: serializing it threw on the sink's thread, which ended the process.
@@ -797,6 +813,21 @@ TEST_F(TaintSinkTest, ANodeMissingWhileTheListFailsIsDeferredNotRefused) {
   EXPECT_FALSE(tainted("n2"));
   EXPECT_TRUE(suppressed().empty());
   EXPECT_EQ(sink.counters().deferred, 1u);
+}
+
+// What is still deferred when the sink stops is lost: counted, so that `replay --apply` exits 2.
+TEST_F(TaintSinkTest, ADecisionDeferredWhenTheSinkStopsIsCountedNotApplied) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1", 503, /*count=*/1000);
+  TaintSink sink(config(), deferring(2));
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_EQ(sink.counters().deferred, 1u);
+  EXPECT_EQ(sink.counters().not_applied, 0u);
+  sink.stop();
+  EXPECT_EQ(sink.counters().not_applied, 1u);
+  EXPECT_FALSE(tainted("n1"));
+  sink.stop();  // once: the destructor's call does nothing more
 }
 
 // A LIST the API server refuses (an RBAC 403 answers at once, without retries) is tried again
