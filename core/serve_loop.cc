@@ -143,6 +143,12 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                        published_set_errors = stats.set_errors;
                      }
                      if (stats.json_kernel_lines != published_json_kernel) {
+                       if (published_json_kernel == 0) {
+                         spdlog::warn(
+                             "matcher: kernel-stream lines that are a JSON object's text match "
+                             "no kernel signature (faultline_matcher_json_kernel_lines_total): "
+                             "ship the kernel's own line, or the record with encoding json");
+                       }
                        metrics.add("faultline_matcher_json_kernel_lines_total", "",
                                    stats.json_kernel_lines - published_json_kernel);
                        published_json_kernel = stats.json_kernel_lines;

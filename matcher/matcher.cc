@@ -205,10 +205,6 @@ bool Matcher::extract(std::string_view line, StreamKind kind, const Signature& s
   // that takes "^[^\n]*" before its own text starts at the line's start whatever that text
   // follows, so its own text's start is its body's leftmost match.
   if (kind == StreamKind::kKernel) {
-    if (jsonObjectText(line)) {
-      ++stats_.json_kernel_lines;
-      return false;
-    }
     auto start = static_cast<size_t>(groups[0].data() - line.data());
     re2::StringPiece body;
     if (start == 0 && sig.body &&
@@ -319,6 +315,10 @@ void Matcher::match(const RecordBatch& batch, std::vector<Hit>* hits) {
       }
     } else {
       matchSet(rec.line, rec.stream);
+      if (rec.stream == StreamKind::kKernel && !sigs_.empty() && jsonObjectText(rec.line)) {
+        ++stats_.json_kernel_lines;  // once per line, however many signatures it matched
+        sigs_.clear();
+      }
       seen.valid = rec.line.size() <= kSeenLineBytes;
       seen.stream = rec.stream;
       seen.line.assign(seen.valid ? rec.line : std::string_view());

@@ -85,7 +85,8 @@ struct MatcherStats {
   uint64_t candidates = 0;  // lines the literal gate passed to the RE2::Set
   uint64_t set_errors = 0;  // RE2::Set DFA out of memory: the line was matched pattern by pattern
   uint64_t reused = 0;      // candidate lines seen recently: their earlier outcome was reused
-  // Kernel records a signature matched whose line is jsonObjectText(): no hit was made.
+  // Kernel records a signature matched whose line is jsonObjectText(): no hit was made. A line
+  // repeated within the reuse cache (seen_) counts once.
   uint64_t json_kernel_lines = 0;
 };
 
@@ -128,9 +129,8 @@ class Matcher {
   void sample(const LogRecord& rec);
   std::vector<std::string> patterns(StreamKind kind) const;
   // Runs the signature's own RE2 for its named captures, then adds its tables' columns (Hit's
-  // fields); false if it does not match after all, or, in a line of stream kind kKernel, the line
-  // is a JSON object's (jsonObjectText, counted) or its match starts in text a process chose
-  // (quotesProcessText). The search is anchored at the first
+  // fields); false if it does not match after all, or, in a line of stream kind kKernel, its match
+  // starts in text a process chose (quotesProcessText). The search is anchored at the first
   // occurrence of the signature's literal prefix (Signature::prefix), and unanchored only if it has
   // none or no match starts there: the same leftmost match, without the two DFA passes that find
   // where an unanchored match starts.

@@ -136,8 +136,8 @@ class GzipReader : public Reader {
       if (member_ended_ && (padded_ || in_[in_pos_] == '\0')) {
         // Zeros after a complete member (tape padding) end the data, as gzip(1) reads them.
         if (in_.find_first_not_of('\0', in_pos_) != std::string::npos) {
-          throw std::runtime_error(raw_->name() + ": corrupt gzip data (non-zero bytes after the " +
-                                   "trailing zeros)");
+          fail(raw_->name() + ": corrupt gzip data (non-zero bytes after the trailing zeros)");
+          break;
         }
         padded_ = true;
         in_pos_ = in_.size();

@@ -674,15 +674,10 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     const bool decoded = decoders_[index].decode(km, now, &batch);
     if (skew > 0) {
       // The message's newest record time, as the pipeline takes it (kMaxAheadNs), so that a node
-      // whose clock runs ahead holds no partition; and no later than the message's own time plus
-      // kMaxAheadNs: read hours after it was sent (a backlog), such a record held its partition
-      // behind the others' whole backlog, its nodes found silent meanwhile.
-      const int64_t sent_ns = km.timestamp_ms >= 0 && km.timestamp_ms < now / 1'000'000
-                                  ? km.timestamp_ms * 1'000'000
-                                  : now;
+      // whose clock runs ahead holds no partition.
       int64_t t = INT64_MIN;
       for (size_t i = first_record; i < batch.records.size(); ++i) {
-        t = std::max(t, std::min(batch.records[i].time_ns, sent_ns + kMaxAheadNs));
+        t = std::max(t, std::min(batch.records[i].time_ns, now + kMaxAheadNs));
       }
       if (t != INT64_MIN && beyond(t, others(key))) {
         forgetRevoked();

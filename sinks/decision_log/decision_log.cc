@@ -44,25 +44,33 @@ std::string decisionToJson(const Decision& d) {
 }
 
 DecisionLog::DecisionLog(const std::string& path) : name_("stdout"), out_(stdout) {
-  if (!path.empty() && path != "-") {
-    name_ = path;
-    out_ = std::fopen(path.c_str(), "a+");  // read too: its last byte shows a torn line
-    if (out_ == nullptr) {
-      throw std::runtime_error(path + ": " + std::strerror(errno));
-    }
-    owned_ = true;
-    // A process killed mid-line, or a full disk, left the file without its last newline: the
-    // first line written ends that part of a line first, as after a failed write.
-    // Only a regular file: a terminal's read would wait for input.
-    struct stat st {};
-    if (fstat(fileno(out_), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      torn_ = std::fseek(out_, -1, SEEK_END) == 0 && std::fgetc(out_) != '\n';
-      std::fseek(out_, 0, SEEK_END);  // stdio wants a seek between a read and a write
-    }
+  if (path.empty() || path == "-") {
+    return;  // stdout is the process's: its buffering is left as it is
   }
-  // Unbuffered: each line goes in one write(2), appended whole (O_APPEND) even beside another
-  // process appending to the file; a 4 KiB stdio buffer wrote a longer line in parts.
+  name_ = path;
+  // Read too, to find a torn last line; a file that may be written but not read is appended to
+  // without that check.
+  out_ = std::fopen(path.c_str(), "a+");
+  const bool readable = out_ != nullptr;
+  if (out_ == nullptr && errno == EACCES) {
+    out_ = std::fopen(path.c_str(), "a");
+  }
+  if (out_ == nullptr) {
+    throw std::runtime_error(path + ": " + std::strerror(errno));
+  }
+  owned_ = true;
+  // Unbuffered (set before any other use of the stream, as C requires): each line goes in one
+  // write(2), appended whole (O_APPEND) even beside another process appending to the file; a
+  // 4 KiB stdio buffer wrote a longer line in parts.
   std::setvbuf(out_, nullptr, _IONBF, 0);
+  // A process killed mid-line, or a full disk, left the file without its last newline: the
+  // first line written ends that part of a line first, as after a failed write. Only a regular
+  // file: a terminal's read would wait for input.
+  struct stat st {};
+  if (readable && fstat(fileno(out_), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    torn_ = std::fseek(out_, -1, SEEK_END) == 0 && std::fgetc(out_) != '\n';
+    std::fseek(out_, 0, SEEK_END);  // stdio wants a seek between a read and a write
+  }
 }
 
 DecisionLog::~DecisionLog() {

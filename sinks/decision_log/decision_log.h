@@ -21,9 +21,10 @@ std::string decisionToJson(const Decision& d);
 
 class DecisionLog : public DecisionSink {
  public:
-  // Appends to `path`, or writes to stdout when path is empty or "-", one write(2) per line. A
-  // file whose last line has no newline (a writer killed mid-line) gets one before the first
-  // line. Throws std::runtime_error if the file cannot be opened.
+  // Appends to `path`, one write(2) per line, or writes to stdout (flushed after each line) when
+  // path is empty or "-". A readable file whose last line has no newline (a writer killed
+  // mid-line) gets one before the first line. Throws std::runtime_error if the file cannot be
+  // opened for appending.
   explicit DecisionLog(const std::string& path);
   DecisionLog(const DecisionLog&) = delete;
   DecisionLog& operator=(const DecisionLog&) = delete;

@@ -106,6 +106,12 @@ TEST(Archive, AGzipReadFillsItsBufferAcrossMembers) {
   EXPECT_LT(got, a.size() + b.size());
   EXPECT_EQ(out.substr(0, got), (a + b).substr(0, got));
   EXPECT_THROW(cut_reader->read(out.data(), out.size()), std::runtime_error);
+  // Bytes after the padding zeros: the member's bytes first, then the error.
+  const std::string padded = gzip(a) + std::string(4, '\0') + "X";
+  const auto padded_reader = openArchiveBytes(padded, "p.log.gz");
+  ASSERT_EQ(padded_reader->read(out.data(), out.size()), a.size());
+  EXPECT_EQ(out.substr(0, a.size()), a);
+  EXPECT_THROW(padded_reader->read(out.data(), out.size()), std::runtime_error);
 }
 
 TEST(Archive, EachFileHasItsOwnFormat) {

@@ -840,33 +840,6 @@ TEST(KafkaSource, APartitionThatStallsWithMessagesLeftHoldsTheOthersTenSecondsAt
             (std::vector<std::string>{"two hours ago", "an hour ago", "two hours ago, the next"}));
 }
 
-// A record stamped hours after its message was sent (a node whose clock ran ahead; read from a
-// backlog) counts for the alignment at its message's time plus kMaxAheadNs: it held its partition
-// until the other's backlog was read, and that partition's later lines after it (a review,
-// 2026-12-02).
-TEST(KafkaSource, ARecordStampedAheadOfItsMessageHoldsNoPartition) {
-  MockCluster cluster(2);
-  KafkaConfig config = twoLeaders(cluster, "ahead");
-  config.topics[0].encoding = KafkaEncoding::kJson;
-  config.properties["max.partition.fetch.bytes"] = "1";
-  const int64_t now_ms =
-      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  const int64_t hour_ago_ms = now_ms - 3'600'000;
-  cluster.produce("kern",
-                  {R"({"message": "stamped now", "host": "gpu-2", "timestamp": )" +
-                   std::to_string(now_ms) + "}"},
-                  "gpu-2", 1, hour_ago_ms - 3'600'000);
-  cluster.produce("kern", {R"({"message": "two hours ago", "host": "gpu-2"})"}, "gpu-2", 1,
-                  hour_ago_ms - 3'599'000);
-  cluster.produce("kern", {R"({"message": "an hour ago", "host": "gpu-1"})"}, "gpu-1", 0,
-                  hour_ago_ms);
-  TimedSource source(config);
-  ASSERT_TRUE(source.waitSeen(3));
-  EXPECT_EQ(source.lines(),
-            (std::vector<std::string>{"stamped now", "two hours ago", "an hour ago"}));
-}
-
 // Runs a KafkaSource on a thread. Its handler records each batch's lines and holds the first
 // batch, as a full pipeline queue would, until release().
 class HeldSource {
