@@ -610,7 +610,12 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
                     "The blast-radius breaker: 1 tripped (no taint until it is reset), 0 closed, "
                     "-1 state unknown (its ConfigMap not read, as by a follower, or unreadable: "
                     "no taint meanwhile)");
-    metrics.onRender([t = taints.get()](Metrics& m) {
+    metrics.declare("faultline_leader", Metrics::Type::kGauge,
+                    "1 while this replica leads (it writes taints; always, without leader "
+                    "election), 0 while it follows: tells a leader's breaker state -1 (unreadable, "
+                    "no taint) from a follower's");
+    metrics.onRender([t = taints.get(), e = elector.get()](Metrics& m) {
+      m.set("faultline_leader", "", e == nullptr || e->isLeader() ? 1 : 0);
       m.set("faultline_breaker_tripped", "", t->breakerState());
       const TaintSink::Counters c = t->counters();
       for (const auto& [outcome, n] :

@@ -16,12 +16,24 @@ namespace faultline {
 DecisionCounter::DecisionCounter(Metrics* metrics) : metrics_(metrics) {
   metrics_->declare("faultline_decisions_total", Metrics::Type::kCounter,
                     "Decisions made, by action; dry_run=\"true\" for those of rules in dry run");
+  // Every series from the start: a series born at its first decision hides that decision from
+  // increase() and rate(), which need a sample before it.
+  for (const Decision::Action action :
+       {Decision::Action::kTaint, Decision::Action::kUntaint, Decision::Action::kSuppressed,
+        Decision::Action::kSuspect}) {
+    for (const bool dry_run : {false, true}) {
+      metrics_->set("faultline_decisions_total", labels(action, dry_run), 0);
+    }
+  }
+}
+
+std::string DecisionCounter::labels(Decision::Action action, bool dry_run) {
+  return Metrics::label("action", std::string(actionName(action))) +
+         (dry_run ? "," + Metrics::label("dry_run", "true") : "");
 }
 
 void DecisionCounter::write(const Decision& decision) {
-  metrics_->add("faultline_decisions_total",
-                Metrics::label("action", std::string(actionName(decision.action))) +
-                    (decision.dry_run ? "," + Metrics::label("dry_run", "true") : ""));
+  metrics_->add("faultline_decisions_total", labels(decision.action, decision.dry_run));
 }
 
 void runMatchWorker(size_t worker, BatchQueue& queue, Pipeline& pipeline, InOrder& in_order,
@@ -112,9 +124,11 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
   std::vector<std::string> signature_labels;  // the bank does not change while serving
   for (const Signature& sig : pipeline.bank().signatures) {
     signature_labels.push_back(Metrics::label("signature", sig.id));
+    metrics.set("faultline_hits_total", signature_labels.back(), 0);  // as decisions, above
   }
   InOrder in_order;
   std::atomic<bool> pipeline_running{true};
+  std::atomic<bool> warned_json_kernel{false};  // once, whichever worker sees such a line first
   auto work = [&](size_t worker) {
     std::vector<uint64_t> batch_hits(signature_labels.size());  // all 0 between batches
     uint64_t published_set_errors = 0;  // this worker's counts as last added to the metrics
@@ -143,7 +157,7 @@ void runServe(const ServeSources& sources, Pipeline& pipeline, Metrics& metrics,
                        published_set_errors = stats.set_errors;
                      }
                      if (stats.json_kernel_lines != published_json_kernel) {
-                       if (published_json_kernel == 0) {
+                       if (!warned_json_kernel.exchange(true)) {
                          spdlog::warn(
                              "matcher: kernel-stream lines that are a JSON object's text match "
                              "no kernel signature (faultline_matcher_json_kernel_lines_total): "

@@ -24,6 +24,7 @@
 #include <functional>
 #include <optional>
 #include <stop_token>
+#include <string>
 
 #include "core/batch_queue.h"
 #include "core/decision.h"
@@ -74,6 +75,8 @@ class DecisionCounter : public DecisionSink {
   void write(const Decision& decision) override;
 
  private:
+  // The series' labels: action="taint", and dry_run="true" for a rule in dry run.
+  static std::string labels(Decision::Action action, bool dry_run);
   Metrics* metrics_;
 };
 

@@ -331,11 +331,8 @@ void TaintSink::run() {
           if (entry.second.deferred_since >= oldest) {
             return false;
           }
-          spdlog::error(
-              "kubernetes: dropping {} of node {} (rule {}): deferred more than {} s ago "
-              "(follower_hold), before this leadership term",
-              actionName(d.action), d.node, d.rule, options_.follower_hold.count());
-          ++failed_;
+          givenUp(d, "deferred more than " + std::to_string(options_.follower_hold.count()) +
+                         " s ago (follower_hold), before this leadership term");
           return true;
         });
         // So is a refused taint: a reset seen in this term must not taint a node that recovered;
@@ -824,9 +821,7 @@ void TaintSink::handle(const Pending& pending) {
     return;
   }
   if (!isDns1123Subdomain(d.node)) {
-    spdlog::error("kubernetes: not acting on node '{}': invalid node name (rule {})", d.node,
-                  d.rule);
-    ++failed_;
+    givenUp(d, "invalid node name");
     return;
   }
   supersede(d);
@@ -856,16 +851,27 @@ void TaintSink::defer(Pending pending) {
   ++deferred_count_;
 }
 
-TaintSink::Outcome TaintSink::requestFailed(const std::string& action, const std::string& request,
+TaintSink::Outcome TaintSink::requestFailed(const Decision& d, const std::string& action,
+                                            const std::string& request,
                                             const KubeClient::Response& r) {
-  const bool later = retryable(r);
-  spdlog::error("kubernetes: {} {}: {}: {}", later ? "cannot yet" : "giving up:", action, request,
-                describe(r));
-  if (later) {
+  if (retryable(r)) {
+    spdlog::error("kubernetes: cannot yet {}: {}: {}", action, request, describe(r));
     return Outcome::kRetry;
   }
-  ++failed_;
+  givenUp(d, request + ": " + describe(r));
   return Outcome::kDone;
+}
+
+void TaintSink::givenUp(const Decision& d, const std::string& why) {
+  spdlog::error("kubernetes: giving up {} of node '{}' (rule {}): {}", actionName(d.action), d.node,
+                d.rule, why);
+  ++failed_;
+  Decision s = d;
+  s.action = Decision::Action::kSuppressed;
+  s.reason = "not applied, given up (" + std::string(actionName(d.action)) + "): " + why;
+  if (hooks_.on_suppressed) {
+    hooks_.on_suppressed(s);
+  }
 }
 
 void TaintSink::suppress(const Decision& d, const std::string& reason) {
@@ -1186,7 +1192,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       spdlog::warn("kubernetes: PATCH {} answered 200 without the node, re-reading", path);
       may_have_landed_ = true;  // it did: deferred after the last try, its retry must know
     } else if (patched.status != 409) {
-      return requestFailed("taint " + what, "PATCH " + path, patched);
+      return requestFailed(d, "taint " + what, "PATCH " + path, patched);
     } else {
       spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
       ++conflicts_retried_;
@@ -1198,7 +1204,7 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       if (!retryable(got)) {
         nodes_.erase(d.node);  // unreadable for good (a 404: gone): out of the snapshot
       }
-      return requestFailed("taint " + what, "GET " + path, got);
+      return requestFailed(d, "taint " + what, "GET " + path, got);
     }
     nodes_[d.node] = node;
   }
@@ -1236,7 +1242,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
                                           "GET " + path, options_.max_attempts);
     const json node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
-      return requestFailed("untaint node " + d.node, "GET " + path, got);
+      return requestFailed(d, "untaint node " + d.node, "GET " + path, got);
     }
     const std::optional<TaintMark> mark = taintMark(node);
     // Re-read after a 409, or a deferred untaint's first read after a PATCH without an answer,
@@ -1297,7 +1303,7 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
       spdlog::warn("kubernetes: PATCH {} answered 200 without the node, re-reading", path);
       may_have_landed_ = true;  // it did: deferred after the last try, its retry must know
     } else if (patched.status != 409) {
-      return requestFailed("untaint node " + d.node, "PATCH " + path, patched);
+      return requestFailed(d, "untaint node " + d.node, "PATCH " + path, patched);
     } else {
       ++conflicts_retried_;
     }

@@ -174,7 +174,8 @@ class TaintSink : public DecisionSink {
   // EventCorrelator keeps an LRU cache of 4096: past it, the least recently written is forgotten.
   static constexpr size_t kMaxEvents = 4096;
   struct Hooks {
-    // Receives every refused decision as kSuppressed with its reason, on the sink's thread.
+    // Receives every refused decision, and every one given up (givenUp(): its reason starts "not
+    // applied, given up"), as kSuppressed with its reason, on the sink's thread.
     std::function<void(const Decision&)> on_suppressed;
     // Receives each refused taint applied after an operator reset the breaker, or once its node
     // was listed eligible, its reason starting "taken up at the breaker reset" or "taken up once
@@ -301,10 +302,14 @@ class TaintSink : public DecisionSink {
   void handle(const Pending& pending);
   Outcome taint(const Decision& decision);
   Outcome untaint(const Decision& decision);
-  // A request of `action` ("taint X on node N") that failed after its tries: logged; kRetry when
-  // the answer may change (retryable()), else counted as failed and kDone.
-  Outcome requestFailed(const std::string& action, const std::string& request,
+  // A request of `action` ("taint X on node N") for decision `d` that failed after its tries:
+  // logged; kRetry when the answer may change (retryable()), else givenUp() and kDone.
+  Outcome requestFailed(const Decision& d, const std::string& action, const std::string& request,
                         const KubeClient::Response& r);
+  // Decision `d` is dropped unapplied for `why`: logged, counted as failed, and handed to
+  // Hooks::on_suppressed as a kSuppressed decision whose reason says so, so that the decision
+  // log, which holds `d`, shows it was not applied.
+  void givenUp(const Decision& d, const std::string& why);
   void suppress(const Decision& decision, const std::string& reason);
   // A kSuspect decision: an Event (FaultlineSuspect) on its node if the last LIST saw it eligible.
   void suspect(const Decision& decision);

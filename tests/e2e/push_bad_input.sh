@@ -114,7 +114,14 @@ for series in 'faultline_records_total{source="http",format="loki_json"} 2' \
   'faultline_decision_log_errors_total 0'; do
   grep -qxF "$series" <<<"$metrics" || fail "metrics: no '$series' in: $(grep -v '^#' <<<"$metrics")"
 done
-[[ $(grep -c '^faultline_hits_total{' <<<"$metrics") == 1 ]] || fail "metrics: hits of other signatures"
+# Every signature's series is there from the start, at 0 but for the one that hit.
+[[ $(grep -c '^faultline_hits_total{' <<<"$metrics") == $("$FAULTLINE" rules test | cut -d' ' -f3) ]] ||
+  fail "metrics: not every signature's hits series"
+[[ $(grep '^faultline_hits_total{' <<<"$metrics" | grep -vc ' 0$') == 1 ]] ||
+  fail "metrics: hits of other signatures"
+# So are the decisions' of every action, at 0 but for the taint.
+[[ $(grep '^faultline_decisions_total{' <<<"$metrics" | grep -c ' 0$') == 7 ]] ||
+  fail "metrics: decisions series: $(grep '^faultline_decisions_total{' <<<"$metrics")"
 for reason in 'malformed"} 9' 'too_large"} 4' 'unauthorized"} 3' 'encoding"} 1'; do
   grep -q "faultline_push_requests_rejected_total{reason=\"$reason" <<<"$metrics" ||
     fail "metrics: no $reason: $(grep rejected_total <<<"$metrics")"

@@ -981,15 +981,24 @@ TEST_F(TaintSinkTest, ALaterDecisionSupersedesADeferredOne) {
   EXPECT_EQ(sink->counters().applied, 0u);
 }
 
+// Given up, and the decision log told so (Hooks::on_suppressed): it held the taint alone, as if
+// applied (a review, 2026-12-03).
 TEST_F(TaintSinkTest, ClientErrorIsDropped) {
   createNode("n1");
   server_.failNext("PATCH", "/api/v1/nodes/n1", 403);
-  TaintSink sink(config(), options());
+  TaintSink sink(config(), options(), hooks());
   sink.write(decision("n1"));
   sink.flush();
 
   EXPECT_EQ(nodeRequests(), (Lines{"PATCH /api/v1/nodes/n1"}));
   EXPECT_EQ(sink.counters().failed, 1u);
+  const std::vector<Decision> given_up = suppressed();
+  ASSERT_EQ(given_up.size(), 1u);
+  EXPECT_EQ(given_up[0].node, "n1");
+  EXPECT_EQ(given_up[0].reason.rfind(
+                "not applied, given up (taint): PATCH /api/v1/nodes/n1: HTTP 403", 0),
+            0u)
+      << given_up[0].reason;
 }
 
 TEST_F(TaintSinkTest, InvalidTaintIsDroppedOn422) {
