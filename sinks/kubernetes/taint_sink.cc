@@ -1121,10 +1121,11 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       spdlog::info("kubernetes: taint {} already present (rule {})", what, d.rule);
       ++already_present_;
       // Put back by hand after faultline's was removed (its mark still on the node), the taint
-      // left the condition Unknown (TaintRemovedByHand): this fault makes it True, as if
-      // faultline had tainted. Not for another writer's taint, whose removal nothing would see.
+      // left the condition Unknown (TaintRemovedByHand); or faultline's taint went on without its
+      // condition (that write failed): this fault makes it True, as if faultline had tainted. Not
+      // for another writer's taint, whose removal nothing would see.
       if (const NodeCondition c = nodeCondition(node, options_.condition_type);
-          mark && c.present && c.status != "True") {
+          mark && c.status != "True") {
         condition(node, "True", "FaultDetected", message);
       }
       return Outcome::kDone;

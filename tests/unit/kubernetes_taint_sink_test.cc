@@ -427,6 +427,22 @@ TEST_F(TaintSinkTest, APatchAnsweredWithoutTheNodeIsReadBack) {
   EXPECT_EQ(sink.counters().untainted, 1u);
 }
 
+// A taint whose condition could not be written (403 on nodes/status) gets it from the node's
+// next fault, which finds the taint there: it stayed absent for good (a review, 2026-12-03).
+TEST_F(TaintSinkTest, ATaintWithoutItsConditionGetsItAtTheNextFault) {
+  createNode("n1");
+  server_.failNext("PATCH", "/api/v1/nodes/n1/status", 403, /*count=*/1);
+  TaintSink sink(config(), options());
+  sink.write(decision("n1"));
+  sink.flush();
+  ASSERT_TRUE(tainted("n1"));
+  ASSERT_EQ(condition("n1"), "");
+  sink.write(decision("n1", "test-rule", civilToNanos(2025, 2, 23, 17, 0, 0)));
+  sink.flush();
+  EXPECT_EQ(condition("n1"), "True");
+  EXPECT_EQ(sink.counters().already_present, 1u);
+}
+
 // An Event is tried once: retried with backoff, an API server shedding load (429) held the
 // worker about 20 s per decision while later decisions waited (a review, 2026-12-02). The taint
 // and the node's condition, which say the same, are written.
