@@ -87,6 +87,10 @@ check_common() {  # $1 = render JSON, $2 = number of ConfigMaps expected, $3 = r
     "(.[] | select(.kind == \"ClusterRole\") | $flatten_rules) == $expected_cluster"
   expect "$j" "Role rules are exactly $expected_role" \
     "(.[] | select(.kind == \"Role\") | $flatten_rules) == $expected_role"
+  # What resourceNames can restrict (all but create) is the one object faultline uses.
+  expect "$j" "Role get/update only of the Lease faultline and the ConfigMap faultline-breaker" \
+    '[.[] | select(.kind == "Role") | .rules[] | select(any(.verbs[]; . != "create"))
+      | .resourceNames] == [["faultline"], ["faultline-breaker"]]'
   local sa='.subjects == [{"kind":"ServiceAccount","name":"faultline","namespace":"faultline"}]'
   expect "$j" "ClusterRoleBinding binds the ClusterRole to the ServiceAccount" \
     ".[] | select(.kind == \"ClusterRoleBinding\")
