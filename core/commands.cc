@@ -614,8 +614,18 @@ int serve(const std::string& config_path, std::vector<RuleFile>* restart_files) 
                     "1 while this replica leads (it writes taints; always, without leader "
                     "election), 0 while it follows: tells a leader's breaker state -1 (unreadable, "
                     "no taint) from a follower's");
+    metrics.declare("faultline_taint_waiting", Metrics::Type::kGauge,
+                    "Taint decisions waiting, by state: deferred (the API server did not take "
+                    "them yet), refused (guard or breaker, until a reset), ineligible (the node "
+                    "not listed eligible yet)");
     metrics.onRender([t = taints.get(), e = elector.get()](Metrics& m) {
       m.set("faultline_leader", "", e == nullptr || e->isLeader() ? 1 : 0);
+      const TaintSink::Waiting w = t->waiting();
+      for (const auto& [state, n] :
+           {std::pair{"deferred", w.deferred}, std::pair{"refused", w.refused},
+            std::pair{"ineligible", w.ineligible}}) {
+        m.set("faultline_taint_waiting", Metrics::label("state", state), static_cast<double>(n));
+      }
       m.set("faultline_breaker_tripped", "", t->breakerState());
       const TaintSink::Counters c = t->counters();
       for (const auto& [outcome, n] :

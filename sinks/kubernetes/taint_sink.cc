@@ -265,6 +265,10 @@ TaintSink::Counters TaintSink::counters() const {
                   deferred_count_.load(),    failed_.load(),     not_applied_.load()};
 }
 
+TaintSink::Waiting TaintSink::waiting() const {
+  return Waiting{waiting_deferred_.load(), waiting_refused_.load(), waiting_ineligible_.load()};
+}
+
 std::string TaintSink::breakerTripped() const {
   std::lock_guard lock(mu_);
   return breaker_ == Breaker::kClosed ? "" : breaker_reason_;
@@ -284,6 +288,10 @@ void TaintSink::run() {
   // which lines read before it would not find.
   bool started = false;
   while (true) {
+    // The maps are this thread's own: their sizes are published for waiting().
+    waiting_deferred_ = deferred_.size();
+    waiting_refused_ = refused_.size();
+    waiting_ineligible_ = ineligible_.size();
     // Wakes at least twice a second to notice leadership and keep the node snapshot fresh.
     if (started) {
       work_cv_.wait_for(lock, std::chrono::milliseconds(500),

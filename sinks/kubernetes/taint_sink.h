@@ -262,6 +262,13 @@ class TaintSink : public DecisionSink {
   void flush() override;
 
   Counters counters() const;
+  // Decisions waiting now, as of the worker's last turn (at most half a second old).
+  struct Waiting {
+    uint64_t deferred = 0;    // the API server did not take them yet: handled again
+    uint64_t refused = 0;     // refused by the guard or breaker, until a reset or supersession
+    uint64_t ineligible = 0;  // refused as the node was not listed eligible, until it is
+  };
+  Waiting waiting() const;
   // The breaker's reason while it is tripped, why its state is unknown while it is, else "".
   std::string breakerTripped() const;
   // The breaker for /metrics: 1 tripped (its ConfigMap written or not yet), 0 closed, -1 state
@@ -430,6 +437,10 @@ class TaintSink : public DecisionSink {
   std::atomic<uint64_t> deferred_count_{0};
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> not_applied_{0};
+  // deferred_, refused_ and ineligible_ sizes, as the worker last saw them (waiting()).
+  std::atomic<uint64_t> waiting_deferred_{0};
+  std::atomic<uint64_t> waiting_refused_{0};
+  std::atomic<uint64_t> waiting_ineligible_{0};
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // queue_ gained an entry or stopping_ was set

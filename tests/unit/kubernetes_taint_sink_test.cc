@@ -840,6 +840,9 @@ TEST_F(TaintSinkTest, ADecisionDeferredWhenTheSinkStopsIsCountedNotApplied) {
   sink.flush();
   ASSERT_EQ(sink.counters().deferred, 1u);
   EXPECT_EQ(sink.counters().not_applied, 0u);
+  // The faultline_taint_waiting gauge: published at the worker's next turn.
+  EXPECT_TRUE(waitFor([&] { return sink.waiting().deferred == 1; }));
+  EXPECT_EQ(sink.waiting().refused, 0u);
   sink.stop();
   EXPECT_EQ(sink.counters().not_applied, 1u);
   EXPECT_FALSE(tainted("n1"));
@@ -1174,6 +1177,9 @@ TEST_F(GuardTest, CountLimitTripsTheBreaker) {
   EXPECT_EQ(sink.counters().suppressed, 2u);
   EXPECT_EQ(sink.breakerTripped(), "would taint 3 nodes, over max_tainted 2");
   EXPECT_EQ(sink.breakerState(), 1);  // faultline_breaker_tripped
+  // faultline_taint_waiting: both refusals wait for the breaker's reset.
+  EXPECT_TRUE(waitFor([&] { return sink.waiting().refused == 2; }));
+  EXPECT_EQ(sink.waiting().deferred, 0u);
   // The trip is recorded in the API server, where an operator sees and resets it.
   ASSERT_TRUE(breaker().is_object());
   EXPECT_EQ(breaker()["data"]["reason"], "would taint 3 nodes, over max_tainted 2");
