@@ -673,6 +673,12 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     const bool decoded = decoders_[index].decode(km, now, &batch);
     if (skew > 0) {
+      if (!lanes.contains(key)) {
+        // The partition's first message: the partitions assigned with it and not read yet hold
+        // it, as the lane check (every kLaneCheckNs) would have them do; before it, the first
+        // messages of one partition passed the others' older ones.
+        forgetRevoked(now);
+      }
       // The message's newest record time, as the pipeline takes it (kMaxAheadNs), so that a node
       // whose clock runs ahead holds no partition.
       int64_t t = INT64_MIN;
