@@ -511,6 +511,11 @@ bool TaintSink::stopping() const {
 }
 
 KubeClient::Response TaintSink::send(const std::function<KubeClient::Response(Deadline)>& request,
+                                     const std::string& what) {
+  return send(request, what, options_.max_attempts);
+}
+
+KubeClient::Response TaintSink::send(const std::function<KubeClient::Response(Deadline)>& request,
                                      const std::string& what, int attempts) {
   KubeClient::Response r;
   for (int attempt = 1; attempt <= attempts; ++attempt) {
@@ -552,7 +557,7 @@ KubeClient::Response TaintSink::patchNode(const std::string& path, const json& p
         may_have_landed_ = may_have_landed_ || r.status == 0 || r.status >= 500;
         return r;
       },
-      "PATCH " + path, options_.max_attempts);
+      "PATCH " + path);
 }
 
 bool TaintSink::refresh() {
@@ -571,8 +576,8 @@ bool TaintSink::listPaged(const std::string& selector,
                             (selector.empty() ? "" : "&labelSelector=" + percentEncode(selector));
   std::string path = first;
   while (true) {
-    const KubeClient::Response r = send([&](Deadline until) { return client_.get(path, until); },
-                                        "GET " + path, options_.max_attempts);
+    const KubeClient::Response r =
+        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
     NodeListPage page;
     // Also a 410 Gone: the continue token outlived its snapshot; the next refresh starts over.
     if (r.status != 200 || !parseNodeList(r.body, &page)) {
@@ -776,8 +781,8 @@ bool TaintSink::list() {
   const std::string cm = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps/" +
                          options_.breaker_configmap;
   // It fails closed: only a 404 clears it, and not a trip whose POST failed.
-  const KubeClient::Response r = send([&](Deadline until) { return client_.get(cm, until); },
-                                      "GET " + cm, options_.max_attempts);
+  const KubeClient::Response r =
+      send([&](Deadline until) { return client_.get(cm, until); }, "GET " + cm);
   if (r.status == 200) {
     const std::string reason = stringAt(parseObject(r.body), "/data/reason");
     setBreaker(Breaker::kTripped, reason.empty() ? "tripped (ConfigMap without a reason)" : reason);
@@ -995,8 +1000,7 @@ bool TaintSink::record(const std::string& reason) {
       {"data", {{"reason", reason}, {"time", rfc3339Seconds(nowNanos())}}}};
   const std::string path = "/api/v1/namespaces/" + options_.breaker_namespace + "/configmaps";
   const KubeClient::Response r =
-      send([&](Deadline until) { return client_.post(path, cm.dump(), until); }, "POST " + path,
-           options_.max_attempts);
+      send([&](Deadline until) { return client_.post(path, cm.dump(), until); }, "POST " + path);
   if (r.status == 201 || r.status == 409) {
     return true;
   }
@@ -1206,8 +1210,8 @@ TaintSink::Outcome TaintSink::taint(const Decision& d) {
       spdlog::info("kubernetes: node {} changed since it was read (409), re-reading", d.node);
       ++conflicts_retried_;
     }
-    const KubeClient::Response got = send([&](Deadline until) { return client_.get(path, until); },
-                                          "GET " + path, options_.max_attempts);
+    const KubeClient::Response got =
+        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
     node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       if (!retryable(got)) {
@@ -1247,8 +1251,8 @@ TaintSink::Outcome TaintSink::untaint(const Decision& d) {
     return Outcome::kDone;
   };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    const KubeClient::Response got = send([&](Deadline until) { return client_.get(path, until); },
-                                          "GET " + path, options_.max_attempts);
+    const KubeClient::Response got =
+        send([&](Deadline until) { return client_.get(path, until); }, "GET " + path);
     const json node = got.status == 200 ? parseObject(got.body) : json();
     if (!node.is_object()) {
       return requestFailed(d, "untaint node " + d.node, "GET " + path, got);
@@ -1406,7 +1410,7 @@ void TaintSink::condition(const json& node, std::string_view status, const std::
         return client_.patch(path + "?fieldManager=faultline", kStrategicMerge, dumpText(patch),
                              until);
       },
-      "PATCH " + path, options_.max_attempts);
+      "PATCH " + path);
   if (r.status != 200) {
     spdlog::warn("kubernetes: cannot set condition {} on node {}: {}", options_.condition_type,
                  name, describe(r));

@@ -252,7 +252,7 @@ class TaintSink : public DecisionSink {
   // Drains the queue (including each request's retries), logs the deferred decisions not
   // applied (Counters::not_applied), then stops the worker. Once; later calls do nothing.
   void stop();
-  // stop()
+  // Calls stop().
   ~TaintSink() override;
 
   // Queues the decision and returns at once. Suppressed decisions from elsewhere are ignored.
@@ -365,6 +365,9 @@ class TaintSink : public DecisionSink {
   // shutdown.
   KubeClient::Response send(const std::function<KubeClient::Response(Deadline)>& request,
                             const std::string& what, int attempts);
+  // send() with options_.max_attempts: every request but an Event's (event()).
+  KubeClient::Response send(const std::function<KubeClient::Response(Deadline)>& request,
+                            const std::string& what);
   // send()s a PATCH of the node object; a try without an answer sets may_have_landed_.
   KubeClient::Response patchNode(const std::string& path, const nlohmann::json& patch);
   void sleepBeforeRetry(int attempt, int retry_after_s);
