@@ -106,8 +106,8 @@ class Matcher {
   // only repeat the hits before them (Hit::repeats), for a kernel record's matches that start
   // after the head of a report quoting a process's text (quotesProcessText), and for a kernel
   // record whose line is a JSON object's text (jsonObjectText; counted in
-  // MatcherStats::json_kernel_lines). Records of a stream
-  // kind no signature applies to cost nothing beyond the lookup. Allocates only for hits.
+  // MatcherStats::json_kernel_lines). Records of a stream kind no signature applies to cost
+  // nothing beyond the lookup. Allocates only for hits.
   void match(const RecordBatch& batch, std::vector<Hit>* hits);
 
   // Matches a single line as stream kind `kind`; returns the signature indexes that match, in
