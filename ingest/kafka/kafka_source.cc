@@ -80,21 +80,13 @@ using MessagePtr = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
 using QueuePtr = std::unique_ptr<rd_kafka_queue_t, QueueDeleter>;
 using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
 
-// A message polled and not yet handed on: owned, or shared with a batch that its otlp_proto records
-// were decoded into before it was held back (KafkaConfig::max_skew_ns).
-struct Polled {
-  MessagePtr msg;
-  std::shared_ptr<const void> shared;
-  rd_kafka_message_t* get() const {
-    return msg ? msg.get()
-               : static_cast<rd_kafka_message_t*>(const_cast<void*>(shared.get()));  // NOLINT
-  }
-};
-
 constexpr int kIdlePollMs = 100;  // bounds how long a stop request waits for poll to return
 // Messages taken from librdkafka's queue per call once a batch is open: rd_kafka_consumer_poll
 // reads the clock twice per message (max.poll.interval.ms), 5% of a JSON topic's CPU.
 constexpr size_t kPollBatch = 256;
+// A seek is served by librdkafka's main thread, in well under a millisecond: the bound is for a
+// thread that is stuck, not slow.
+constexpr int kSeekTimeoutMs = 10'000;
 // A handler that has not returned by then is waited for with the partitions paused. Pausing
 // drops prefetched messages, so it is kept for real stalls.
 constexpr std::chrono::seconds kPauseAfter{1};
@@ -385,7 +377,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // Messages polled but not yet consumed: the rest of a rd_kafka_consume_batch_queue call, and
   // those polled while a batch was being handled (from partitions a rebalance assigned in the
   // meantime, which start unpaused, and consumer errors), which open the next batch.
-  std::deque<Polled> ready;
+  std::deque<MessagePtr> ready;
   const QueuePtr consumer_queue(rd_kafka_queue_get_consumer(rk.get()));
 
   // The index in config_.topics of the topic named `name`; config_.topics.size() if none.
@@ -399,11 +391,15 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // Event-time alignment (KafkaConfig::max_skew_ns), per (topic index, partition) read.
   using Key = std::pair<size_t, int32_t>;
   struct Lane {
-    int64_t newest_ns = INT64_MIN;  // the newest record time handed on from it
-    bool more = false;            // librdkafka's high watermark was past the last message handed on
-    int64_t high = -1;            // that watermark, read again only once a message reaches it
-    int64_t held_ns = INT64_MIN;  // the newest record time of held.front()
-    std::deque<Polled> held;      // the partition paused: its first message beyond the bound, on
+    // The newest record time handed on from it, or that of its held message once released.
+    int64_t newest_ns = INT64_MIN;
+    bool more = false;  // librdkafka's high watermark was past the last message handed on
+    int64_t high = -1;  // that watermark, read again only once a message reaches it
+    // Held back: the partition paused and its position set back (a seek) to `held_offset`, the
+    // offset of its first message beyond the bound, whose newest record time is held_ns. It keeps
+    // no message: those polled are fetched again once it is released. -1: not held.
+    int64_t held_offset = -1;
+    int64_t held_ns = INT64_MIN;
     std::multiset<int64_t>::iterator at;  // in `fronts`, if it holds or has more
     bool placed = false;
     int64_t progress_ns = INT64_MIN;  // when it was found assigned or last handed a message on
@@ -413,8 +409,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // the least other one is found in O(1) per message, however many partitions are read.
   std::multiset<int64_t> fronts;
   auto place = [&](Lane& lane) {
-    const bool holds = !lane.held.empty() || lane.more;
-    const int64_t front = lane.held.empty() ? lane.newest_ns : lane.held_ns;
+    const bool holds = lane.held_offset >= 0 || lane.more;
+    const int64_t front = lane.held_offset < 0 ? lane.newest_ns : lane.held_ns;
     if (lane.placed && holds) {
       if (*lane.at != front) {  // the node moved, not allocated again: once per message
         auto node = fronts.extract(lane.at);
@@ -450,9 +446,9 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   auto beyond = [&](int64_t t, int64_t least) {
     return least <= INT64_MAX - skew && t > least + skew;
   };
-  // Forgets the partitions no longer assigned (a rebalance): their held messages are dropped (the
-  // new owner reads them from the committed offset) and their pause lifted, which librdkafka would
-  // keep if they were assigned back.
+  // Forgets the partitions no longer assigned (a rebalance): the pause of one held back is lifted,
+  // which librdkafka would keep if it were assigned back (the new owner reads from the committed
+  // offset).
   // With `now` (ns), also takes the partitions assigned and not read yet as holding the others
   // (newly assigned, their time is not known), for kStallNs at most.
   auto forgetRevoked = [&](int64_t now = INT64_MIN) {
@@ -473,7 +469,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       }
     }
     for (auto& [key, lane] : lanes) {
-      if (now != INT64_MIN && lane.more && lane.held.empty() && lane.progress_ns != INT64_MIN &&
+      if (now != INT64_MIN && lane.more && lane.held_offset < 0 && lane.progress_ns != INT64_MIN &&
           now - lane.progress_ns > kStallNs) {
         lane.more = false;  // until its next message
         place(lane);
@@ -486,14 +482,13 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         ++it;
         continue;
       }
-      if (!it->second.held.empty()) {
+      if (it->second.held_offset >= 0) {
         rd_kafka_resume_partitions(rk.get(), partitionList(it->first).get());
         --held_lanes;
-        // Its messages polled after the held ones go too (polled while the pipeline was busy):
-        // handed on, they would store an offset past the dropped ones, which the group commits
-        // if the partition comes back to this member before the store.
-        std::erase_if(ready, [&](const Polled& p) {
-          const rd_kafka_message_t* m = p.get();
+        // Its messages polled after the held one go too (polled while the pipeline was busy):
+        // handed on, they would store an offset past the held one, which the group commits if
+        // the partition comes back to this member before the store.
+        std::erase_if(ready, [&](const MessagePtr& m) {
           return m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition == it->first.second &&
                  topicIndex(rd_kafka_topic_name(m->rkt)) == it->first.first;
         });
@@ -504,20 +499,42 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       it = lanes.erase(it);
     }
   };
-  // Hands on (to the front of `ready`) what the partitions no longer ahead by more than the bound
-  // held, and fetches them again.
+  // Pauses the partition `key` and sets its position back to `offset` (the message being
+  // consumed), so that the messages polled from it are dropped, and fetched again from there once
+  // it is resumed. The pause comes first: a pause sets the position to the last message consumed
+  // (librdkafka #3471). False, the partition resumed, if the seek failed (the partition is being
+  // revoked): the message is then handed on, not held, since it would not be fetched again.
+  auto holdBack = [&](const Key& key, int64_t offset) {
+    const ListPtr one = partitionList(key);
+    rd_kafka_pause_partitions(rk.get(), one.get());
+    one->elems[0].offset = offset;
+    rd_kafka_error_t* error = rd_kafka_seek_partitions(rk.get(), one.get(), kSeekTimeoutMs);
+    const rd_kafka_resp_err_t err =
+        error != nullptr ? rd_kafka_error_code(error) : one->elems[0].err;
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return true;
+    }
+    spdlog::warn("kafka: {}[{}] not held back: seek to offset {}: {}",
+                 config_.topics[key.first].name, key.second, offset, rd_kafka_err2str(err));
+    rd_kafka_error_destroy(error);
+    rd_kafka_resume_partitions(rk.get(), one.get());
+    return false;
+  };
+  // Resumes the partitions held back that are no longer ahead by more than the bound: they fetch
+  // again from their held message.
   auto release = [&] {
     forgetRevoked();
     for (auto& [key, lane] : lanes) {
-      if (lane.held.empty() || beyond(lane.held_ns, others(key))) {
+      if (lane.held_offset < 0 || beyond(lane.held_ns, others(key))) {
         continue;
       }
       rd_kafka_resume_partitions(rk.get(), partitionList(key).get());
-      for (auto it = lane.held.rbegin(); it != lane.held.rend(); ++it) {
-        ready.push_front(std::move(*it));
-      }
-      lane.held.clear();
+      lane.held_offset = -1;
       --held_lanes;
+      // Its next message is the held one: the others may go on as far as they could while it was
+      // held, not stop at its last message handed on until the fetch brings it again.
+      lane.newest_ns = std::max(lane.newest_ns, lane.held_ns);
+      lane.progress_ns = nowNanos();  // its fetch starts now: held that long, it is no stall
       place(lane);
     }
   };
@@ -552,7 +569,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
                                           msg->partition);
       }
       if (msg) {  // an error too, so that consume() counts and logs it (it was dropped unseen)
-        ready.push_back({std::move(msg), nullptr});
+        ready.push_back(std::move(msg));
       }
     }
     rd_kafka_resume_partitions(rk.get(), paused.get());
@@ -564,7 +581,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       if (lane.progress_ns != INT64_MIN) {
         lane.progress_ns += busy_ns;
       }
-      if (!lane.held.empty()) {  // held back: paused still
+      if (lane.held_offset >= 0) {  // held back: paused still
         rd_kafka_pause_partitions(rk.get(), partitionList(key).get());
       }
     }
@@ -607,8 +624,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   // Each assigned partition's high watermark as first seen, until caught up: the end of the
   // backlog, read once the position passes it.
   std::map<std::pair<std::string, int32_t>, int64_t> ends;
-  auto consume = [&](Polled polled, int64_t now) {
-    rd_kafka_message_t* const msg = polled.get();
+  auto consume = [&](MessagePtr owned, int64_t now) {
+    rd_kafka_message_t* const msg = owned.get();
     if (msg->err) {
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         if (caught_up_ != nullptr && !caught_up_->load() && msg->rkt != nullptr) {
@@ -637,9 +654,8 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     const KafkaTopicConfig& cfg = config_.topics[index];
     const Key key{index, msg->partition};
     if (skew > 0) {
-      if (const auto lane = lanes.find(key); lane != lanes.end() && !lane->second.held.empty()) {
-        lane->second.held.push_back(std::move(polled));  // polled before its pause took effect
-        return;
+      if (const auto lane = lanes.find(key); lane != lanes.end() && lane->second.held_offset >= 0) {
+        return;  // polled before its pause took effect: fetched again once released
       }
     }
     const size_t first_record = batch.records.size();
@@ -664,12 +680,9 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     // otlp_proto records point into the message: the decoder makes the batch hold it. Other
     // decoders copy, and the message goes when `msg` does, without an allocation.
     if (decoders_[index].pointsIntoMessages()) {
-      if (!polled.shared) {
-        polled.shared = std::shared_ptr<const void>(polled.msg.release(), [](const void* p) {
-          rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
-        });
-      }
-      km.owner = polled.shared;
+      km.owner = std::shared_ptr<const void>(owned.release(), [](const void* p) {
+        rd_kafka_message_destroy(static_cast<rd_kafka_message_t*>(const_cast<void*>(p)));
+      });
     }
     const bool decoded = decoders_[index].decode(km, now, &batch);
     if (skew > 0) {
@@ -689,15 +702,14 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         forgetRevoked();
       }
       Lane& lane = lanes[key];
-      if (t != INT64_MIN && beyond(t, others(key))) {
-        // Held back undecoded (decoded again when released), the partition paused meanwhile.
+      if (t != INT64_MIN && beyond(t, others(key)) && holdBack(key, msg->offset)) {
+        // Not kept: fetched and decoded again when released.
         batch.records.resize(first_record);
         batch.labels.resize(first_label);
+        lane.held_offset = msg->offset;
         lane.held_ns = t;
-        lane.held.push_back(std::move(polled));
         ++held_lanes;
         place(lane);
-        rd_kafka_pause_partitions(rk.get(), partitionList(key).get());
         return;
       }
       lane.newest_ns = std::max(lane.newest_ns, t);
@@ -750,7 +762,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     if (ready.empty()) {
       if (pending == 0) {
         if (rd_kafka_message_t* first = rd_kafka_consumer_poll(rk.get(), kIdlePollMs)) {
-          ready.push_back({MessagePtr(first), nullptr});
+          ready.emplace_back(first);
         }
       } else {
         // Only what the open batch can still take, by messages, and by records and bytes at its
@@ -768,14 +780,14 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
         const ssize_t n =
             rd_kafka_consume_batch_queue(consumer_queue.get(), 0, polled.data(), room);
         for (ssize_t i = 0; i < n; ++i) {
-          ready.push_back({MessagePtr(polled[static_cast<size_t>(i)]), nullptr});
+          ready.emplace_back(polled[static_cast<size_t>(i)]);
         }
       }
       now = nowNanos();
     }
     const bool drained = ready.empty();
     if (!drained) {
-      Polled msg = std::move(ready.front());
+      MessagePtr msg = std::move(ready.front());
       ready.pop_front();
       consume(std::move(msg), now);
     }

@@ -55,10 +55,11 @@ struct KafkaConfig {
   // partition by bytes, so a partition of quiet nodes ran an hour ahead of one of chatty nodes,
   // and the correlator found the chatty one's nodes silent (Correlator::advance) and decided a
   // port DOWN lasting while its ACTIVE was still unread. A message whose newest record time (at
-  // most a minute past the clock, as the pipeline takes it) is beyond the bound is held back with
-  // its partition paused, and decoded again once the others have caught up. A partition assigned
-  // and not read yet, or with messages left and none handed on, holds the others for 10 s at most
-  // (until its next message: a broker that does not answer must not stop the others).
+  // most a minute past the clock, as the pipeline takes it) is beyond the bound is held back:
+  // its partition paused and set back to it (a seek), so that nothing polled of it is kept, and
+  // fetched and decoded again once the others have caught up. A partition assigned and not read
+  // yet, or with messages left and none handed on, holds the others for 10 s at most (until its
+  // next message: a broker that does not answer must not stop the others).
   int64_t max_skew_ns = 0;
 
   // Shape (unknown keys are errors):

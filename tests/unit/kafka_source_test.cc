@@ -197,14 +197,26 @@ class MockCluster {
   // choice), stamped `timestamp_ms` (ms since the epoch; 0: now), and waits for every delivery.
   void produce(const std::string& topic, const std::vector<std::string>& values,
                const std::string& node, int32_t partition = RD_KAFKA_PARTITION_UA,
-               int64_t timestamp_ms = 0) {
+               int64_t timestamp_ms = 0) const {
+    std::vector<std::pair<std::string, int64_t>> stamped;
+    stamped.reserve(values.size());
+    for (const std::string& v : values) {
+      stamped.emplace_back(v, timestamp_ms);
+    }
+    produce(topic, stamped, node, partition);
+  }
+  // As above, each value with its own stamp: one producer, flushed once, so that a partition's
+  // values make one produce request (one record batch) when sent within linger.ms (5).
+  void produce(const std::string& topic,
+               const std::vector<std::pair<std::string, int64_t>>& stamped, const std::string& node,
+               int32_t partition) const {
     char err[512];
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps().c_str(), err, sizeof(err)),
               RD_KAFKA_CONF_OK);
     rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     ASSERT_NE(producer, nullptr) << err;
-    for (const std::string& v : values) {
+    for (const auto& [v, timestamp_ms] : stamped) {
       EXPECT_TRUE(produceOne(producer, topic, partition, v, node.c_str(), timestamp_ms));
     }
     EXPECT_EQ(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -838,6 +850,54 @@ TEST(KafkaSource, APartitionThatStallsWithMessagesLeftHoldsTheOthersTenSecondsAt
   ASSERT_TRUE(source.waitSeen(3));
   EXPECT_EQ(source.lines(),
             (std::vector<std::string>{"two hours ago", "an hour ago", "two hours ago, the next"}));
+}
+
+// A partition held back keeps none of its messages: those polled with the one held are dropped,
+// and fetched again from the held one once it is released. Partition 0's 50 messages make one
+// record batch, so one fetch and one poll: the first 5, stamped as partition 1's, may be handed
+// on at once, the 6th, an hour ahead, is held, and the 44 after it come in the same poll.
+// Partition 1's three come a fetch at a time, 1.5 s apart after the first. Each message comes
+// once, each partition's in order, and none an hour ahead before partition 1's last. Takes about
+// 8 s: the mock coordinator's join delay and the fetch delays.
+TEST(KafkaSource, AHeldPartitionsMessagesAreFetchedAgainOnceEach) {
+  MockCluster cluster(2);
+  KafkaConfig config = twoLeaders(cluster, "refetch");
+  config.properties["max.partition.fetch.bytes"] = "1";  // one record batch per fetch
+  const int64_t hour_ago_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count() -
+      3'600'000;
+  std::vector<std::string> behind;
+  for (int i = 0; i < 3; ++i) {  // a produce request, so a record batch, each
+    behind.push_back("two hours ago " + std::to_string(i));
+    cluster.produce("kern", {behind.back()}, "gpu-2", 1, hour_ago_ms - 3'600'000 + i * 1000);
+  }
+  std::vector<std::pair<std::string, int64_t>> ahead;
+  for (int i = 0; i < 50; ++i) {
+    ahead.emplace_back("p0 " + std::to_string(i),
+                       i < 5 ? hour_ago_ms - 3'600'000 + 10'000 : hour_ago_ms);
+  }
+  cluster.produce("kern", ahead, "gpu-1", 0);
+  cluster.delayFetches(2, {0, 1500, 1500});
+  TimedSource source(config);
+  ASSERT_TRUE(source.waitSeen(behind.size() + ahead.size()));
+  std::this_thread::sleep_for(milliseconds(500));  // for any duplicate
+  const std::vector<std::string> lines = source.lines();
+  ASSERT_EQ(lines.size(), behind.size() + ahead.size());
+  std::vector<std::string> p0;
+  std::vector<std::string> p1;
+  for (const std::string& line : lines) {
+    (line.starts_with("p0 ") ? p0 : p1).push_back(line);
+  }
+  EXPECT_EQ(p1, behind);
+  std::vector<std::string> ahead_lines;
+  for (const auto& [line, stamp] : ahead) {
+    ahead_lines.push_back(line);
+  }
+  EXPECT_EQ(p0, ahead_lines);
+  const auto last_behind = std::find(lines.begin(), lines.end(), behind.back());
+  const auto first_hour_ahead = std::find(lines.begin(), lines.end(), ahead[5].first);
+  EXPECT_LT(last_behind, first_hour_ahead) << "an hour ahead before the partition behind";
 }
 
 // Runs a KafkaSource on a thread. Its handler records each batch's lines and holds the first
