@@ -839,13 +839,16 @@ TEST(KafkaSource, APartitionWhoseLeaderIsDownHoldsTheOthersTenSecondsAtMost) {
 }
 
 // A partition read, with messages left, whose broker stops answering (its next fetch is answered
-// 25 s late) holds the others no longer once it has handed nothing on for kStallNs (10 s): the
-// hour-later message of partition 0 comes before the stalled fetch's. Takes about 30 s.
+// 20 s late) holds the others no longer once it has handed nothing on for kStallNs (10 s): the
+// hour-later message of partition 0 comes before the stalled fetch's. Partition 1's first fetch is
+// answered 2 s late, so that partition 0's message comes first and is held: were partition 1's
+// first, it would be held while partition 0's time is not known, and fetched again by the fetch
+// answered late. Takes about 25 s.
 TEST(KafkaSource, APartitionThatStallsWithMessagesLeftHoldsTheOthersTenSecondsAtMost) {
   MockCluster cluster(2);
   KafkaConfig config = twoLeaders(cluster, "stalled");
   produceAnHourApart(cluster, &config);
-  cluster.delayFetches(2, {0, 25'000});
+  cluster.delayFetches(2, {2'000, 20'000});
   TimedSource source(config);
   ASSERT_TRUE(source.waitSeen(3));
   EXPECT_EQ(source.lines(),
