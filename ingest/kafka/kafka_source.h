@@ -38,9 +38,14 @@ struct KafkaConfig {
   //     librdkafka 2.0.2 fetches again only about a second after its pre-fetch queue passes one
   //     of these, and a catch-up reads about the queue plus one fetch per second. The payload
   //     held stays as before: 88 + 24 MiB against 64 + 50;
+  //   fetch.wait.max.ms 100, not 500: a partition held back (max_skew_ns) and released fetches
+  //     again, and librdkafka sends a broker one fetch at a time, so its next fetch waited out the
+  //     one in flight that the broker held for want of data: up to 500 ms per release in a
+  //     catch-up (bench/kafka_skew.sh). An idle consumer asks each broker 10 times a second;
   //   statistics.interval.ms 5000, not 0: librdkafka's statistics give KafkaTopicStats::lag
   //     (0 turns it off).
   std::map<std::string, std::string> properties = {{"fetch.max.bytes", "25165824"},
+                                                   {"fetch.wait.max.ms", "100"},
                                                    {"queued.max.messages.kbytes", "90112"},
                                                    {"queued.min.messages", "200000"},
                                                    {"statistics.interval.ms", "5000"}};

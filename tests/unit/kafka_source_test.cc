@@ -102,7 +102,8 @@ TEST(KafkaConfig, PropertiesOverrideTheFetchSizeDefault) {
   EXPECT_EQ(config.properties.at("fetch.max.bytes"), "52428800");
   EXPECT_EQ(config.properties.at("queued.min.messages"), "200000");
   EXPECT_EQ(config.properties.at("statistics.interval.ms"), "5000");
-  EXPECT_EQ(config.properties.size(), 4u);
+  EXPECT_EQ(config.properties.at("fetch.wait.max.ms"), "100");
+  EXPECT_EQ(config.properties.size(), 5u);
   EXPECT_THROW(KafkaConfig::fromYaml(YAML::Load("brokers: b\nproperties: {fetch.max.bytes: 1, "
                                                 "fetch.max.bytes: 2}\ntopics: [{name: t}]\n")),
                std::runtime_error);
