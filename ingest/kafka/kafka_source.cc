@@ -433,12 +433,11 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
                                       key.second);
     return one;
   };
-  // The time up to which every other partition with messages left was read (the time of its held
-  // message, if held): INT64_MAX if there is none. One at its end holds no other.
-  auto others = [&](const Key& key) {
+  // The time up to which every partition but `own`'s with messages left was read (the time of its
+  // held message, if held): INT64_MAX if there is none. One at its end holds no other.
+  auto others = [&](const Lane& own) {
     auto least = fronts.begin();
-    if (const auto own = lanes.find(key); least != fronts.end() && own != lanes.end() &&
-                                          own->second.placed && least == own->second.at) {
+    if (least != fronts.end() && own.placed && least == own.at) {
       ++least;
     }
     return least == fronts.end() ? INT64_MAX : *least;
@@ -525,7 +524,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
   auto release = [&] {
     forgetRevoked();
     for (auto& [key, lane] : lanes) {
-      if (lane.held_offset < 0 || beyond(lane.held_ns, others(key))) {
+      if (lane.held_offset < 0 || beyond(lane.held_ns, others(lane))) {
         continue;
       }
       rd_kafka_resume_partitions(rk.get(), partitionList(key).get());
@@ -653,9 +652,14 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     const KafkaTopicConfig& cfg = config_.topics[index];
     const Key key{index, msg->partition};
+    // Its lane (skew > 0), looked up once per message: null before its partition's first message.
+    Lane* lane = nullptr;
     if (skew > 0) {
-      if (const auto lane = lanes.find(key); lane != lanes.end() && lane->second.held_offset >= 0) {
-        return;  // polled before its pause took effect: fetched again once released
+      if (const auto it = lanes.find(key); it != lanes.end()) {
+        if (it->second.held_offset >= 0) {
+          return;  // polled before its pause took effect: fetched again once released
+        }
+        lane = &it->second;
       }
     }
     const size_t first_record = batch.records.size();
@@ -686,11 +690,12 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     }
     const bool decoded = decoders_[index].decode(km, now, &batch);
     if (skew > 0) {
-      if (!lanes.contains(key)) {
+      if (lane == nullptr) {
         // The partition's first message: the partitions assigned with it and not read yet hold
         // it, as the lane check (every kLaneCheckNs) would have them do; before it, the first
         // messages of one partition passed the others' older ones.
         forgetRevoked(now);
+        lane = &lanes[key];
       }
       // The message's newest record time, as the pipeline takes it (kMaxAheadNs), so that a node
       // whose clock runs ahead holds no partition.
@@ -698,33 +703,35 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
       for (size_t i = first_record; i < batch.records.size(); ++i) {
         t = std::max(t, std::min(batch.records[i].time_ns, now + kMaxAheadNs));
       }
-      if (t != INT64_MIN && beyond(t, others(key))) {
+      bool ahead = t != INT64_MIN && beyond(t, others(*lane));
+      if (ahead) {  // judged again without the partitions revoked, which hold none
         forgetRevoked();
+        lane = &lanes[key];  // erased if this partition was revoked too
+        ahead = beyond(t, others(*lane));
       }
-      Lane& lane = lanes[key];
-      if (t != INT64_MIN && beyond(t, others(key)) && holdBack(key, msg->offset)) {
+      if (ahead && holdBack(key, msg->offset)) {
         // Not kept: fetched and decoded again when released.
         batch.records.resize(first_record);
         batch.labels.resize(first_label);
-        lane.held_offset = msg->offset;
-        lane.held_ns = t;
+        lane->held_offset = msg->offset;
+        lane->held_ns = t;
         ++held_lanes;
-        place(lane);
+        place(*lane);
         return;
       }
-      lane.newest_ns = std::max(lane.newest_ns, t);
-      lane.progress_ns = now;
+      lane->newest_ns = std::max(lane->newest_ns, t);
+      lane->progress_ns = now;
       // The watermark only grows: below the one last read, more is known without asking
       // librdkafka (a lock and a lookup per message).
-      if (msg->offset + 1 >= lane.high) {
+      if (msg->offset + 1 >= lane->high) {
         int64_t low = 0;
         if (rd_kafka_get_watermark_offsets(rk.get(), cfg.name.c_str(), msg->partition, &low,
-                                           &lane.high) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-          lane.high = -1;
+                                           &lane->high) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+          lane->high = -1;
         }
       }
-      lane.more = msg->offset + 1 < lane.high;
-      place(lane);
+      lane->more = msg->offset + 1 < lane->high;
+      place(*lane);
     }
     if (pending++ == 0) {
       deadline_ns = now + int64_t{config_.batch_timeout_ms} * 1'000'000;
