@@ -425,7 +425,7 @@ void KafkaSource::run(const BatchHandler& handle, std::stop_token stop) {
     lane.placed = holds;
   };
 
-  size_t held_lanes = 0;  // lanes holding messages
+  size_t held_lanes = 0;  // lanes held back
   const int64_t skew = config_.max_skew_ns;
   auto partitionList = [&](const Key& key) {
     ListPtr one(rd_kafka_topic_partition_list_new(1));

@@ -801,15 +801,20 @@ KafkaConfig twoLeaders(MockCluster& cluster, const std::string& group) {
   return config;
 }
 
+// An hour before now, in ms since the epoch (a Kafka record timestamp).
+int64_t hourAgoMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() -
+         3'600'000;
+}
+
 // Partition 1 two hours back ("two hours ago", then "two hours ago, the next" a second later),
 // partition 0 an hour back ("an hour ago"); one record batch per fetch, so that partition 1's
 // second message needs a fetch of its own.
 void produceAnHourApart(MockCluster& cluster, KafkaConfig* config) {
   config->properties["max.partition.fetch.bytes"] = "1";
-  const int64_t hour_ago_ms =
-      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count() -
-      3'600'000;
+  const int64_t hour_ago_ms = hourAgoMs();
   cluster.produce("kern", {"two hours ago"}, "gpu-2", 1, hour_ago_ms - 3'600'000);
   cluster.produce("kern", {"two hours ago, the next"}, "gpu-2", 1, hour_ago_ms - 3'599'000);
   cluster.produce("kern", {"an hour ago"}, "gpu-1", 0, hour_ago_ms);
@@ -867,10 +872,7 @@ TEST(KafkaSource, AHeldPartitionsMessagesAreFetchedAgainOnceEach) {
   MockCluster cluster(2);
   KafkaConfig config = twoLeaders(cluster, "refetch");
   config.properties["max.partition.fetch.bytes"] = "1";  // one record batch per fetch
-  const int64_t hour_ago_ms =
-      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count() -
-      3'600'000;
+  const int64_t hour_ago_ms = hourAgoMs();
   std::vector<std::string> behind;
   for (int i = 0; i < 3; ++i) {  // a produce request, so a record batch, each
     behind.push_back("two hours ago " + std::to_string(i));
