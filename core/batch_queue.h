@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -81,6 +82,8 @@ class BatchQueue {
     {
       std::lock_guard lock(mu_);
       bytes_ -= item.bytes;
+      --held_;
+      progress_ = Clock::now();
     }
     room_.notify_all();
   }
@@ -102,6 +105,16 @@ class BatchQueue {
   }
   size_t maxBytes() const { return max_bytes_; }
 
+  using Clock = std::chrono::steady_clock;
+  // How long, as of `now`, batches have been queued or in process without one being done: since
+  // the last done() or, if later, since the queue took a batch while holding none. Zero while it
+  // holds none. A pipeline that holds work and finishes none for long is wedged (serve's
+  // /healthz, PushConfig::stall_after), however busy it is otherwise.
+  Clock::duration stalled(Clock::time_point now) const {
+    std::lock_guard lock(mu_);
+    return held_ == 0 ? Clock::duration::zero() : now - progress_;
+  }
+
  private:
   bool fits(size_t bytes) const { return bytes_ == 0 || bytes_ + bytes <= max_bytes_; }
   std::optional<Item> take() {
@@ -114,6 +127,9 @@ class BatchQueue {
     return item;
   }
   void enqueue(Item& item) {
+    if (held_++ == 0) {
+      progress_ = Clock::now();
+    }
     bytes_ += item.bytes;
     items_.push_back(std::move(item));
     ready_.notify_one();
@@ -125,6 +141,8 @@ class BatchQueue {
   std::condition_variable room_;   // bytes were released or the queue closed
   std::deque<Item> items_;
   size_t bytes_ = 0;
+  size_t held_ = 0;             // batches queued or in process (pushed, not yet done())
+  Clock::time_point progress_;  // see stalled()
   int waiting_ = 0;
   uint64_t popped_ = 0;
   bool closed_ = false;

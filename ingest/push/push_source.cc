@@ -708,7 +708,16 @@ PushServer::Response PushServer::answer(Request& req) {
       return {405, "text/plain", "use GET\n", {{"Allow", "GET"}}};
     }
     if (req.path == "/healthz") {
-      return {200, "text/plain", "ok\n", {}};
+      const auto stalled = queue_->stalled(BatchQueue::Clock::now());
+      if (stalled < config_.stall_after) {
+        return {200, "text/plain", "ok\n", {}};
+      }
+      const std::string why = fmt::format(
+          "pipeline stalled: batches held for {} s with none processed (the bound is {} s)",
+          std::chrono::duration_cast<std::chrono::seconds>(stalled).count(),
+          std::chrono::duration_cast<std::chrono::seconds>(config_.stall_after).count());
+      spdlog::error("/healthz: {}", why);
+      return {503, "text/plain", why + "\n", {}};
     }
     if (req.path == "/readyz") {
       const bool ready = ready_();

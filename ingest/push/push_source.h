@@ -10,7 +10,8 @@
 //                           (ExportLogsServiceRequest, ingest/otlp/otlp.h). 200 with an
 //                           ExportLogsServiceResponse in the request's encoding; records
 //                           without a line or a node are counted in partial_success.
-//   GET /healthz            200 while the process serves.
+//   GET /healthz            200 while the process serves; 503 with the reason while the pipeline
+//                           holds batches and has finished none for stall_after (1 min).
 //   GET /readyz             200 once the rules are loaded and the sinks reachable, else 503.
 //   GET /metrics            Prometheus text (core/metrics.h).
 //
@@ -99,6 +100,11 @@ struct PushConfig {
   // The bound on reading a request's header, on any pause, and the body's bound before its
   // allowance per byte (see above). Not in the YAML: tests shorten it.
   std::chrono::milliseconds read_timeout{10000};
+  // /healthz answers 503 once the pipeline has held batches this long without finishing one
+  // (BatchQueue::stalled): a wedged process (a deadlock, a sink stuck in a write) is restarted by
+  // its liveness probe. A batch takes milliseconds (bench/README.md), so a minute is no load
+  // spike. Not in the YAML: tests shorten it.
+  std::chrono::milliseconds stall_after{60000};
 
   // Shape (unknown keys are errors):
   //   listen: "0.0.0.0:3100"          # host:port; port 0 picks a free one

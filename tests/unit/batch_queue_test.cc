@@ -28,6 +28,39 @@ TEST(BatchQueue, PopNumbersItemsInQueueOrder) {
   EXPECT_FALSE(queue.tryPop());  // empty: no wait
 }
 
+// stalled() is how long the queue has held work with none done: from the first batch taken into
+// an empty queue, then from each done(); a batch pushed while others are held does not restart
+// it, else a steady stream into a wedged pipeline would never look stalled.
+TEST(BatchQueue, StalledCountsFromTheLastBatchDoneWhileWorkIsHeld) {
+  using Clock = BatchQueue::Clock;
+  BatchQueue queue(1 << 20);
+  const auto push = [&] {
+    BatchQueue::Item item;
+    item.batch.records.emplace_back().line = "a";
+    item.bytes = 1;
+    ASSERT_TRUE(queue.tryPush(item));
+  };
+  const auto later = Clock::now() + std::chrono::hours(1);
+  EXPECT_EQ(queue.stalled(later), Clock::duration::zero());  // holds nothing
+  const auto before_first = Clock::now();
+  push();
+  const auto after_first = Clock::now();
+  EXPECT_LE(queue.stalled(later), later - before_first);
+  EXPECT_GE(queue.stalled(later), later - after_first);
+  push();  // while the first is held: no progress
+  EXPECT_GE(queue.stalled(later), later - after_first);
+  std::optional<BatchQueue::Item> item = queue.pop();
+  ASSERT_TRUE(item);
+  EXPECT_GE(queue.stalled(later), later - after_first);  // popped, in process, not done
+  const auto before_done = Clock::now();
+  queue.done(*item);
+  EXPECT_LE(queue.stalled(later), later - before_done);  // one done: counted from there
+  item = queue.pop();
+  ASSERT_TRUE(item);
+  queue.done(*item);
+  EXPECT_EQ(queue.stalled(later), Clock::duration::zero());  // drained
+}
+
 // A later item's callback, given first, waits for the earlier one: the order is the numbers',
 // not the threads'.
 TEST(InOrder, RunsCallbacksInSequenceWhateverTheThreads) {

@@ -63,6 +63,42 @@ std::string otlpBody(const std::string& line, int count) {
   return req.SerializeAsString();
 }
 
+// Liveness: /healthz turns 503, with the reason, once the pipeline has held a batch for
+// stall_after without finishing one (nothing pops this queue: a wedged pipeline), on listen and on
+// probe_listen alike, and 200 again once the batch is done.
+TEST(PushServer, HealthzFailsWhileThePipelineHoldsABatchAndFinishesNone) {
+  PushConfig config;
+  config.probe_host = "127.0.0.1";
+  config.probe_port = 0;
+  config.stall_after = std::chrono::milliseconds(300);
+  Fixture f(1 << 20, config);
+  httplib::Client probe("127.0.0.1", f.server->probePort());
+  const auto healthz = [&](httplib::Client& c) {
+    auto res = c.Get("/healthz");
+    return res ? std::to_string(res->status) + " " + res->body : std::string("no answer");
+  };
+  EXPECT_EQ(healthz(*f.client), "200 ok\n");  // nothing held: idle is healthy
+  const auto pushed = BatchQueue::Clock::now();
+  auto res = f.lokiJson();
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 204);
+  const std::string early = healthz(*f.client);
+  if (BatchQueue::Clock::now() - pushed < config.stall_after) {  // else the machine stalled us
+    EXPECT_EQ(early, "200 ok\n");
+  }
+  std::this_thread::sleep_for(config.stall_after + std::chrono::milliseconds(100));
+  for (httplib::Client* c : {f.client.get(), &probe}) {
+    const std::string answer = healthz(*c);
+    EXPECT_EQ(answer.substr(0, 39), "503 pipeline stalled: batches held for ") << answer;
+    EXPECT_NE(answer.find("with none processed (the bound is 0 s)"), std::string::npos) << answer;
+  }
+  std::optional<BatchQueue::Item> item = f.queue.pop();
+  ASSERT_TRUE(item);
+  f.queue.done(*item);
+  EXPECT_EQ(healthz(*f.client), "200 ok\n");
+  EXPECT_EQ(healthz(probe), "200 ok\n");
+}
+
 // A restart on new rules binds its listen and probe_listen addresses after this process freed
 // its own: checkListen tries only the others (a taken one is refused, as the restart would fail).
 TEST(PushServer, CheckListenTriesOnlyThePortsTheRestartDoesNotFree) {
