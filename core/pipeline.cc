@@ -5,6 +5,7 @@
 #include <charconv>
 #include <functional>
 #include <iterator>
+#include <numeric>
 #include <string_view>
 #include <utility>
 
@@ -121,7 +122,9 @@ void Pipeline::correlate(BatchMatch& matched) {
   for (const BatchMatch::NodeTimes& n : matched.nodes) {
     correlator_.arrived(n.node, matched.newest_ns, n.newest_ns, n.pod_ns);
   }
-  correlateHits(matched.hits);
+  for (Hit& hit : matched.hits) {
+    correlateHit(hit);
+  }
   // After the hits: a node's later records must not decide a timer that one of its hits cancels.
   for (const BatchMatch::NodeTimes& n : matched.nodes) {
     correlator_.heard(n.node, n.newest_ns, n.pod_ns);
@@ -252,7 +255,12 @@ void Pipeline::newestFirst(uint32_t input) {
 }
 
 void Pipeline::finishReplay() {
-  std::stable_sort(hits_.begin(), hits_.end(), [this](const Hit& a, const Hit& b) {
+  // Their indices are sorted, not the hits: stable_sort's buffer would hold a copy of them all.
+  std::vector<size_t> order(hits_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [this](size_t ia, size_t ib) {
+    const Hit& a = hits_[ia];
+    const Hit& b = hits_[ib];
     if (a.time_ns != b.time_ns) {
       return a.time_ns < b.time_ns;
     }
@@ -267,7 +275,9 @@ void Pipeline::finishReplay() {
     }
     return a.seq < b.seq;
   });
-  correlateHits(hits_);
+  for (const size_t i : order) {
+    correlateHit(hits_[i]);
+  }
   hits_.clear();
   kept_.clear();
   out_.clear();
@@ -277,12 +287,10 @@ void Pipeline::finishReplay() {
   flush();
 }
 
-void Pipeline::correlateHits(std::vector<Hit>& hits) {
-  for (Hit& hit : hits) {
-    out_.clear();
-    correlator_.observe(std::move(hit), &out_);
-    emit(out_);
-  }
+void Pipeline::correlateHit(Hit& hit) {
+  out_.clear();
+  correlator_.observe(std::move(hit), &out_);
+  emit(out_);
 }
 
 void Pipeline::emit(const std::vector<Decision>& decisions) {

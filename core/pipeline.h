@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -143,7 +144,8 @@ class Pipeline {
   void keep(size_t first);
   // Records the job runs with the correlator.
   void noteMembers(const std::vector<BatchMatch::JobRun>& runs);
-  void correlateHits(std::vector<Hit>& hits);
+  // Correlates one hit, moved into the correlator, and emits what it decides.
+  void correlateHit(Hit& hit);
   // Restores the taints restoreTaint() queued.
   void restoreTaints();
   void emit(const std::vector<Decision>& decisions);
@@ -152,8 +154,10 @@ class Pipeline {
   std::function<int64_t()> clock_;
   Correlator correlator_;
   std::vector<DecisionSink*> sinks_;
-  BatchMatch matched_;     // process() and collect(): the current batch's
-  std::vector<Hit> hits_;  // collect(): every batch's hits kept so far
+  BatchMatch matched_;  // process() and collect(): the current batch's
+  // collect(): every batch's hits kept so far. A deque, so that growing it never holds the old
+  // and the new array at once (a flood of distinct hits: each about 120 bytes).
+  std::deque<Hit> hits_;
   // collect(): (node, signature, second, job, the line's hash) -> index into hits_ of the hit
   // kept for them. A hash, not the line: a flood of distinct lines kept each one twice.
   FlatMap<size_t> kept_;
