@@ -1,16 +1,18 @@
 // Micro-benchmarks of the hot paths: the matcher with the embedded bank (quiet and storm inputs)
-// and with the bench bank of 20/100/300 patterns (bench_bank.h), the memchr line split of the same
-// bytes (the floor to compare with), the correlator (under a flood of one line, and over a storm
-// of the bank's own example lines across many nodes), serve's per-batch match and correlating
-// turn, the five archive line parsers (dmesg, syslog, journal-json, otlp-json, loki-jsonl) and
-// the four Kafka decoders (raw, json, otlp_proto, otlp_json). The push decoders are in
-// push_bench.cc. Compare rates within one run: the machines are shared.
+// and with the bench bank of 20/100/300 patterns (bench_bank.h), its literal gate alone (Teddy
+// and Wu-Manber), the memchr line split of the same bytes (the floor to compare with), the
+// correlator (under a flood of one line, and over a storm of the bank's own example lines across
+// many nodes), serve's per-batch match and correlating turn, the five archive line parsers
+// (dmesg, syslog, journal-json, otlp-json, loki-jsonl) and the four Kafka decoders (raw, json,
+// otlp_proto, otlp_json). The push decoders are in push_bench.cc. Compare rates within one run:
+// the machines are shared.
 //
 // Background lines are generated from a seeded std::mt19937 out of templates shaped like the
 // kernel lines of the leptonai/gpud test captures (Apache-2.0, /work/shared/corpora/gpud), with
 // varying numbers, PCI addresses, interface names and PIDs. Any generated line that some signature
 // matches is drawn again, so only the fault lines below match. Fault lines are real ones.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +40,7 @@
 #include "ingest/kafka/decoders.h"
 #include "matcher/bank.h"
 #include "matcher/correlator.h"
+#include "matcher/literal_gate.h"
 #include "matcher/matcher.h"
 
 namespace faultline {
@@ -260,6 +263,45 @@ void BM_MatcherBankSizeStorm(benchmark::State& state) {
   runMatcher(state, 100, loadBank(benchBank(static_cast<size_t>(state.range(0)))));
 }
 BENCHMARK(BM_MatcherBankSizeStorm)->Arg(300)->Unit(benchmark::kMillisecond);
+
+// The literal gate alone over the quiet corpus, tuned on its first 1000 lines as the Matcher
+// tunes it. Args: bank (0: the embedded bank's kernel patterns; N: the bench bank of N), scan
+// (0: the fastest here, Teddy on x86-64 with SSSE3; 1: Wu-Manber). Counters: literals, teddy
+// (1 if it ran), build_ms (the gate's construction).
+void BM_LiteralGate(benchmark::State& state) {
+  static const std::vector<std::string> lines = messages(200000, 100000);
+  const std::shared_ptr<const Bank> b =
+      state.range(0) == 0 ? bank() : loadBank(benchBank(static_cast<size_t>(state.range(0))));
+  std::vector<std::string> patterns;
+  for (uint32_t sig : b->sets[static_cast<size_t>(StreamKind::kKernel)].signature) {
+    patterns.push_back(b->signatures[sig].pattern);
+  }
+  std::string sample;
+  for (size_t i = 0; i < Matcher::kTuneLines; ++i) {
+    sample += lines[i] + "\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const LiteralGate gate(
+      patterns, sample,
+      state.range(1) == 0 ? LiteralGate::Scan::kFastest : LiteralGate::Scan::kPortable);
+  const std::chrono::duration<double, std::milli> build = std::chrono::steady_clock::now() - start;
+  const std::vector<std::string_view> views(lines.begin(), lines.end());
+  int64_t bytes = 0;
+  for (const std::string& l : lines) {
+    bytes += static_cast<int64_t>(l.size());
+  }
+  std::vector<uint8_t> may(views.size());
+  for (auto _ : state) {
+    gate.mayMatch(views.data(), views.size(), may.data());
+    benchmark::DoNotOptimize(may.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(views.size()));
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["literals"] = static_cast<double>(gate.literals().size());
+  state.counters["teddy"] = gate.teddy() ? 1 : 0;
+  state.counters["build_ms"] = build.count();
+}
+BENCHMARK(BM_LiteralGate)->ArgsProduct({{0, 20, 300}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 // memchr over the quiet corpus joined by newlines: the floor for any per-line matcher.
 void BM_LineSplit(benchmark::State& state) {

@@ -1,6 +1,6 @@
 // Differential fuzzing of the literal gate against the RE2::Set it guards, on the real bank: a
-// line the Set matches must pass the gate, with the static gate and with one tuned on a sample,
-// and the two-line scan must agree with the one-line scan. The first byte picks a sample.
+// line the Set matches must pass the gate, with the static gate and with one tuned on a sample;
+// the batch scan must agree with the one-line scan, and Teddy (where it runs) with Wu-Manber.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -14,7 +14,8 @@ namespace {
 
 struct Kind {
   const RE2::Set* set = nullptr;
-  std::vector<faultline::LiteralGate> gates;  // static, then tuned on each sample
+  std::vector<faultline::LiteralGate> gates;     // static, then tuned on each sample
+  std::vector<faultline::LiteralGate> portable;  // the same, Wu-Manber
 };
 
 std::vector<Kind> build() {
@@ -36,6 +37,7 @@ std::vector<Kind> build() {
     k.set = cs.set.get();
     for (const std::string& s : samples) {
       k.gates.emplace_back(patterns, s);
+      k.portable.emplace_back(patterns, s, faultline::LiteralGate::Scan::kPortable);
     }
     kinds.push_back(std::move(k));
   }
@@ -56,14 +58,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<int> ids;
   for (const Kind& k : kinds) {
-    for (const faultline::LiteralGate& g : k.gates) {
-      if (k.set->Match(text, &ids) && !g.mayMatch(text)) {
-        std::abort();  // the gate ruled out a line the Set matches
+    for (size_t gi = 0; gi < k.gates.size(); ++gi) {
+      const faultline::LiteralGate& g = k.gates[gi];
+      const faultline::LiteralGate& p = k.portable[gi];
+      if ((k.set->Match(text, &ids) && !g.mayMatch(text)) || g.mayMatch(text) != p.mayMatch(text)) {
+        std::abort();  // the gate ruled out a line the Set matches, or its scans disagree
       }
       std::vector<uint8_t> may(lines.size());
       g.mayMatch(lines.data(), lines.size(), may.data());
       for (size_t i = 0; i < lines.size(); ++i) {
-        if (may[i] != (g.mayMatch(lines[i]) ? 1 : 0) ||
+        if (may[i] != (g.mayMatch(lines[i]) ? 1 : 0) || may[i] != (p.mayMatch(lines[i]) ? 1 : 0) ||
             (k.set->Match(lines[i], &ids) && may[i] == 0)) {
           std::abort();
         }

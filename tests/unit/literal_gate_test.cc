@@ -186,6 +186,126 @@ TEST(LiteralGate, NeverRulesOutALineTheSetMatches) {
   EXPECT_GT(matched, 100U);
 }
 
+// Teddy (the SIMD scan) passes exactly the lines Wu-Manber (the portable one) passes: every
+// literal of the real bank's gates, in random case, ending at each byte of lines of every length
+// from 1 to 70 (the first 16-byte chunk, later ones, the last partial chunk read again from the
+// line's end, a line shorter than 16), cut short by a byte, and random lines made of the
+// literals' own bytes, where windows agree by chance. Gates tuned on a sample and not; a bank
+// whose literals need a 3-byte window (open before the line's start); and literals needing more
+// windows than kTeddyGroups, which keep Wu-Manber.
+TEST(LiteralGate, TeddyPassesTheLinesWuManberPasses) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("ssse3")) {
+    GTEST_SKIP() << "no SSSE3: Teddy does not run here";
+  }
+#else
+  GTEST_SKIP() << "not x86-64: Teddy does not run here";
+#endif
+  const std::shared_ptr<const Bank> bank = shippedBank();
+  std::string sample;
+  for (const Signature& sig : bank->signatures) {
+    for (const Example& e : sig.match_examples) {
+      sample += e.line + "\n";
+    }
+  }
+  std::vector<std::vector<std::string>> banks;
+  for (int k = 0; k < kStreamKinds; ++k) {
+    if (bank->sets[static_cast<size_t>(k)].set) {
+      banks.push_back(patternsOf(*bank, static_cast<StreamKind>(k)));
+    }
+  }
+  banks.push_back({"abc.", "xyz.", "NVRM: Xid"});  // 3-byte literals
+  std::mt19937 rng(11);
+  size_t teddies = 0;
+  size_t passed = 0;
+  for (const std::vector<std::string>& patterns : banks) {
+    for (const std::string& s : {std::string(), sample}) {
+      const LiteralGate teddy(patterns, s);
+      const LiteralGate portable(patterns, s, LiteralGate::Scan::kPortable);
+      ASSERT_EQ(teddy.literals(), portable.literals());
+      ASSERT_TRUE(teddy.teddy());
+      ASSERT_FALSE(portable.teddy());
+      if (patterns.front() == "abc.") {
+        ASSERT_TRUE(has(teddy.literals(), "abc"));
+      }
+      ++teddies;
+      std::string alphabet;
+      for (const std::string& l : teddy.literals()) {
+        alphabet += l;
+      }
+      std::vector<std::string> lines;
+      for (const std::string& l : teddy.literals()) {
+        for (size_t size = l.size(); size <= 70; ++size) {
+          for (size_t at = 0; at + l.size() <= size; ++at) {
+            std::string line(size, '.');
+            for (size_t i = 0; i < l.size(); ++i) {
+              line[at + i] = rng() % 2 == 0 ? l[i] : static_cast<char>(std::toupper(l[i]));
+            }
+            lines.push_back(line);
+            line[at + l.size() - 1] = '\n';  // cut short: no literal, or another
+            lines.push_back(line);
+          }
+        }
+      }
+      for (size_t n = 0; n < 20000; ++n) {
+        std::string line(rng() % 70, ' ');
+        for (char& c : line) {
+          c = alphabet[rng() % alphabet.size()];
+        }
+        lines.push_back(line);
+      }
+      std::vector<std::string_view> views(lines.begin(), lines.end());
+      std::vector<uint8_t> a(views.size(), 2);
+      std::vector<uint8_t> b(views.size(), 2);
+      teddy.mayMatch(views.data(), views.size(), a.data());
+      portable.mayMatch(views.data(), views.size(), b.data());
+      for (size_t i = 0; i < views.size(); ++i) {
+        ASSERT_EQ(a[i], b[i]) << "line " << i << ": " << views[i];
+        ASSERT_EQ(teddy.mayMatch(views[i]), b[i] == 1) << views[i];
+        passed += b[i];
+      }
+    }
+  }
+  EXPECT_EQ(teddies, 2 * banks.size());
+  EXPECT_GT(passed, 100000U);
+  // Words of random letters share no 4 bytes: each needs a window of its own. 100 are merged
+  // into the buckets (first by their odds, then by their count in the sample); 300 are more
+  // than kTeddyGroups, and keep Wu-Manber.
+  for (const size_t count : {size_t{100}, size_t{300}}) {
+    std::vector<std::string> words;
+    std::string sample;
+    for (size_t i = 0; i < count; ++i) {
+      std::string w(6, 'a');
+      for (char& c : w) {
+        c = static_cast<char>('a' + rng() % 26);
+      }
+      words.push_back(w);
+      sample += "x " + w.substr(0, 4) + " y\n";
+    }
+    const LiteralGate fast(words, sample);
+    const LiteralGate portable(words, sample, LiteralGate::Scan::kPortable);
+    EXPECT_EQ(fast.literals().size(), count);
+    EXPECT_EQ(fast.teddy(), count == 100);
+    size_t found = 0;
+    for (size_t n = 0; n < 20000; ++n) {
+      std::string line(rng() % 60, ' ');
+      for (char& c : line) {
+        c = static_cast<char>('a' + rng() % 26);
+      }
+      const std::string& w = words[rng() % count];
+      line.insert(rng() % (line.size() + 1), n % 2 == 0 ? w : w.substr(1));
+      if (n % 3 == 0) {
+        for (char& c : line) {
+          c = static_cast<char>(std::toupper(c));
+        }
+      }
+      ASSERT_EQ(fast.mayMatch(line), portable.mayMatch(line)) << line;
+      found += portable.mayMatch(line) ? 1 : 0;
+    }
+    EXPECT_GE(found, 10000U);
+  }
+}
+
 // A Matcher gives the same hits before and after it tunes its gates on what it has seen.
 TEST(LiteralGate, TuningKeepsTheMatchersHits) {
   const std::shared_ptr<const Bank> bank = shippedBank();
