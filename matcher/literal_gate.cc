@@ -571,14 +571,17 @@ bool LiteralGate::teddyConfirm(const unsigned char* text, size_t size, size_t en
     for (uint32_t i = bucket_first_[b]; i < bucket_first_[b + 1]; ++i) {
       const Windowed& w = windowed_[i];
       const std::string& l = literals_[w.literal];
-      uint32_t window = 0;  // a first test, one compare for 4 bytes
-      if (w.end + 1 >= kWindow && end >= w.end) {
+      if (end < w.end || end - w.end + l.size() > size) {
+        continue;  // the literal would start before the line or end past it
+      }
+      if (w.end + 1 >= kWindow) {  // a first test, one compare for the window's 4 bytes
+        uint32_t window = 0;
         std::memcpy(&window, text + end + 1 - kWindow, kWindow);
         if ((window | 0x20202020U) != w.window) {
           continue;
         }
       }
-      if (end >= w.end && end - w.end + l.size() <= size && equalFolded(text + end - w.end, l)) {
+      if (equalFolded(text + end - w.end, l)) {
         return true;
       }
     }
