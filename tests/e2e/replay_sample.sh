@@ -161,9 +161,13 @@ printf 'kubernetes: {server: "%s", guard: {max_tainted: 0, max_tainted_percent: 
   fail "hang decisions: $(cat "$tmp/hang-decisions.jsonl")"
 [[ $(faulty trn-node-02) == 1 ]] || fail "--apply took a suspect for trn-node-02's end state"
 # Without --kube-server, --kube-token-file replaces the token file of the config's connection
-# (as a config's token_file replaces the pod's).
+# (as a config's token_file replaces the pod's). Not in dry run, whose sink may stop before its
+# first LIST (nothing else of it goes to the API): a taint is checked against a LIST, here of a
+# node already tainted.
 echo -n "s3cret" >"$tmp/token"
-"$FAULTLINE" replay --year 2025 --decisions /dev/null --apply --config "$tmp/dry.yaml" \
+printf '{"labels":{"node_name":"trn-node-02","_TRANSPORT":"kernel"},"line":"NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR nd-id=0 nc-id=0","timestamp":"%d000000000"}\n' \
+  "$t0" >"$tmp/token.jsonl"
+"$FAULTLINE" replay "$tmp/token.jsonl" --decisions /dev/null --apply --config "$tmp/hang.yaml" \
   --kube-token-file "$tmp/token" 2>>"$tmp/replay.log"
 [[ $(curl -fsS "$api/_test/requests" | jq -r '[.[] | .authorization] | last') == "Bearer s3cret" ]] ||
   fail "--kube-token-file with the config's server: $(curl -fsS "$api/_test/requests" | jq -c '[.[] | .authorization] | unique')"
