@@ -272,10 +272,7 @@ void BM_LiteralGate(benchmark::State& state) {
   static const std::vector<std::string> lines = messages(200000, 100000);
   const std::shared_ptr<const Bank> b =
       state.range(0) == 0 ? bank() : loadBank(benchBank(static_cast<size_t>(state.range(0))));
-  std::vector<std::string> patterns;
-  for (uint32_t sig : b->sets[static_cast<size_t>(StreamKind::kKernel)].signature) {
-    patterns.push_back(b->signatures[sig].pattern);
-  }
+  const std::vector<std::string> patterns = b->patterns(StreamKind::kKernel);
   std::string sample;
   for (size_t i = 0; i < Matcher::kTuneLines; ++i) {
     sample += lines[i] + "\n";

@@ -822,7 +822,6 @@ void compileSets(Bank* bank, Problems* problems) {
     RE2::Options opts;
     opts.set_log_errors(false);
     auto set = std::make_unique<RE2::Set>(opts, RE2::UNANCHORED);
-    std::vector<std::string> patterns;
     for (uint32_t i = 0; i < bank->signatures.size(); ++i) {
       const Signature& sig = bank->signatures[i];
       if (!sig.appliesTo(static_cast<StreamKind>(k))) {
@@ -834,7 +833,6 @@ void compileSets(Bank* bank, Problems* problems) {
         continue;
       }
       cs.signature.push_back(i);
-      patterns.push_back(sig.pattern);
     }
     if (cs.signature.empty()) {
       continue;
@@ -857,7 +855,7 @@ void compileSets(Bank* bank, Problems* problems) {
       continue;
     }
     cs.set = std::move(set);
-    cs.gate = LiteralGate(patterns, "");
+    cs.gate = LiteralGate(bank->patterns(static_cast<StreamKind>(k)), "");
   }
 }
 
@@ -889,6 +887,14 @@ const Signature* Bank::find(std::string_view id) const {
     }
   }
   return nullptr;
+}
+
+std::vector<std::string> Bank::patterns(StreamKind kind) const {
+  std::vector<std::string> out;
+  for (uint32_t sig : sets[static_cast<size_t>(kind)].signature) {
+    out.push_back(signatures[sig].pattern);
+  }
+  return out;
 }
 
 std::optional<uint32_t> Bank::ruleIndex(std::string_view id) const {

@@ -157,6 +157,10 @@ struct Bank {
   std::array<CompiledSet, kStreamKinds> sets;
 
   const Signature* find(std::string_view id) const;
+  // The patterns of the signatures in sets[kind], in the Set's index order
+  // (CompiledSet::signature): what the Set's LiteralGate is built from. Empty if no signature
+  // applies to `kind`.
+  std::vector<std::string> patterns(StreamKind kind) const;
   // The index in `rules` of the rule `id`; nullopt if there is none.
   std::optional<uint32_t> ruleIndex(std::string_view id) const;
 };

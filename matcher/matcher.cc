@@ -132,19 +132,11 @@ Matcher::Matcher(std::shared_ptr<const Bank> bank) : bank_(std::move(bank)) {
   }
 }
 
-std::vector<std::string> Matcher::patterns(StreamKind kind) const {
-  std::vector<std::string> out;
-  for (uint32_t sig : bank_->sets[static_cast<size_t>(kind)].signature) {
-    out.push_back(bank_->signatures[sig].pattern);
-  }
-  return out;
-}
-
 void Matcher::sample(const LogRecord& rec) {
   const auto k = static_cast<size_t>(rec.stream);
   sample_[k].append(rec.line.substr(0, kTuneLineBytes)).push_back('\n');
   if (++sampled_[k] == kTuneLines) {
-    gates_[k] = LiteralGate(patterns(rec.stream), sample_[k]);
+    gates_[k] = LiteralGate(bank_->patterns(rec.stream), sample_[k]);
     tuned_[k] = true;
     sample_[k] = std::string();
   }

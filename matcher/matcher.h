@@ -127,7 +127,6 @@ class Matcher {
   // Adds the line to its kind's sample (a kind not yet tuned); rebuilds the kind's gate when
   // the sample is full.
   void sample(const LogRecord& rec);
-  std::vector<std::string> patterns(StreamKind kind) const;
   // Runs the signature's own RE2 for its named captures, then adds its tables' columns (Hit's
   // fields); false if it does not match after all, or, in a line of stream kind kKernel, its match
   // starts in text a process chose (quotesProcessText). The search is anchored at the first

@@ -25,14 +25,13 @@ std::vector<Kind> build() {
       "", "mlx5_core 0000:ab:00.0: E-Switch\nnvidia-nvswitch0: open\nata1: SATA link down\n",
       "NVRM: Xid (PCI:0000:44:00): 79, x\nNCCL WARN Call to ibv_modify_qp failed\n"};
   std::vector<Kind> kinds;
-  for (const faultline::CompiledSet& cs : bank->sets) {
+  for (int kind = 0; kind < faultline::kStreamKinds; ++kind) {
+    const faultline::CompiledSet& cs = bank->sets[static_cast<size_t>(kind)];
     if (!cs.set) {
       continue;
     }
-    std::vector<std::string> patterns;
-    for (uint32_t sig : cs.signature) {
-      patterns.push_back(bank->signatures[sig].pattern);
-    }
+    const std::vector<std::string> patterns =
+        bank->patterns(static_cast<faultline::StreamKind>(kind));
     Kind k;
     k.set = cs.set.get();
     for (const std::string& s : samples) {

@@ -19,14 +19,6 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-std::vector<std::string> patternsOf(const Bank& bank, StreamKind kind) {
-  std::vector<std::string> out;
-  for (uint32_t sig : bank.sets[static_cast<size_t>(kind)].signature) {
-    out.push_back(bank.signatures[sig].pattern);
-  }
-  return out;
-}
-
 TEST(LiteralGate, DerivesRequiredLiteralsLowercased) {
   const LiteralGate gate({R"(NVRM: Xid \(PCI:(?P<pci>[0-9a-f:]+)\): (?P<code>\d+),)",
                           R"(mlx5_core (?P<pci>\S+) (?P<dev>\S+): Port: (?P<port>\d+) Link)"},
@@ -164,7 +156,7 @@ TEST(LiteralGate, NeverRulesOutALineTheSetMatches) {
       continue;
     }
     for (const std::string& s : {std::string(), sample}) {
-      const LiteralGate gate(patternsOf(*bank, static_cast<StreamKind>(k)), s);
+      const LiteralGate gate(bank->patterns(static_cast<StreamKind>(k)), s);
       ASSERT_FALSE(gate.open());
       std::vector<int> ids;
       for (const std::string& l : lines) {
@@ -211,7 +203,7 @@ TEST(LiteralGate, TeddyPassesTheLinesWuManberPasses) {
   std::vector<std::vector<std::string>> banks;
   for (int k = 0; k < kStreamKinds; ++k) {
     if (bank->sets[static_cast<size_t>(k)].set) {
-      banks.push_back(patternsOf(*bank, static_cast<StreamKind>(k)));
+      banks.push_back(bank->patterns(static_cast<StreamKind>(k)));
     }
   }
   banks.push_back({"abc.", "xyz.", "NVRM: Xid"});  // 3-byte literals
