@@ -205,14 +205,18 @@ jq -e 'select(.node == "gpu-f" and .rule == "fltest-wedged-fatal")' "$tmp/decisi
 mkdir "$tmp/rules3"
 cp "$FL_SOURCE"/rules/*.yaml "$tmp/src/zz-test.yaml" "$tmp/rules3/"
 start_apiserver gpu-z
+# config3 KUBERNETES_EXTRA [DECISIONS [LISTEN]]: the configuration, replaced in one rename. Written
+# in place or in two steps, a check between the writes could find a configuration that loads and
+# restart on it; the restart then reads the second (CI failed so).
 config3() {
-  cat >"$tmp/config3.yaml" <<YAML
+  cat >"$tmp/config3.yaml.new" <<YAML
 rules: $tmp/rules3
 rules_reload: 200ms
-decisions: $tmp/decisions3.jsonl
-http: {listen: "127.0.0.1:0"}
+decisions: ${2:-$tmp/decisions3.jsonl}
+http: {listen: "${3:-127.0.0.1:0}"}
 kubernetes: {server: "$api", namespace: faultline$1}
 YAML
+  mv "$tmp/config3.yaml.new" "$tmp/config3.yaml"
 }
 config3 ", dry_run_rules: [fltest-wedged-fatal]"
 "$FAULTLINE" serve --config "$tmp/config3.yaml" 2>>"$tmp/serve3.log" &
@@ -245,11 +249,9 @@ refused3 2 "unknown key"
   fail "serve restarted on a configuration that does not load"
 # Nor does it start on a decisions file it cannot open, or on a listen address taken by another
 # process (the fake API server's): both ended the service.
-config3 ""
-sed -i "s|^decisions: .*|decisions: $tmp/no-such-dir/decisions.jsonl|" "$tmp/config3.yaml"
+config3 "" "$tmp/no-such-dir/decisions.jsonl"
 refused3 3 "$tmp/no-such-dir/decisions.jsonl: No such file or directory"
-config3 ""
-sed -i "s|127.0.0.1:0|127.0.0.1:${api##*:}|" "$tmp/config3.yaml"
+config3 "" "" "127.0.0.1:${api##*:}"
 refused3 4 "http: cannot listen on 127.0.0.1:${api##*:}"
 [[ $(grep -c 'listening on' "$tmp/serve3.log") == "$listening" ]] ||
   fail "serve restarted on a decisions file or listen address it cannot take"
