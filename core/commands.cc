@@ -495,19 +495,20 @@ void watchRules(RulesWatch watch, const std::string& dir, std::chrono::nanosecon
     if (!c.changed) {
       continue;
     }
+    // The gauge is set before the line is logged: who reads the line finds the gauge set.
     switch (c.state) {
       case RulesWatch::State::kRefused:
+        metrics.set("faultline_rules_last_reload_successful", "", 0);
         spdlog::error("rules: {} changed and does not load; the running bank stays:\n{}", dir,
                       watch.message());
-        metrics.set("faultline_rules_last_reload_successful", "", 0);
         break;
       case RulesWatch::State::kRunning:
+        metrics.set("faultline_rules_last_reload_successful", "", 1);
         if (watch.message().empty()) {
           spdlog::info("rules: {} holds the running bank again", dir);
         } else {
           spdlog::info("rules: {} changed, {}: the running bank stays", dir, watch.message());
         }
-        metrics.set("faultline_rules_last_reload_successful", "", 1);
         break;
       case RulesWatch::State::kNew:
         spdlog::warn("rules: {} changed and loads ({}): restarting on it", dir, watch.message());
