@@ -441,10 +441,12 @@ if [[ -n ${FL_BUILD:-} && -x $fl ]]; then
   api="http://127.0.0.1:$(cat "$tmp/apiport")"
   lease="$api/apis/coordination.k8s.io/v1/namespaces/faultline/leases/faultline"
   holder() { curl -fsS "$lease" | jq -r '.spec.holderIdentity'; }
+  # Held for the whole test: nothing renews it, and the replica takes it once expired (the
+  # release below hands it over).
   now=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)
   curl -fsS -X POST -H 'Content-Type: application/json' "${lease%/faultline}" -d '{
     "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "faultline"},
-    "spec": {"holderIdentity": "faultline-other", "leaseDurationSeconds": 15,
+    "spec": {"holderIdentity": "faultline-other", "leaseDurationSeconds": 3600,
              "acquireTime": "'"$now"'", "renewTime": "'"$now"'", "leaseTransitions": 0}}' >/dev/null
 
   # serve_rendered WHAT POD_NAME SED LINE: WHAT's rendered config ($tmp/WHAT.config.yaml) with

@@ -82,7 +82,7 @@ counted() {
   m=$(curl -fsS "http://127.0.0.1:$port_a/metrics") || return 1
   for s in "${series[@]}"; do grep -qE "^faultline_kube_requests_total\{$s\} [1-9]" <<<"$m" || return 1; done
 }
-wait_for 10 counted || true  # the loop below names what is missing
+wait_for 30 counted || true  # the loop below names what is missing
 metrics=$(curl -fsS "http://127.0.0.1:$port_a/metrics")
 for s in "${series[@]}"; do
   grep -qE "^faultline_kube_requests_total\{$s\} [1-9]" <<<"$metrics" ||

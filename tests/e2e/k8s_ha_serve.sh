@@ -90,7 +90,7 @@ wait_for 40 decided_in "$tmp/decisions-b.jsonl" gpu-1 || fail "the follower did 
 # --- SIGTERM: the leader releases the Lease on its way out ---
 kill -TERM "$pid_a"
 start=$(date +%s%N)
-wait_for 15 holder_is replica-b || fail "replica-b did not take over after SIGTERM: $(lease)"
+wait_for 40 holder_is replica-b || fail "replica-b did not take over after SIGTERM: $(lease)"
 seen_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 wait "$pid_a" || fail "replica-a exited non-zero after SIGTERM"
 puts=$(lease_puts)
@@ -112,11 +112,16 @@ fault gpu-2
 wait_for 40 is_true tainted gpu-2 || fail "gpu-2 not tainted by replica-b"
 wait_for 40 decided_in "$tmp/decisions-a.jsonl" gpu-2 || fail "the restarted follower did not decide gpu-2"
 [[ $(holder) == replica-b ]] || fail "the Lease moved from replica-b: $(lease)"
+# The node's condition and Event follow its taint: killed before them, replica-b would leave them
+# to replica-a, whose re-check finds the taint present and writes the condition, not the Event.
+is_one() { [[ $("$@") == 1 ]]; }
+wait_for 40 is_one count PATCH /api/v1/nodes/gpu-2/status || fail "replica-b wrote no condition on gpu-2"
+wait_for 40 is_one taint_events gpu-2 || fail "replica-b wrote no Event on gpu-2"
 
 # --- SIGKILL: no release; the Lease expires on the follower's clock ---
 kill -KILL "$pid_b"
 wait "$pid_b" 2>/dev/null || true
-wait_for 15 holder_is replica-a || fail "replica-a did not take over after SIGKILL: $(lease)"
+wait_for 40 holder_is replica-a || fail "replica-a did not take over after SIGKILL: $(lease)"
 last_renew=$(lease_puts | jq -r '[.[] | select(.holderIdentity == "replica-b") | .renewTime] | max')
 after=$(lease)
 kill_ms=$(ms_between "$last_renew" "$(jq -r .spec.acquireTime <<<"$after")")

@@ -57,8 +57,8 @@ wait_for 20 tainted || fail "gpu-1 not tainted"
 
 # replica-b takes the Lease (replica-a's next renewal conflicts), lifts gpu-1's taint and
 # releases the Lease.
-wait_for 10 write_lease replica-b 30 || fail "cannot take the Lease for replica-b"
-wait_for 10 ready_is 503 || fail "replica-a still ready after losing the Lease"
+wait_for 30 write_lease replica-b 30 || fail "cannot take the Lease for replica-b"
+wait_for 30 ready_is 503 || fail "replica-a still ready after losing the Lease"
 curl -fsS -X PATCH -H 'Content-Type: application/merge-patch+json' \
   --data-binary '{"metadata":{"annotations":{"faultline.dev/taint":null}},"spec":{"taints":[]}}' \
   "$api/api/v1/nodes/gpu-1" >/dev/null || fail "cannot lift gpu-1's taint"

@@ -60,6 +60,8 @@ described() {  # node, then the extended regexes `kubectl describe node` must sh
 events_of() {  # node → its Events as kubectl's field selector finds them, one JSON per line
   k get events --field-selector "involvedObject.name=$1" -o json | jq -c '.items[]'
 }
+# The sink writes a node's condition, then its Event: a test that saw the condition waits for it.
+events_at_least() { [[ $(events_of "$1" | wc -l) -ge $2 ]]; }
 
 m=60000000000
 t0=$(($(date +%s%N) - 30 * m))
@@ -73,6 +75,7 @@ uid=$(k get node gpu-1 -o jsonpath='{.metadata.uid}')
 tainted=$(faulty gpu-1)
 jq -e '.reason == "FaultDetected" and (.message | startswith("rule xid-fatal (a fatal hit on pci=0000:44:00): nvidia-xid: NVRM: Xid (PCI:0000:44:00): 48"))' \
   <<<"$tainted" >/dev/null || fail "gpu-1's condition when tainted: $tainted"
+wait_for 20 events_at_least gpu-1 1 || fail "gpu-1 has no Event when tainted"
 events_of gpu-1 >"$tmp/events.json"
 jq -se --arg uid "$uid" 'length == 1 and (.[0] | .type == "Warning" and .reason == "FaultlineTaint"
     and .count == 1 and .source.component == "faultline" and .reportingComponent == "faultline"
@@ -93,6 +96,7 @@ recovered=$(faulty gpu-1)
 jq -e --argjson was "$tainted" '.reason == "Recovered" and (.message | startswith("rule xid-fatal: recovered"))
     and .lastTransitionTime > $was.lastTransitionTime and .lastHeartbeatTime == .lastTransitionTime' \
   <<<"$recovered" >/dev/null || fail "gpu-1's condition: $tainted, then $recovered"
+wait_for 20 events_at_least gpu-1 2 || fail "gpu-1's Events after recovery: $(events_of gpu-1)"
 events_of gpu-1 >"$tmp/events.json"
 jq -se '[.[] | [.type, .reason, .count]] | sort == [["Normal", "FaultlineUntaint", 1], ["Warning", "FaultlineTaint", 1]]' \
   "$tmp/events.json" >/dev/null || fail "gpu-1's Events after recovery: $(cat "$tmp/events.json")"
@@ -114,6 +118,7 @@ described gpu-2 '^  Warning +FaultlineSuppressed .* faultline +rule xid-fatal: t
 hidden=${xid/name=python/name=$'\e'[8mpython}
 push gpu-1 $((t0 + 25 * m)) "$hidden"
 wait_for 20 condition_is gpu-1 True || fail "gpu-1 not tainted again: $(faulty gpu-1)"
+wait_for 20 events_at_least gpu-1 3 || fail "gpu-1's Events when tainted again: $(events_of gpu-1)"
 described gpu-1 '^  Warning +FaultlineTaint .* nvidia-xid: NVRM: Xid \(PCI:0000:44:00\): 48, pid=1234, name=\\x1b\[8mpython, '
 ! grep -q $'\e' "$tmp/describe.txt" || fail "kubectl describe node prints an escape byte: $(cat -v "$tmp/describe.txt")"
 jq -se --arg l "$hidden" 'any(.[]; .node == "gpu-1" and .evidence[0].line == $l)' \

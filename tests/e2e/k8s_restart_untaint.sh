@@ -108,11 +108,12 @@ stop
 # A SIGTERM while a restart on new rules shuts the old process's sinks down ends the service: it
 # is not lost to the process executed next. The API server is stopped (SIGSTOP) so that the taint
 # sink's node LIST (every node_list_period, 1 s) hangs, and with it that shutdown, until the
-# signal has come.
+# signal has come. The sleep gives the next LIST a second and a half to start; the LIST's own
+# timeout (15 s) bounds the time left for the rest.
 start 3
 wait_for 20 listed || fail "serve did not list the nodes"
 kill -STOP "$apiserver_pid"
-sleep 1.5
+sleep 2.5
 change_bank "$tmp/rules"
 wait_for 10 grep -q 'stopped:' "$tmp/serve-3.log" || fail "no stop on new rules"
 kill -TERM "$serve_pid"

@@ -49,7 +49,7 @@ YAML
       "{\"streams\":[{\"stream\":{\"node\":\"$node\",\"transport\":\"kernel\"},\"values\":[[\"$t\",\"$xid\"]]}]}" \
       "http://127.0.0.1:$port/loki/api/v1/push" || fail "push to serve"
   done
-  for _ in $(seq 100); do
+  for _ in $(seq 600); do
     [[ $(jq -s 'length' "$tmp/decisions-$run.jsonl" 2>/dev/null) == 2 ]] && break
     sleep 0.1
   done

@@ -41,7 +41,7 @@ kubernetes: {server: "$api", ca_file: "$tmp/ca.crt", token_file: "$tmp/token"}
 YAML
 start_serve_http "$tmp/good.yaml"
 push_xid79 "$port" gpu-1
-for _ in $(seq 100); do [[ $(taints gpu-1) != '[]' ]] && break; sleep 0.1; done
+for _ in $(seq 600); do [[ $(taints gpu-1) != '[]' ]] && break; sleep 0.1; done
 [[ $(taints gpu-1 | jq -r '.[0].effect') == NoSchedule ]] || fail "gpu-1 not tainted: $(taints gpu-1)"
 # Read once serve has stopped: the taint's Event and condition follow its PATCH, and a request
 # counted later would be blamed on the other CA's serve below.
@@ -65,7 +65,7 @@ errors() {
   curl -fsS "http://127.0.0.1:$port/metrics" |
     sed -n 's/^faultline_kube_requests_total{verb="LIST",resource="nodes",code="error"} \([0-9]*\)$/\1/p'
 }
-for _ in $(seq 100); do [[ -n $(errors) ]] && break; sleep 0.1; done
+for _ in $(seq 600); do [[ -n $(errors) ]] && break; sleep 0.1; done
 [[ $(errors) -ge 1 ]] || fail "no LIST counted as code=error: $(curl -fsS "http://127.0.0.1:$port/metrics" | grep kube_requests)"
 grep -q -i 'certificate' "$tmp/serve.log" || fail "serve did not log the certificate error"
 [[ $(taints gpu-2) == '[]' ]] || fail "gpu-2 tainted through an unverified server: $(taints gpu-2)"

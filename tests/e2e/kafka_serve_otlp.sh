@@ -90,7 +90,7 @@ lag_settled() {
   grep -q '^faultline_kafka_consumer_lag{topic="otlp_logs"} 0$' <<<"$metrics" &&
     grep -q '^faultline_kafka_consumer_lag{topic="otlp_json"} 0$' <<<"$metrics"
 }
-for _ in $(seq 100); do lag_settled && break; sleep 0.1; done
+for _ in $(seq 600); do lag_settled && break; sleep 0.1; done
 lag_settled || fail "metrics: consumer lag: $(grep consumer_lag <<<"$metrics")"
 # With the brokers gone no partition is read: the lag is unknown, -1, not the 0 it last read.
 kill "$mock_pid"

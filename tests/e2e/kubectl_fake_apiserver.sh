@@ -32,12 +32,12 @@ trap cleanup EXIT
 
 "$fake" --port 0 --port-file "$tmp/port" --nodes n1 2>"$tmp/fake.log" &
 pid=$!
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   [[ -s $tmp/port ]] && break
   kill -0 "$pid" 2>/dev/null || fail "fake_apiserver exited early"
   sleep 0.1
 done
-[[ -s $tmp/port ]] || fail "fake_apiserver wrote no port file within 10 s"
+[[ -s $tmp/port ]] || fail "fake_apiserver wrote no port file within 60 s"
 base="http://127.0.0.1:$(cat "$tmp/port")"
 
 cat >"$tmp/kubeconfig" <<EOF

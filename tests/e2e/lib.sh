@@ -76,10 +76,11 @@ YAML
   mv "$tmp/zz-e2e-change.yaml.new" "$1/zz-e2e-change.yaml"
 }
 # The serve logging to $1 restarts itself on new rules (rules_reload: it executes itself again, so
-# its log goes on): waits up to 10 s for more 'listening on' lines than $2 (their count before the
-# rules changed), and sets `port` to the new process's port.
+# its log goes on): waits up to 60 s for more 'listening on' lines than $2 (their count before the
+# rules changed), and sets `port` to the new process's port (as wait_listening: the old process's
+# shutdown and two sanitized bank loads on a loaded machine may take more than 10 s).
 wait_restart_on_new_rules() {
-  for _ in $(seq 100); do [[ $(grep -c 'listening on' "$1") -gt $2 ]] && break; sleep 0.1; done
+  for _ in $(seq 600); do [[ $(grep -c 'listening on' "$1") -gt $2 ]] && break; sleep 0.1; done
   grep -q 'changed and loads' "$1" || fail "no restart on new rules: $(tail -5 "$1")"
   [[ $(grep -c 'listening on' "$1") -gt $2 ]] || fail "serve did not listen again after new rules"
   wait_listening "$1"

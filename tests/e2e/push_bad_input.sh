@@ -88,14 +88,14 @@ auth=(-H "Authorization: Bearer rotated")
 pad=$(head -c 300 /dev/zero | tr '\0' 'x')
 body='{"streams":[{"stream":{"pod":"evil-0","node":"gpu-2"},"values":[["253402300799000000000","x"]]},{"stream":{"transport":"kernel","node":"gpu-1"},"values":[["1700000000000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus '"$pad"'"]]}]}'
 expect 204 '' "${auth[@]}" "${json[@]}" -H 'Transfer-Encoding: chunked' --data-binary "$body" "$loki"
-wait_file "$tmp/decisions.jsonl" 10
+wait_file "$tmp/decisions.jsonl" 60
 [[ $(taints_decided "$tmp/decisions.jsonl") == "gpu-1 xid-fatal" ]] || fail "decisions: $(cat "$tmp/decisions.jsonl")"
 line=$(jq -r '.evidence[0].line' "$tmp/decisions.jsonl")
 [[ ${#line} -le 200 ]] || fail "line not truncated to 200 bytes: ${#line}"
 
 # The pipeline publishes its counts after the batch's decisions, and releases the batch's queue
 # bytes after that: poll for both.
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   m=$(curl -fsS "http://127.0.0.1:$port/metrics")
   grep -q '^faultline_lines_total 2$' <<<"$m" && grep -q '^faultline_queue_bytes 0$' <<<"$m" && break
   sleep 0.1
@@ -149,7 +149,7 @@ mv "$tmp/serve.log" "$tmp/serve-1.log"  # its port is not the new one
 start_serve_http "$tmp/full.yaml"
 xid='{"streams":[{"stream":{"node":"gpu-9","transport":"kernel"},"values":[["1740787200000000000","NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"]]}]}'
 expect 204 '' "${json[@]}" --data-binary "$xid" "http://127.0.0.1:$port/loki/api/v1/push"
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   grep -qx 'faultline_decision_log_errors_total 1' <(curl -fsS "http://127.0.0.1:$port/metrics") && break
   sleep 0.1
 done

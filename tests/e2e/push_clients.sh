@@ -51,7 +51,7 @@ jq -cn --arg line "$xid" '{resourceLogs: [{resource: {attributes: [{key: "k8s.no
 
 taints() { curl -fsS "$api/api/v1/nodes/$1" | jq -c '[.spec.taints[]? | select(.key == "faultline.dev/faulty")]'; }
 for n in 1 2 3 4 6; do
-  for _ in $(seq 100); do [[ $(taints "gpu-$n") != "[]" ]] && break; sleep 0.1; done
+  for _ in $(seq 600); do [[ $(taints "gpu-$n") != "[]" ]] && break; sleep 0.1; done
   [[ $(taints "gpu-$n" | jq -r '.[0].effect') == NoSchedule ]] || fail "gpu-$n not tainted"
 done
 expected=$(printf 'gpu-%s xid-fatal\n' 1 2 3 4 6)
@@ -68,7 +68,7 @@ done
 grep -q '^faultline_decisions_total{action="taint"} 5$' <<<"$metrics" || fail "metrics: decisions"
 # The sink counts a taint just after the API server has it: poll. The page is read whole before
 # grep: `curl | grep -q` under pipefail fails when grep exits first and curl meets the closed pipe.
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   metrics=$(curl -fsS "$url/metrics")
   grep -q '^faultline_taint_outcomes_total{outcome="applied"} 5$' <<<"$metrics" && break
   sleep 0.1

@@ -75,7 +75,7 @@ for p in "${pushers[@]}"; do wait "$p" || fail "a push failed"; done
 expected_lines=$((nodes * 2400))
 # A worker adds a batch's lines, then its hits, then releases its queue bytes, while the other
 # worker goes on: all lines counted is not yet all hits. Poll for the queue's bytes too.
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   m=$(curl -fsS "$url/metrics")
   lines=$(sed -n 's/^faultline_lines_total \([0-9]*\)$/\1/p' <<<"$m")
   [[ $lines == "$expected_lines" ]] && grep -q '^faultline_queue_bytes 0$' <<<"$m" && break
